@@ -1,0 +1,179 @@
+"""The `prefrl` command. Each subcommand maps to one loop or tool; flags come from the same frozen
+dataclasses that configure the code (tyro)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from prefrl.presets import RL_PRESETS
+
+COMMANDS = {
+    "rl": "train SAC on an environment's true reward",
+    "eval": "evaluate a run or checkpoint: returns table and a video",
+    "envs": "list environment ids",
+}
+
+
+def _usage() -> str:
+    lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
+    lines += [f"  {name:<6} {text}" for name, text in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
+    """Remove `flag VALUE` / `flag=VALUE` from args; return (value, remaining)."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        a = args[i]
+        if a == flag:
+            if i + 1 >= len(args):
+                raise SystemExit(f"prefrl: {flag} needs a value")
+            value, i = args[i + 1], i + 2
+            continue
+        if a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return value, rest
+
+
+def _peek_option(args: list[str], flag: str) -> str | None:
+    return _pop_option(args, flag)[0]
+
+
+def cmd_rl(args: list[str]) -> int:
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rundir.config import config_from_dict
+
+    preset, args = _pop_option(args, "--preset")
+    resume = _peek_option(args, "--resume")
+    if resume is not None:
+        stored = Path(resume) / "config.json"
+        if not stored.exists():
+            raise SystemExit(f"prefrl rl: --resume {resume}: no config.json there (not a run directory)")
+        base = config_from_dict(RLConfig, json.loads(stored.read_text()))
+    elif preset is not None:
+        if preset not in RL_PRESETS:
+            raise SystemExit(f"prefrl rl: unknown --preset {preset!r}; known: {', '.join(RL_PRESETS)}")
+        base = RL_PRESETS[preset].config
+    else:
+        base = RLConfig()
+    presets = "\n".join(f"  {name}: {p.description}" for name, p in RL_PRESETS.items())
+    description = (
+        "Train SAC on an environment's true reward.\n\n"
+        "--preset NAME starts from a named published setting (flags given after it override it):\n"
+        f"{presets}"
+    )
+    config = tyro.cli(RLConfig, default=base, args=args, prog="prefrl rl", description=description)
+    result = train_rl(config)
+    if result.interrupted:
+        print(f"stopped at step {result.step:,}; continue with: prefrl rl --resume {result.run_dir}")
+        return 130
+    _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
+    print(f"run directory: {result.run_dir}")
+    if result.video is not None:
+        print(f"video: {result.video}")
+    return 0
+
+
+@dataclass(frozen=True)
+class EvalArgs:
+    """Evaluate a trained policy (deterministic actions) and write a video of one episode."""
+
+    target: Annotated[Path, tyro.conf.Positional]
+    """A run directory (its latest checkpoint is used) or a checkpoint directory."""
+    episodes: int = 10
+    video: Path | None = None
+    """Write the first episode to this mp4 file."""
+    seed: int = 0
+    render_size: int = 256
+
+
+def cmd_eval(args: list[str]) -> int:
+    from prefrl.envs import make_env
+    from prefrl.envs.registry import RenderSettings
+    from prefrl.loops.evaluate import evaluate
+    from prefrl.loops.rl import load_policy
+    from prefrl.render import write_video
+
+    opts = tyro.cli(EvalArgs, args=args, prog="prefrl eval")
+    if opts.episodes <= 0:
+        raise SystemExit(f"prefrl eval: --episodes={opts.episodes} is invalid: expected >= 1")
+    loaded = load_policy(opts.target)
+    env_id = loaded.config.env
+    render = RenderSettings(opts.render_size, opts.render_size) if opts.video else False
+    envs = [make_env(env_id, seed=None, render=render if i == 0 else False)
+            for i in range(opts.episodes)]
+    params, key = loaded.state.actor_params, None
+    result = evaluate(lambda obs: loaded.sac.act(params, obs, key, 0, deterministic=True),
+                      envs, seed=opts.seed, record=opts.video is not None)
+    _print_eval(result, f"{loaded.checkpoint} on {env_id}")
+    if opts.video is not None:
+        write_video(opts.video, result.frames, fps=envs[0].fps)
+        print(f"video: {opts.video}")
+    for env in envs:
+        env.close()
+    return 0
+
+
+def cmd_envs(args: list[str]) -> int:
+    from prefrl.envs import known_env_ids
+
+    family = args[0] if args and not args[0].startswith("-") else None
+    if "--help" in args or "-h" in args:
+        print("usage: prefrl envs [toy|dmc|gymnasium]\n\nList the environment ids make_env accepts.")
+        return 0
+    for env_id in known_env_ids(family):
+        print(env_id)
+    return 0
+
+
+def _print_eval(result, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    if result is None:
+        return
+    table = Table(title=title)
+    for col in ("episodes", "return mean", "return std", "min", "max", "length mean"):
+        table.add_column(col, justify="right")
+    r = result.returns
+    table.add_row(str(len(r)), f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}",
+                  f"{r.max():.1f}", f"{result.lengths.mean():.0f}")
+    Console().print(table)
+    print(f"evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
+
+
+def _terminate_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    command, args = argv[0], argv[1:]
+    handlers = {"rl": cmd_rl, "eval": cmd_eval, "envs": cmd_envs}
+    if command not in handlers:
+        print(f"prefrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    # `kill` (SIGTERM) stops a run like Ctrl-C: it checkpoints and can be resumed.
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        return handlers[command](args)
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        print(f"prefrl {command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

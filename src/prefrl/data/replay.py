@@ -1,0 +1,116 @@
+"""Numpy ring buffer of transitions with in-place reward relabelling."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.data.batch import Batch
+from prefrl.rundir.atomic import atomic_write
+
+RewardFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+
+
+class ReplayBuffer:
+    """Fixed-capacity FIFO of (obs, action, reward, next_obs, terminated).
+
+    `terminated` marks true terminal states only (no bootstrap); time-limit truncations are not
+    terminal, so they are not stored as such.
+    """
+
+    FIELDS = ("obs", "action", "reward", "next_obs", "terminated")
+
+    def __init__(self, capacity: int, obs_dim: int, action_dim: int):
+        if capacity <= 0:
+            raise ValueError(f"capacity={capacity} is invalid: expected a positive integer")
+        self.capacity = int(capacity)
+        self.obs_dim = int(obs_dim)
+        self.action_dim = int(action_dim)
+        self.obs = np.zeros((capacity, obs_dim), np.float32)
+        self.action = np.zeros((capacity, action_dim), np.float32)
+        self.reward = np.zeros((capacity,), np.float32)
+        self.next_obs = np.zeros((capacity, obs_dim), np.float32)
+        self.terminated = np.zeros((capacity,), np.float32)
+        self.ptr = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, obs, action, reward: float, next_obs, terminated: bool) -> None:
+        i = self.ptr
+        self.obs[i] = obs
+        self.action[i] = action
+        self.reward[i] = reward
+        self.next_obs[i] = next_obs
+        self.terminated[i] = terminated
+        self.ptr = (i + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+
+    def add_batch(self, obs, action, reward, next_obs, terminated) -> None:
+        n = len(obs)
+        idx = (self.ptr + np.arange(n)) % self.capacity
+        self.obs[idx] = obs
+        self.action[idx] = action
+        self.reward[idx] = reward
+        self.next_obs[idx] = next_obs
+        self.terminated[idx] = terminated
+        self.ptr = int((self.ptr + n) % self.capacity)
+        self.size = min(self.size + n, self.capacity)
+
+    def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
+        if self.size == 0:
+            raise ValueError("cannot sample from an empty replay buffer")
+        idx = rng.integers(0, self.size, batch_size)
+        return Batch(
+            self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx],
+            self.terminated[idx],
+        )
+
+    def relabel(self, reward_fn: RewardFn, chunk_size: int = 8192) -> None:
+        """Overwrite every stored reward with `reward_fn(obs, action, next_obs)`, in place.
+
+        The function sees chunks of exactly `chunk_size` rows (the last one zero-padded), so a
+        jitted reward model compiles once.
+        """
+        for start in range(0, self.size, chunk_size):
+            stop = min(start + chunk_size, self.size)
+            n = stop - start
+            obs, action, next_obs = self.obs[start:stop], self.action[start:stop], self.next_obs[start:stop]
+            if n < chunk_size:
+                pad = ((0, chunk_size - n), (0, 0))
+                obs, action, next_obs = (np.pad(a, pad) for a in (obs, action, next_obs))
+            rewards = np.asarray(reward_fn(obs, action, next_obs), np.float32).reshape(-1)
+            if rewards.shape[0] != chunk_size:
+                raise ValueError(
+                    f"reward_fn returned {rewards.shape[0]} rewards for {chunk_size} transitions"
+                )
+            self.reward[start:stop] = rewards[:n]
+
+    # ----------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> None:
+        """Write the filled part to one .npz file, atomically."""
+        meta = {
+            "capacity": self.capacity, "obs_dim": self.obs_dim, "action_dim": self.action_dim,
+            "ptr": self.ptr, "size": self.size,
+        }
+        n = self.size
+        with atomic_write(path, "wb") as f:
+            np.savez(
+                f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                **{name: getattr(self, name)[:n] for name in self.FIELDS},
+            )
+
+    @classmethod
+    def load(cls, path: str | Path) -> ReplayBuffer:
+        with np.load(path) as data:
+            meta = json.loads(bytes(data["meta"]).decode())
+            buf = cls(meta["capacity"], meta["obs_dim"], meta["action_dim"])
+            n = meta["size"]
+            for name in cls.FIELDS:
+                getattr(buf, name)[:n] = data[name]
+        buf.ptr, buf.size = meta["ptr"], n
+        return buf

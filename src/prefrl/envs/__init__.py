@@ -1,0 +1,6 @@
+"""Environment registry: Gymnasium MuJoCo ids, `dmc:domain-task`, built-in `toy:*` tasks."""
+
+from prefrl.envs.registry import RenderSettings, UnknownEnvError, known_env_ids, make_env
+from prefrl.envs.wrapper import PrefrlEnv
+
+__all__ = ["PrefrlEnv", "RenderSettings", "UnknownEnvError", "known_env_ids", "make_env"]

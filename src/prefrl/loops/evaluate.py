@@ -1,0 +1,57 @@
+"""Evaluation episodes, run side by side so the policy sees one batch per step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from prefrl.envs import PrefrlEnv
+
+Policy = Callable[[np.ndarray], np.ndarray]
+"""Maps a batch of observations (n, obs_dim) to actions (n, action_dim) in [-1, 1]."""
+
+
+@dataclass
+class EvalResult:
+    returns: np.ndarray
+    lengths: np.ndarray
+    frames: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def summary(self) -> dict[str, float]:
+        return {
+            "eval/return_mean": float(self.returns.mean()),
+            "eval/return_std": float(self.returns.std()),
+            "eval/length_mean": float(self.lengths.mean()),
+        }
+
+
+def evaluate(
+    policy: Policy,
+    envs: list[PrefrlEnv],
+    seed: int,
+    record: bool = False,
+    max_frames: int = 2000,
+) -> EvalResult:
+    """One episode in each env (seeded `seed + i`); with `record`, the frames of the first one
+    (that env must be made with rendering)."""
+    n = len(envs)
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
+    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    done = np.zeros(n, bool)
+    frames = [envs[0].render()] if record else []
+    while not done.all():
+        actions = np.asarray(policy(obs))
+        for i, env in enumerate(envs):
+            if done[i]:
+                continue
+            o, r, terminated, truncated, _ = env.step(actions[i])
+            obs[i] = o
+            returns[i] += r
+            lengths[i] += 1
+            done[i] = terminated or truncated
+            if i == 0 and record and len(frames) < max_frames:
+                frames.append(env.render())
+    return EvalResult(returns, lengths, frames)

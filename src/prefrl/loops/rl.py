@@ -1,0 +1,271 @@
+"""SAC on the environment's own reward: the baseline every preference workflow is measured against."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents import SAC, SACConfig, SACState
+from prefrl.data import ReplayBuffer
+from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs.registry import RenderSettings, resolve
+from prefrl.loops.evaluate import EvalResult, evaluate
+from prefrl.render import write_video
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, latest_checkpoint, write_json
+from prefrl.rundir.config import config_from_dict, config_to_dict
+from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
+from prefrl.rundir.plots import plot_learning_curve
+from prefrl.rundir.progress import TrainingProgress
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Train SAC on an environment's true reward."""
+
+    env: str = "HalfCheetah-v5"
+    """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, or toy:point-reach."""
+    steps: int = 1_000_000
+    """Environment steps in total (RoboPianist's max-steps)."""
+    seed: int = 0
+    warmstart_steps: int = 10_000
+    """Uniform-random actions for this many steps; learning starts after them."""
+    eval_interval: int = 10_000
+    """Evaluate (deterministic policy) every this many steps, and at the end."""
+    eval_episodes: int = 10
+    video: bool = True
+    """Write evaluation videos (H.264 mp4) to the run's videos/ folder."""
+    video_interval: int = 100_000
+    """Record the first evaluation episode every this many steps (and at the end)."""
+    render_size: int = 256
+    checkpoint_interval: int = 50_000
+    """Checkpoint (agent, replay buffer, loop state) every this many steps, and at the end."""
+    log_interval: int = 1_000
+    buffer_size: int = 1_000_000
+    name: str | None = None
+    """Run directory name under runs-dir (default: env, algorithm, seed and time)."""
+    runs_dir: Path = Path("runs")
+    resume: Path | None = None
+    """Continue the run in this directory from its latest checkpoint (other flags given on the
+    command line override its stored config, e.g. --steps to extend it)."""
+    progress: bool = True
+    """Show a progress bar."""
+    agent: SACConfig = SACConfig()
+
+    def __post_init__(self) -> None:
+        resolve(self.env)  # unknown ids fail here, with the closest matches
+        for name in ("steps", "eval_interval", "eval_episodes", "checkpoint_interval",
+                     "log_interval", "buffer_size", "render_size"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
+                                 "expected a positive integer")
+        if self.warmstart_steps < 0:
+            raise ValueError(f"--warmstart-steps={self.warmstart_steps} is invalid: expected >= 0")
+
+
+@dataclass
+class RLResult:
+    run_dir: Path
+    step: int
+    final_eval: EvalResult | None = dataclasses.field(repr=False)
+    video: Path | None
+    interrupted: bool = False
+
+
+def _default_name(config: RLConfig) -> str:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    env = config.env.replace(":", "-").replace("/", "-")
+    return f"{env}_sac_s{config.seed}_{stamp}"
+
+
+class _Loop:
+    """Everything a run needs between steps; saved in and restored from checkpoints."""
+
+    def __init__(self, config: RLConfig, run_dir: Path):
+        self.config = config
+        self.run_dir = run_dir
+        self.env = make_env(config.env, seed=config.seed)
+        self.sac = SAC(config.agent, self.env.obs_dim, self.env.action_dim)
+        self.key = jax.random.PRNGKey(config.seed)
+        self.rng = np.random.default_rng(config.seed)
+        self.state: SACState = self.sac.init(jax.random.fold_in(self.key, 1))
+        self.buffer = ReplayBuffer(config.buffer_size, self.env.obs_dim, self.env.action_dim)
+        self.step = 0
+        self.episodes = 0
+        self.last_eval: float | None = None
+        self._eval_envs: list[PrefrlEnv] | None = None
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.sac.state_to_bytes(self.state))
+        self.buffer.save(tmp / "buffer.npz")
+        write_json(tmp / "config.json", config_to_dict(self.config))
+        write_json(tmp / "loop.json", {
+            "step": self.step, "episodes": self.episodes, "last_eval": self.last_eval,
+            "rng": self.rng.bit_generator.state,
+        })
+        return commit_checkpoint(tmp)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        self.buffer = ReplayBuffer.load(ckpt / "buffer.npz")
+        if self.buffer.capacity != self.config.buffer_size:
+            raise ValueError(
+                f"--buffer-size={self.config.buffer_size} differs from the checkpoint's "
+                f"{self.buffer.capacity}; resume with the run's own buffer size"
+            )
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
+        self.rng.bit_generator.state = loop["rng"]
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, record: bool) -> EvalResult:
+        cfg = self.config
+        if self._eval_envs is None:
+            render = RenderSettings(cfg.render_size, cfg.render_size) if cfg.video else False
+            self._eval_envs = [make_env(cfg.env, seed=None, render=render if i == 0 else False)
+                               for i in range(cfg.eval_episodes)]
+        actor = self.state.actor_params
+        policy = lambda obs: self.sac.act(actor, obs, self.key, 0, deterministic=True)  # noqa: E731
+        return evaluate(policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record)
+
+    def close(self) -> None:
+        self.env.close()
+        for env in self._eval_envs or []:
+            env.close()
+
+
+def train_rl(config: RLConfig) -> RLResult:
+    """Run (or resume) SAC training; returns where it went and the final evaluation."""
+    if config.resume is not None:
+        run_dir = Path(config.resume)
+    else:
+        run_dir = Path(config.runs_dir) / (config.name or _default_name(config))
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise FileExistsError(
+                f"run directory {run_dir} already exists; pick another --name or continue it "
+                f"with --resume {run_dir}"
+            )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run_dir / "config.json", config_to_dict(config))
+
+    loop = _Loop(config, run_dir)
+    if config.resume is not None:
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
+        loop.restore(ckpt)
+        truncate_metrics(run_dir, loop.step)
+    metrics = MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
+    try:
+        return _run(loop, metrics)
+    finally:
+        metrics.close()
+        loop.close()
+
+
+def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
+    cfg, sac, env, buffer = loop.config, loop.sac, loop.env, loop.buffer
+    agent_cfg = cfg.agent
+    batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
+    act, update, key, rng = sac.act, sac.update, loop.key, loop.rng
+    video: Path | None = None
+    final: EvalResult | None = None
+    update_metrics = None
+
+    obs, _ = env.reset(seed=cfg.seed + loop.step)
+    ep_return, ep_len = 0.0, 0
+    t_last, step_last = time.perf_counter(), loop.step
+    progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval)
+    interrupted = False
+    with progress:
+        try:
+            while loop.step < cfg.steps:
+                step = loop.step
+                if step < cfg.warmstart_steps:
+                    action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
+                else:
+                    action = np.asarray(act(loop.state.actor_params, obs, key, step))
+                next_obs, reward, terminated, truncated, _ = env.step(action)
+                buffer.add(obs, action, reward, next_obs, terminated)
+                ep_return += reward
+                ep_len += 1
+                if terminated or truncated:
+                    loop.episodes += 1
+                    metrics.log(step + 1, {"train/episode_return": ep_return,
+                                           "train/episode_length": ep_len})
+                    obs, _ = env.reset()
+                    ep_return, ep_len = 0.0, 0
+                else:
+                    obs = next_obs
+                if step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size:
+                    batch = buffer.sample(rng, batch_size)
+                    loop.state, update_metrics = update(loop.state, batch, key)
+                loop.step = step = step + 1
+
+                if step % 100 == 0:
+                    progress.update(step)
+                if step % cfg.log_interval == 0 and update_metrics is not None:
+                    now = time.perf_counter()
+                    row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
+                    row["train/steps_per_s"] = (step - step_last) / (now - t_last)
+                    t_last, step_last = now, step
+                    metrics.log(step, row)
+                    if not np.isfinite(row["train/critic_loss"]):
+                        raise FloatingPointError(
+                            f"critic loss became {row['train/critic_loss']} at step {step}; the "
+                            "latest checkpoint holds the last good state"
+                        )
+                last = step == cfg.steps
+                if step % cfg.eval_interval == 0 or last:
+                    record = cfg.video and (step % cfg.video_interval == 0 or last)
+                    final = loop.evaluate(record)
+                    loop.last_eval = float(final.returns.mean())
+                    metrics.log(step, final.summary)
+                    if record and final.frames:
+                        video = write_video(loop.run_dir / "videos" / f"eval_{step:09d}.mp4",
+                                            final.frames, fps=env.fps)
+                    plot_learning_curve(loop.run_dir, title=f"SAC on {cfg.env}")
+                    metrics.flush()
+                    progress.update(step, last_eval=loop.last_eval)
+                    t_last, step_last = time.perf_counter(), step  # eval time is not loop time
+                if step % cfg.checkpoint_interval == 0 or last:
+                    loop.save()
+        except KeyboardInterrupt:
+            interrupted = True
+            progress.update(loop.step)
+            try:
+                loop.save()
+            except RuntimeError:  # interrupted inside an update: its donated state is gone
+                pass  # the latest periodic checkpoint stays the one to resume from
+    return RLResult(loop.run_dir, loop.step, final, video, interrupted)
+
+
+@dataclass
+class LoadedPolicy:
+    config: RLConfig
+    sac: SAC
+    state: SACState
+    checkpoint: Path
+
+
+def load_policy(path: Path) -> LoadedPolicy:
+    """A SAC policy from a run directory (its latest checkpoint) or a checkpoint directory."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: expected a run directory or a checkpoint")
+    ckpt = path if (path / "agent.msgpack").exists() else latest_checkpoint(path)
+    if ckpt is None:
+        raise FileNotFoundError(f"{path} is neither a checkpoint nor a run directory with one")
+    config = config_from_dict(RLConfig, json.loads((ckpt / "config.json").read_text()))
+    env = make_env(config.env, seed=None)
+    sac = SAC(config.agent, env.obs_dim, env.action_dim)
+    env.close()
+    return LoadedPolicy(config, sac, sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt)

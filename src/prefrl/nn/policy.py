@@ -1,0 +1,56 @@
+import math
+from collections.abc import Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from prefrl.nn.mlp import MLP
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+
+
+class TanhGaussianActor(nn.Module):
+    """Diagonal Gaussian over pre-squash actions; returns (mean, log_std).
+
+    Actions are tanh(u), u ~ N(mean, std): bounded in (-1, 1), matching every prefrl env.
+    """
+
+    action_dim: int
+    hidden_dims: Sequence[int]
+    log_std_min: float = -10.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        h = MLP(self.hidden_dims)(obs)
+        mean = nn.Dense(self.action_dim)(h)
+        log_std = nn.Dense(self.action_dim)(h)
+        log_std = jnp.clip(log_std, self.log_std_min, self.log_std_max)
+        return mean, log_std
+
+
+def _log_one_minus_tanh_sq(u: jax.Array) -> jax.Array:
+    # log(1 - tanh(u)^2) = 2 * (log 2 - u - softplus(-2u)), exact and stable for large |u|.
+    return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+
+
+def tanh_gaussian_sample(
+    mean: jax.Array, log_std: jax.Array, key: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised sample and its log-probability (summed over action dimensions)."""
+    eps = jax.random.normal(key, mean.shape, mean.dtype)
+    u = mean + jnp.exp(log_std) * eps
+    log_prob = -0.5 * eps**2 - log_std - _HALF_LOG_2PI - _log_one_minus_tanh_sq(u)
+    return jnp.tanh(u), log_prob.sum(-1)
+
+
+def tanh_gaussian_log_prob(
+    mean: jax.Array, log_std: jax.Array, action: jax.Array, eps: float = 1e-6
+) -> jax.Array:
+    """log pi(action) for given squashed actions (used by CPL/BC); clips to keep atanh finite."""
+    action = jnp.clip(action, -1.0 + eps, 1.0 - eps)
+    u = jnp.arctanh(action)
+    z = (u - mean) * jnp.exp(-log_std)
+    log_prob = -0.5 * z**2 - log_std - _HALF_LOG_2PI - _log_one_minus_tanh_sq(u)
+    return log_prob.sum(-1)

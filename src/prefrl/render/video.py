@@ -1,0 +1,57 @@
+"""H.264 mp4 files (yuv420p, faststart) that play in browsers, written with PyAV."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import av
+import numpy as np
+
+
+def write_video(path: str | Path, frames: Iterable[np.ndarray] | Sequence[np.ndarray], fps: float = 30) -> Path:
+    """Encode RGB uint8 frames (H, W, 3) to `path`; written to a temporary name, then renamed,
+    so a partly written video never appears under its final name."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+    frames = iter(frames)
+    first = next(frames, None)
+    if first is None:
+        raise ValueError(f"no frames to write to {path}")
+    first = _check_frame(first)
+    h, w = first.shape[:2]
+    # yuv420p needs even sizes; pad by one pixel where needed.
+    pad = ((0, h % 2), (0, w % 2), (0, 0))
+    with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "faststart"}) as out:
+        stream = out.add_stream("libx264", rate=round(fps))
+        stream.width, stream.height = w + w % 2, h + h % 2
+        stream.pix_fmt = "yuv420p"
+        stream.options = {"crf": "23", "preset": "veryfast"}
+        for frame in _chain(first, frames):
+            frame = _check_frame(frame)
+            if frame.shape[:2] != (h, w):
+                raise ValueError(f"frame size {frame.shape[:2]} differs from the first {(h, w)}")
+            if pad[0][1] or pad[1][1]:
+                frame = np.pad(frame, pad, mode="edge")
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
+                out.mux(packet)
+        for packet in stream.encode():
+            out.mux(packet)
+    os.replace(tmp, path)
+    return path
+
+
+def _chain(first, rest):
+    yield first
+    yield from rest
+
+
+def _check_frame(frame: np.ndarray) -> np.ndarray:
+    frame = np.asarray(frame)
+    if frame.ndim != 3 or frame.shape[2] != 3:
+        raise ValueError(f"expected RGB frames of shape (H, W, 3), got {frame.shape}")
+    if frame.dtype != np.uint8:
+        raise ValueError(f"expected uint8 frames, got {frame.dtype}")
+    return np.ascontiguousarray(frame)

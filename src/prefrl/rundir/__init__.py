@@ -1,0 +1,1 @@
+"""Run directories: layout, atomic checkpoints, metrics (JSONL + TensorBoard), plots."""

@@ -1,0 +1,53 @@
+"""Frozen config dataclasses <-> JSON-able dicts (the run's resolved config.json)."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def config_to_dict(config: Any) -> dict:
+    out = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            value = config_to_dict(value)
+        elif isinstance(value, Path):
+            value = str(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out
+
+
+def config_from_dict(cls: type[T], data: dict) -> T:
+    """Rebuild `cls` from `config_to_dict` output; unknown keys are an error, missing keys take
+    their defaults (so configs written by older versions still load)."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} fields {sorted(unknown)}; known: {sorted(names)}")
+    kwargs = {name: _convert(hints[name], value) for name, value in data.items()}
+    return cls(**kwargs)
+
+
+def _convert(hint, value):
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _convert(args[0], value) if len(args) == 1 else value
+    if dataclasses.is_dataclass(hint):
+        return config_from_dict(hint, value)
+    if hint is Path:
+        return Path(value)
+    if origin is tuple:
+        return tuple(value)
+    return value
