@@ -16,10 +16,10 @@ class Preset:
 
 RL_PRESETS: dict[str, Preset] = {
     "quickstart": Preset(
-        "a one-minute SAC run on InvertedPendulum-v5 that ends with a video",
-        RLConfig(env="InvertedPendulum-v5", steps=10_000, warmstart_steps=1_000,
-                 eval_interval=2_500, eval_episodes=5, video_interval=10_000,
-                 checkpoint_interval=5_000, buffer_size=100_000),
+        "a one-minute SAC run that swings up Pendulum-v1 and ends with a video",
+        RLConfig(env="Pendulum-v1", steps=6_000, warmstart_steps=1_000, eval_interval=1_000,
+                 eval_episodes=5, video_interval=6_000, checkpoint_interval=3_000,
+                 buffer_size=100_000),
     ),
     "sac-mujoco": Preset(
         "SAC paper settings on Gymnasium MuJoCo (2x256, lr 3e-4, batch 256, tau 0.005, "

@@ -193,6 +193,12 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
                 else:
                     action = np.asarray(act(loop.state.actor_params, obs, key, step))
+                # Dispatch the update before stepping the env: JAX runs it asynchronously, so
+                # the env step and buffer work below overlap with it. The action above already
+                # came from the latest parameters (act, then train, as in SB3).
+                if step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size:
+                    batch = buffer.sample(rng, batch_size)
+                    loop.state, update_metrics = update(loop.state, batch, key)
                 next_obs, reward, terminated, truncated, _ = env.step(action)
                 buffer.add(obs, action, reward, next_obs, terminated)
                 ep_return += reward
@@ -205,9 +211,6 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     ep_return, ep_len = 0.0, 0
                 else:
                     obs = next_obs
-                if step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size:
-                    batch = buffer.sample(rng, batch_size)
-                    loop.state, update_metrics = update(loop.state, batch, key)
                 loop.step = step = step + 1
 
                 if step % 100 == 0:

@@ -1,0 +1,154 @@
+"""Full-loop SAC throughput: prefrl vs Stable-Baselines3 vs SBX, same settings, same run.
+
+Settings for every contestant: one gradient step per env step, batch 256, 2x256 networks, 2
+critics, learned temperature. Each contestant runs in its own subprocess; the timed window starts
+after warm-up (random actions, compilation) and covers `--steps` learning steps.
+
+    python benchmarks/sac_throughput.py --envs HalfCheetah-v5 Hopper-v5 --steps 3000
+
+Needs the bench extra (`pip install -e .[bench]`) for the peers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results" / "sac_throughput.json"
+WARMUP = 1_000  # random-action steps before learning starts (not timed)
+SKIP = 300  # learning steps run before the clock starts (compilation, caches)
+
+
+def _peer_rate(algo_cls, env_id: str, steps: int) -> float:
+    import gymnasium as gym
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    marks: dict[str, float] = {}
+
+    class Clock(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == WARMUP + SKIP:
+                marks["start"] = time.perf_counter()
+            return True
+
+    model = algo_cls(
+        "MlpPolicy", gym.make(env_id), batch_size=256, learning_starts=WARMUP, train_freq=1,
+        gradient_steps=1, buffer_size=100_000, policy_kwargs={"net_arch": [256, 256]},
+        seed=0, verbose=0,
+    )
+    model.learn(total_timesteps=WARMUP + SKIP + steps, callback=Clock())
+    return steps / (time.perf_counter() - marks["start"])
+
+
+def worker_sb3(env_id: str, steps: int) -> float:
+    from stable_baselines3 import SAC
+
+    return _peer_rate(SAC, env_id, steps)
+
+
+def worker_sbx(env_id: str, steps: int) -> float:
+    from sbx import SAC
+
+    return _peer_rate(SAC, env_id, steps)
+
+
+def worker_prefrl(env_id: str, steps: int) -> float:
+    import tempfile
+
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rundir.metrics import read_metrics
+
+    log = 500
+    with tempfile.TemporaryDirectory() as tmp:
+        config = RLConfig(
+            env=env_id, steps=WARMUP + SKIP + steps, warmstart_steps=WARMUP,
+            eval_interval=10**9, eval_episodes=1, video=False, checkpoint_interval=10**9,
+            log_interval=log, buffer_size=100_000, runs_dir=Path(tmp), name="bench",
+            progress=False,
+        )
+        result = train_rl(config)
+        rows = [r for r in read_metrics(result.run_dir) if "train/steps_per_s" in r]
+    # Intervals that lie wholly inside the timed window.
+    timed = [r["train/steps_per_s"] for r in rows if r["step"] - log >= WARMUP + SKIP]
+    return len(timed) / sum(1.0 / r for r in timed)  # harmonic mean = total steps / total time
+
+
+def worker_ceiling(env_id: str, steps: int) -> float:
+    """Pure jitted-update rate: the same update on batches already in memory, no env."""
+    import jax
+    import numpy as np
+
+    from prefrl.agents import SAC, SACConfig
+    from prefrl.data import ReplayBuffer
+    from prefrl.envs import make_env
+
+    env = make_env(env_id)
+    sac = SAC(SACConfig(), env.obs_dim, env.action_dim)
+    state, key = sac.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)
+    rng = np.random.default_rng(0)
+    buf = ReplayBuffer(10_000, env.obs_dim, env.action_dim)
+    n = 10_000
+    buf.add_batch(rng.standard_normal((n, env.obs_dim)), rng.uniform(-1, 1, (n, env.action_dim)),
+                  rng.standard_normal(n), rng.standard_normal((n, env.obs_dim)), np.zeros(n))
+    batches = [buf.sample(rng, 256) for _ in range(64)]
+    for b in batches[:SKIP // 10]:
+        state, _ = sac.update(state, b, key)
+    jax.block_until_ready(state)
+    start = time.perf_counter()
+    for i in range(steps):
+        state, _ = sac.update(state, batches[i % 64], key)
+    jax.block_until_ready(state)
+    return steps / (time.perf_counter() - start)
+
+
+WORKERS = {"prefrl": worker_prefrl, "sb3": worker_sb3, "sbx": worker_sbx, "ceiling": worker_ceiling}
+
+
+def run_worker(name: str, env_id: str, steps: int) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", name, "--envs", env_id, "--steps", str(steps)],
+        check=True, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])["steps_per_s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"])
+    parser.add_argument("--steps", type=int, default=3000, help="timed learning steps per run")
+    parser.add_argument("--peers", nargs="*", default=["sb3", "sbx"])
+    parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        print(json.dumps({"steps_per_s": WORKERS[args.worker](args.envs[0], args.steps)}))
+        return
+
+    command = "python benchmarks/sac_throughput.py " + " ".join(sys.argv[1:])
+    results = []
+    for env_id in args.envs:
+        row = {"env": env_id}
+        for name in ["prefrl", *args.peers, "ceiling"]:
+            row[name] = round(run_worker(name, env_id, args.steps), 1)
+            print(f"{env_id:16s} {name:8s} {row[name]:8.1f} steps/s", flush=True)
+        results.append(row)
+
+    print(f"\n{'env':16s} {'prefrl':>8s} " + " ".join(f"{p:>8s}" for p in args.peers)
+          + f" {'ceiling':>8s}  ratios")
+    for row in results:
+        ratios = [f"{row['prefrl'] / row[p]:.2f}x {p}" for p in args.peers]
+        ratios.append(f"{row['prefrl'] / row['ceiling']:.0%} of ceiling")
+        print(f"{row['env']:16s} {row['prefrl']:8.1f} "
+              + " ".join(f"{row[p]:8.1f}" for p in args.peers)
+              + f" {row['ceiling']:8.1f}  " + ", ".join(ratios))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n")
+    print(f"\nwrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
