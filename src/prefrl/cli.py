@@ -4,7 +4,6 @@ dataclasses that configure the code (tyro)."""
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,10 +151,6 @@ def _print_eval(result, title: str) -> None:
     print(f"evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
 
 
-def _terminate_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -166,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     if command not in handlers:
         print(f"prefrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    # `kill` (SIGTERM) stops a run like Ctrl-C: it checkpoints and can be resumed.
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         return handlers[command](args)
     except (ValueError, FileNotFoundError, FileExistsError) as e:

@@ -23,6 +23,7 @@ from prefrl.rundir.config import config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.rundir.stop import graceful_stop
 
 
 @dataclass(frozen=True)
@@ -184,10 +185,9 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
     ep_return, ep_len = 0.0, 0
     t_last, step_last = time.perf_counter(), loop.step
     progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval)
-    interrupted = False
-    with progress:
+    with progress, graceful_stop() as stop:
         try:
-            while loop.step < cfg.steps:
+            while loop.step < cfg.steps and not stop.requested:
                 step = loop.step
                 if step < cfg.warmstart_steps:
                     action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
@@ -241,14 +241,12 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     t_last, step_last = time.perf_counter(), step  # eval time is not loop time
                 if step % cfg.checkpoint_interval == 0 or last:
                     loop.save()
-        except KeyboardInterrupt:
-            interrupted = True
-            progress.update(loop.step)
-            try:
+            if stop.requested:
+                progress.update(loop.step)
                 loop.save()
-            except RuntimeError:  # interrupted inside an update: its donated state is gone
-                pass  # the latest periodic checkpoint stays the one to resume from
-    return RLResult(loop.run_dir, loop.step, final, video, interrupted)
+        except KeyboardInterrupt:  # a second Ctrl-C: the latest checkpoint is the one to resume
+            stop.requested = True
+    return RLResult(loop.run_dir, loop.step, final, video, interrupted=stop.requested)
 
 
 @dataclass

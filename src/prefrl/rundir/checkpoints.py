@@ -58,8 +58,10 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
 
 
 def _prune(root: Path, keep: int) -> None:
+    """Keep the newest `keep` checkpoints; drop older ones and leftovers of interrupted writes."""
     steps = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
-    for old in steps[:-keep]:
+    stale = [p for p in root.glob("step_*.tmp") if p.is_dir()]
+    for old in steps[:-keep] + stale:
         shutil.rmtree(old, ignore_errors=True)
 
 

@@ -1,0 +1,115 @@
+import numpy as np
+import pytest
+
+from prefrl.envs import UnknownEnvError, known_env_ids, make_env
+
+STATEFUL = ["toy:point-reach", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
+
+
+@pytest.mark.parametrize("env_id", STATEFUL + ["Walker2d-v5", "Reacher-v5", "dmc:cheetah-run",
+                                               "dmc:quadruped-walk"])
+def test_flat_float32_observations_and_unit_actions(env_id):
+    env = make_env(env_id, seed=0)
+    obs, _ = env.reset()
+    assert obs.dtype == np.float32 and obs.ndim == 1
+    assert obs.shape == env.observation_space.shape
+    assert np.all(env.action_space.low == -1.0) and np.all(env.action_space.high == 1.0)
+    obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+    assert obs.dtype == np.float32 and isinstance(reward, float)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id", STATEFUL)
+def test_stepping_from_a_restored_state_reproduces_observations(env_id):
+    env = make_env(env_id, seed=3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        env.step(rng.uniform(-1, 1, env.action_dim))
+    state = env.get_state()
+    actions = rng.uniform(-1, 1, (25, env.action_dim))
+    first = [env.step(a)[:2] for a in actions]
+    # Move far away (a new episode), then restore.
+    env.reset(seed=99)
+    restored_obs = env.set_state(state)
+    assert restored_obs.dtype == np.float32 and restored_obs.shape == env.observation_space.shape
+    second = [env.step(a)[:2] for a in actions]
+    for (o1, r1), (o2, r2) in zip(first, second):
+        np.testing.assert_array_equal(o1, o2)
+        assert r1 == r2
+    env.close()
+
+
+def test_set_state_rejects_a_state_of_the_wrong_size():
+    env = make_env("Hopper-v5")
+    env.reset()
+    with pytest.raises(ValueError, match="state has 3 values"):
+        env.set_state(np.zeros(3))
+
+
+def test_actions_are_rescaled_to_the_env_bounds():
+    env = make_env("Pendulum-v1", seed=0)  # torque bounds are [-2, 2]
+    env.reset()
+    env.step(np.array([1.0]))
+    assert env.unwrapped.last_u == pytest.approx(2.0)
+    env.step(np.array([-0.5]))
+    assert env.unwrapped.last_u == pytest.approx(-1.0)
+
+
+def test_same_seed_same_episode():
+    a, b = make_env("Hopper-v5", seed=7), make_env("Hopper-v5", seed=7)
+    np.testing.assert_array_equal(a.reset()[0], b.reset()[0])
+    assert not np.array_equal(make_env("Hopper-v5", seed=8).reset()[0], a.reset(seed=7)[0] + 1)
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "dmc:cheetah-run", "toy:point-reach"])
+def test_offscreen_rendering_at_a_chosen_size(env_id):
+    from prefrl.envs import RenderSettings
+
+    env = make_env(env_id, seed=0, render=RenderSettings(width=96, height=64))
+    env.reset()
+    frame = env.render()
+    assert frame.shape == (64, 96, 3) and frame.dtype == np.uint8
+    assert frame.std() > 0  # not a blank image
+    env.close()
+
+
+def test_render_without_render_flag_is_a_clear_error():
+    env = make_env("toy:point-reach")
+    env.reset()
+    with pytest.raises(RuntimeError, match="render=True"):
+        env.render()
+
+
+@pytest.mark.parametrize(
+    "bad, expected",
+    [
+        ("Hoper-v5", "Hopper-v5"),
+        ("dmc:walker-wlk", "dmc:walker-walk"),
+        ("toy:point-rech", "toy:point-reach"),
+    ],
+)
+def test_unknown_id_lists_families_and_closest_matches(bad, expected):
+    with pytest.raises(UnknownEnvError) as info:
+        make_env(bad)
+    message = str(info.value)
+    assert repr(bad) in message
+    assert "Known families" in message and "dmc:" in message and "toy:" in message
+    assert "Closest matches" in message and expected in message
+
+
+def test_unknown_family_and_unsupported_gym_env():
+    with pytest.raises(UnknownEnvError, match="no family 'foo'"):
+        make_env("foo:bar")
+    with pytest.raises(UnknownEnvError, match="CartPole-v1"):
+        make_env("CartPole-v1")  # discrete actions
+
+
+def test_known_ids_cover_each_family():
+    ids = known_env_ids()
+    for env_id in ["Hopper-v5", "Pendulum-v1", "dmc:walker-walk", "dmc:quadruped-walk",
+                   "toy:point-reach"]:
+        assert env_id in ids
+    assert "CartPole-v1" not in ids
+    with pytest.raises(ValueError, match="unknown family"):
+        known_env_ids("atari")

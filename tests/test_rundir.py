@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, latest_checkpoint
+from prefrl.rundir.config import config_from_dict, config_to_dict
+from prefrl.rundir.metrics import MetricsLogger, read_metrics, truncate_metrics
+
+
+def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "f.json"
+    path.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_write(path, "w") as f:
+            f.write("half of the new")
+            raise RuntimeError("crash mid-write")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
+
+
+def test_latest_always_names_a_complete_checkpoint(tmp_path):
+    first = begin_checkpoint(tmp_path, 100)
+    (first / "agent.msgpack").write_bytes(b"a")
+    commit_checkpoint(first)
+    assert latest_checkpoint(tmp_path).name == "step_000000100"
+    # A crash while writing the next checkpoint: it never becomes `latest`.
+    second = begin_checkpoint(tmp_path, 200)
+    (second / "agent.msgpack").write_bytes(b"partial")
+    assert latest_checkpoint(tmp_path).name == "step_000000100"
+    assert (latest_checkpoint(tmp_path) / "agent.msgpack").read_bytes() == b"a"
+
+
+def test_old_checkpoints_and_interrupted_writes_are_pruned(tmp_path):
+    begin_checkpoint(tmp_path, 0)  # a write that never finished
+    for step in range(1, 6):
+        commit_checkpoint(begin_checkpoint(tmp_path, step), keep=2)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["latest", "step_000000004", "step_000000005"]
+
+
+def test_config_round_trip():
+    from prefrl.agents import SACConfig
+    from prefrl.loops.rl import RLConfig
+
+    config = RLConfig(env="Hopper-v5", steps=123, agent=SACConfig(hidden_dims=(64, 32), tau=0.01))
+    data = json.loads(json.dumps(config_to_dict(config)))
+    assert config_from_dict(RLConfig, data) == config
+    with pytest.raises(ValueError, match="unknown RLConfig fields"):
+        config_from_dict(RLConfig, {**data, "bogus": 1})
+
+
+def test_metrics_jsonl_and_tensorboard(tmp_path):
+    log = MetricsLogger(tmp_path)
+    for step in (10, 20, 30):
+        log.log(step, {"eval/return_mean": step * 2.0})
+    log.close()
+    assert [r["eval/return_mean"] for r in read_metrics(tmp_path)] == [20.0, 40.0, 60.0]
+    assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
+    truncate_metrics(tmp_path, 20)
+    assert [r["step"] for r in read_metrics(tmp_path)] == [10, 20]
