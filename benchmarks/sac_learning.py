@@ -23,22 +23,32 @@ RESULTS = Path(__file__).parent / "results" / "sac_learning.json"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--env", default="HalfCheetah-v5")
     parser.add_argument("--steps", type=int, default=300_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--runs-dir", type=Path, default=Path("runs/bench-sac-learning"))
-    parser.add_argument("--resume", action="store_true", help="continue runs left by an earlier call")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue runs left by an earlier call"
+    )
     args = parser.parse_args()
 
     finals = []
     for seed in args.seeds:
         name = f"{args.env}_s{seed}_{args.steps}"
         run_dir = args.runs_dir / name
-        config = replace(RL_PRESETS["sac-mujoco"].config, env=args.env, steps=args.steps,
-                         seed=seed, runs_dir=args.runs_dir, name=name,
-                         resume=run_dir if args.resume and run_dir.exists() else None,
-                         progress=sys.stderr.isatty())
+        config = replace(
+            RL_PRESETS["sac-mujoco"].config,
+            env=args.env,
+            steps=args.steps,
+            seed=seed,
+            runs_dir=args.runs_dir,
+            name=name,
+            resume=run_dir if args.resume and run_dir.exists() else None,
+            progress=sys.stderr.isatty(),
+        )
         result = train_rl(config)
         if result.interrupted:
             raise SystemExit(f"interrupted; continue with --resume (run: {result.run_dir})")
@@ -48,7 +58,9 @@ def main() -> None:
 
     out = {
         "command": "python benchmarks/sac_learning.py " + " ".join(sys.argv[1:]),
-        "env": args.env, "steps": args.steps, "seeds": len(finals),
+        "env": args.env,
+        "steps": args.steps,
+        "seeds": len(finals),
         "return_mean": round(float(np.mean(finals)), 1),
         "return_std": round(float(np.std(finals)), 1),
         "per_seed": [round(r, 1) for r in finals],

@@ -37,9 +37,16 @@ def _peer_rate(algo_cls, env_id: str, steps: int) -> float:
             return True
 
     model = algo_cls(
-        "MlpPolicy", gym.make(env_id), batch_size=256, learning_starts=WARMUP, train_freq=1,
-        gradient_steps=1, buffer_size=100_000, policy_kwargs={"net_arch": [256, 256]},
-        seed=0, verbose=0,
+        "MlpPolicy",
+        gym.make(env_id),
+        batch_size=256,
+        learning_starts=WARMUP,
+        train_freq=1,
+        gradient_steps=1,
+        buffer_size=100_000,
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=0,
+        verbose=0,
     )
     model.learn(total_timesteps=WARMUP + SKIP + steps, callback=Clock())
     return steps / (time.perf_counter() - marks["start"])
@@ -66,9 +73,17 @@ def worker_prefrl(env_id: str, steps: int) -> float:
     log = 500
     with tempfile.TemporaryDirectory() as tmp:
         config = RLConfig(
-            env=env_id, steps=WARMUP + SKIP + steps, warmstart_steps=WARMUP,
-            eval_interval=10**9, eval_episodes=1, video=False, checkpoint_interval=10**9,
-            log_interval=log, buffer_size=100_000, runs_dir=Path(tmp), name="bench",
+            env=env_id,
+            steps=WARMUP + SKIP + steps,
+            warmstart_steps=WARMUP,
+            eval_interval=10**9,
+            eval_episodes=1,
+            video=False,
+            checkpoint_interval=10**9,
+            log_interval=log,
+            buffer_size=100_000,
+            runs_dir=Path(tmp),
+            name="bench",
             progress=False,
         )
         result = train_rl(config)
@@ -93,10 +108,15 @@ def worker_ceiling(env_id: str, steps: int) -> float:
     rng = np.random.default_rng(0)
     buf = ReplayBuffer(10_000, env.obs_dim, env.action_dim)
     n = 10_000
-    buf.add_batch(rng.standard_normal((n, env.obs_dim)), rng.uniform(-1, 1, (n, env.action_dim)),
-                  rng.standard_normal(n), rng.standard_normal((n, env.obs_dim)), np.zeros(n))
+    buf.add_batch(
+        rng.standard_normal((n, env.obs_dim)),
+        rng.uniform(-1, 1, (n, env.action_dim)),
+        rng.standard_normal(n),
+        rng.standard_normal((n, env.obs_dim)),
+        np.zeros(n),
+    )
     batches = [buf.sample(rng, 256) for _ in range(64)]
-    for b in batches[:SKIP // 10]:
+    for b in batches[: SKIP // 10]:
         state, _ = sac.update(state, b, key)
     jax.block_until_ready(state)
     start = time.perf_counter()
@@ -112,13 +132,18 @@ WORKERS = {"prefrl": worker_prefrl, "sb3": worker_sb3, "sbx": worker_sbx, "ceili
 def run_worker(name: str, env_id: str, steps: int) -> float:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", name, "--envs", env_id, "--steps", str(steps)],
-        check=True, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     return json.loads(out.stdout.strip().splitlines()[-1])["steps_per_s"]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"])
     parser.add_argument("--steps", type=int, default=3000, help="timed learning steps per run")
     parser.add_argument("--peers", nargs="*", default=["sb3", "sbx"])
@@ -137,14 +162,20 @@ def main() -> None:
             print(f"{env_id:16s} {name:8s} {row[name]:8.1f} steps/s", flush=True)
         results.append(row)
 
-    print(f"\n{'env':16s} {'prefrl':>8s} " + " ".join(f"{p:>8s}" for p in args.peers)
-          + f" {'ceiling':>8s}  ratios")
+    print(
+        f"\n{'env':16s} {'prefrl':>8s} "
+        + " ".join(f"{p:>8s}" for p in args.peers)
+        + f" {'ceiling':>8s}  ratios"
+    )
     for row in results:
         ratios = [f"{row['prefrl'] / row[p]:.2f}x {p}" for p in args.peers]
         ratios.append(f"{row['prefrl'] / row['ceiling']:.0%} of ceiling")
-        print(f"{row['env']:16s} {row['prefrl']:8.1f} "
-              + " ".join(f"{row[p]:8.1f}" for p in args.peers)
-              + f" {row['ceiling']:8.1f}  " + ", ".join(ratios))
+        print(
+            f"{row['env']:16s} {row['prefrl']:8.1f} "
+            + " ".join(f"{row[p]:8.1f}" for p in args.peers)
+            + f" {row['ceiling']:8.1f}  "
+            + ", ".join(ratios)
+        )
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n")
     print(f"\nwrote {RESULTS}")

@@ -9,8 +9,20 @@ import pytest
 
 from prefrl.cli import main
 
-TOY = ["--env", "toy:point-reach", "--warmstart-steps", "200", "--eval-episodes", "2",
-       "--agent.hidden-dims", "32", "32", "--buffer-size", "5000", "--no-progress"]
+TOY = [
+    "--env",
+    "toy:point-reach",
+    "--warmstart-steps",
+    "200",
+    "--eval-episodes",
+    "2",
+    "--agent.hidden-dims",
+    "32",
+    "32",
+    "--buffer-size",
+    "5000",
+    "--no-progress",
+]
 
 
 def test_top_level_help_lists_commands(capsys):
@@ -24,10 +36,23 @@ def test_rl_help_documents_every_flag_with_its_default(capsys):
         main(["rl", "--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for flag in ["--env", "--steps", "--warmstart-steps", "--eval-interval", "--eval-episodes",
-                 "--resume", "--agent.discount", "--agent.hidden-dims", "--agent.critic-dropout",
-                 "--agent.critic-layer-norm", "--agent.tau", "--agent.actor-lr",
-                 "--agent.batch-size", "--agent.init-temperature", "--agent.utd-ratio"]:
+    for flag in [
+        "--env",
+        "--steps",
+        "--warmstart-steps",
+        "--eval-interval",
+        "--eval-episodes",
+        "--resume",
+        "--agent.discount",
+        "--agent.hidden-dims",
+        "--agent.critic-dropout",
+        "--agent.critic-layer-norm",
+        "--agent.tau",
+        "--agent.actor-lr",
+        "--agent.batch-size",
+        "--agent.init-temperature",
+        "--agent.utd-ratio",
+    ]:
         assert flag in out, flag
     flat = " ".join(out.replace("│", " ").split())  # undo the help box's line wrapping
     assert "(default: HalfCheetah-v5)" in flat and "--agent.discount FLOAT (default: 0.99)" in flat
@@ -43,9 +68,11 @@ def test_bad_flag_exits_with_usage_error(capsys):
 
 @pytest.mark.parametrize(
     "args, expected",
-    [(["--env", "Hoper-v5"], "Closest matches: Hopper-v5"),
-     (["--agent.discount", "2"], "SACConfig.discount=2.0 is invalid"),
-     (["--steps", "-1"], "--steps=-1 is invalid")],
+    [
+        (["--env", "Hoper-v5"], "Closest matches: Hopper-v5"),
+        (["--agent.discount", "2"], "SACConfig.discount=2.0 is invalid"),
+        (["--steps", "-1"], "--steps=-1 is invalid"),
+    ],
 )
 def test_bad_values_are_usage_errors_that_name_them(capsys, args, expected):
     with pytest.raises(SystemExit) as exit_info:
@@ -62,8 +89,23 @@ def test_unknown_preset_and_command(capsys):
 
 
 def test_rl_then_eval_with_video(tmp_path, capsys):
-    assert main(["rl", *TOY, "--steps", "600", "--eval-interval", "300", "--runs-dir",
-                 str(tmp_path), "--name", "r"]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                *TOY,
+                "--steps",
+                "600",
+                "--eval-interval",
+                "300",
+                "--runs-dir",
+                str(tmp_path),
+                "--name",
+                "r",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "evaluation return:" in out and "video:" in out
     video = tmp_path / "out.mp4"
@@ -76,8 +118,26 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
 
 
 def test_preset_then_flag_override(tmp_path, capsys):
-    assert main(["rl", "--preset", "quickstart", *TOY, "--steps", "300", "--eval-interval",
-                 "300", "--no-video", "--runs-dir", str(tmp_path), "--name", "p"]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                "--preset",
+                "quickstart",
+                *TOY,
+                "--steps",
+                "300",
+                "--eval-interval",
+                "300",
+                "--no-video",
+                "--runs-dir",
+                str(tmp_path),
+                "--name",
+                "p",
+            ]
+        )
+        == 0
+    )
     import json
 
     config = json.loads((tmp_path / "p" / "config.json").read_text())
@@ -88,14 +148,32 @@ def test_preset_then_flag_override(tmp_path, capsys):
 def test_kill_then_resume(tmp_path):
     """SIGTERM (kill) checkpoints like Ctrl-C; --resume continues to the new --steps."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "prefrl.cli", "rl", *TOY, "--steps", "200000",
-           "--eval-interval", "100000", "--checkpoint-interval", "100000", "--runs-dir",
-           str(tmp_path), "--name", "k", "--no-video"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "prefrl.cli",
+        "rl",
+        *TOY,
+        "--steps",
+        "200000",
+        "--eval-interval",
+        "100000",
+        "--checkpoint-interval",
+        "100000",
+        "--runs-dir",
+        str(tmp_path),
+        "--name",
+        "k",
+        "--no-video",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     metrics = tmp_path / "k" / "metrics.jsonl"
     deadline = time.time() + 120
-    while time.time() < deadline and (not metrics.exists() or "critic_loss" not in metrics.read_text()):
+    while time.time() < deadline and (
+        not metrics.exists() or "critic_loss" not in metrics.read_text()
+    ):
         time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
@@ -105,8 +183,20 @@ def test_kill_then_resume(tmp_path):
     assert len(ckpts) == 1
     stopped_at = int(ckpts[0].removeprefix("step_"))
     assert 500 <= stopped_at < 200_000
-    assert main(["rl", "--resume", str(tmp_path / "k"), "--steps", str(stopped_at + 200),
-                 "--eval-interval", "100"]) == 0
+    assert (
+        main(
+            [
+                "rl",
+                "--resume",
+                str(tmp_path / "k"),
+                "--steps",
+                str(stopped_at + 200),
+                "--eval-interval",
+                "100",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "k" / "checkpoints" / f"step_{stopped_at + 200:09d}").is_dir()
 
 

@@ -6,15 +6,16 @@ from prefrl.envs import UnknownEnvError, known_env_ids, make_env
 STATEFUL = ["toy:point-reach", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
 
 
-@pytest.mark.parametrize("env_id", STATEFUL + ["Walker2d-v5", "Reacher-v5", "dmc:cheetah-run",
-                                               "dmc:quadruped-walk"])
+@pytest.mark.parametrize(
+    "env_id", STATEFUL + ["Walker2d-v5", "Reacher-v5", "dmc:cheetah-run", "dmc:quadruped-walk"]
+)
 def test_flat_float32_observations_and_unit_actions(env_id):
     env = make_env(env_id, seed=0)
     obs, _ = env.reset()
     assert obs.dtype == np.float32 and obs.ndim == 1
     assert obs.shape == env.observation_space.shape
     assert np.all(env.action_space.low == -1.0) and np.all(env.action_space.high == 1.0)
-    obs, reward, terminated, truncated, _ = env.step(env.action_space.sample())
+    obs, reward, *_ = env.step(env.action_space.sample())
     assert obs.dtype == np.float32 and isinstance(reward, float)
     env.close()
 
@@ -107,8 +108,13 @@ def test_unknown_family_and_unsupported_gym_env():
 
 def test_known_ids_cover_each_family():
     ids = known_env_ids()
-    for env_id in ["Hopper-v5", "Pendulum-v1", "dmc:walker-walk", "dmc:quadruped-walk",
-                   "toy:point-reach"]:
+    for env_id in [
+        "Hopper-v5",
+        "Pendulum-v1",
+        "dmc:walker-walk",
+        "dmc:quadruped-walk",
+        "toy:point-reach",
+    ]:
         assert env_id in ids
     assert "CartPole-v1" not in ids
     with pytest.raises(ValueError, match="unknown family"):

@@ -20,8 +20,13 @@ def test_add_batch_matches_add():
     a, b = ReplayBuffer(6, 3, 2), ReplayBuffer(6, 3, 2)
     _fill(a, 9)
     idx = np.arange(9)
-    b.add_batch(np.repeat(idx[:, None], 3, 1), -np.repeat(idx[:, None], 2, 1), idx.astype(float),
-                np.repeat(idx[:, None] + 1, 3, 1), idx % 7 == 0)
+    b.add_batch(
+        np.repeat(idx[:, None], 3, 1),
+        -np.repeat(idx[:, None], 2, 1),
+        idx.astype(float),
+        np.repeat(idx[:, None] + 1, 3, 1),
+        idx % 7 == 0,
+    )
     for name in ReplayBuffer.FIELDS:
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     assert (a.ptr, a.size) == (b.ptr, b.size)

@@ -15,9 +15,21 @@ SMALL = SACConfig(hidden_dims=(64, 64))
 
 
 def _config(tmp_path, **kw):
-    base = dict(env="toy:point-reach", steps=3000, warmstart_steps=500, eval_interval=1000,
-                eval_episodes=5, video_interval=3000, checkpoint_interval=1000, log_interval=500,
-                buffer_size=10_000, runs_dir=tmp_path, name="run", progress=False, agent=SMALL)
+    base = {
+        "env": "toy:point-reach",
+        "steps": 3000,
+        "warmstart_steps": 500,
+        "eval_interval": 1000,
+        "eval_episodes": 5,
+        "video_interval": 3000,
+        "checkpoint_interval": 1000,
+        "log_interval": 500,
+        "buffer_size": 10_000,
+        "runs_dir": tmp_path,
+        "name": "run",
+        "progress": False,
+        "agent": SMALL,
+    }
     base.update(kw)
     return RLConfig(**base)
 
@@ -46,8 +58,12 @@ def test_run_directory_holds_everything(trained):
     assert result.video == run / "videos" / "eval_000003000.mp4" and result.video.stat().st_size > 0
     ckpt = latest_checkpoint(run)
     assert ckpt.name == "step_000003000"
-    assert {p.name for p in ckpt.iterdir()} == {"agent.msgpack", "buffer.npz", "config.json",
-                                                "loop.json"}
+    assert {p.name for p in ckpt.iterdir()} == {
+        "agent.msgpack",
+        "buffer.npz",
+        "config.json",
+        "loop.json",
+    }
     assert len(ReplayBuffer.load(ckpt / "buffer.npz")) == 3000
     train_rows = [r for r in read_metrics(run) if "train/critic_loss" in r]
     assert train_rows and all(np.isfinite(r["train/critic_loss"]) for r in train_rows)
@@ -76,7 +92,7 @@ def test_resume_drops_metrics_logged_after_the_last_checkpoint(tmp_path):
 
 
 def test_new_run_refuses_to_overwrite_an_existing_directory(trained):
-    result, tmp = trained
+    _, tmp = trained
     with pytest.raises(FileExistsError, match="--resume"):
         train_rl(_config(tmp))
 
@@ -90,8 +106,9 @@ def test_load_policy_from_run_or_checkpoint(trained):
         load_policy(result.run_dir / "nope")
 
 
-@pytest.mark.parametrize("field, value", [("steps", 0), ("eval_episodes", -1),
-                                          ("warmstart_steps", -5)])
+@pytest.mark.parametrize(
+    "field, value", [("steps", 0), ("eval_episodes", -1), ("warmstart_steps", -5)]
+)
 def test_bad_loop_values_are_named(tmp_path, field, value):
     with pytest.raises(ValueError, match=field.replace("_", "-")):
         _config(tmp_path, **{field: value})

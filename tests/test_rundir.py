@@ -11,10 +11,9 @@ from prefrl.rundir.metrics import MetricsLogger, read_metrics, truncate_metrics
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
     path = tmp_path / "f.json"
     path.write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_write(path, "w") as f:
-            f.write("half of the new")
-            raise RuntimeError("crash mid-write")
+    with pytest.raises(RuntimeError), atomic_write(path, "w") as f:
+        f.write("half of the new")
+        raise RuntimeError("crash mid-write")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
 

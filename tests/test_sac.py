@@ -12,11 +12,13 @@ OBS, ACT = 5, 2
 
 def _batch(n, seed=0):
     rng = np.random.default_rng(seed)
-    return Batch(rng.standard_normal((n, OBS), dtype=np.float32),
-                 rng.uniform(-1, 1, (n, ACT)).astype(np.float32),
-                 rng.standard_normal(n).astype(np.float32),
-                 rng.standard_normal((n, OBS), dtype=np.float32),
-                 (rng.random(n) < 0.1).astype(np.float32))
+    return Batch(
+        rng.standard_normal((n, OBS), dtype=np.float32),
+        rng.uniform(-1, 1, (n, ACT)).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+        rng.standard_normal((n, OBS), dtype=np.float32),
+        (rng.random(n) < 0.1).astype(np.float32),
+    )
 
 
 def _leaves_changed(a, b):
@@ -25,10 +27,17 @@ def _leaves_changed(a, b):
 
 @pytest.mark.parametrize(
     "config",
-    [SACConfig(hidden_dims=(32, 32), batch_size=16),
-     SACConfig(hidden_dims=(32, 32, 32), batch_size=16, utd_ratio=4, critic_dropout=0.01,
-               critic_layer_norm=True),  # DroQ
-     SACConfig(hidden_dims=(16,), batch_size=8, num_critics=10, num_min_critics=2)],  # RFCL-style
+    [
+        SACConfig(hidden_dims=(32, 32), batch_size=16),
+        SACConfig(
+            hidden_dims=(32, 32, 32),
+            batch_size=16,
+            utd_ratio=4,
+            critic_dropout=0.01,
+            critic_layer_norm=True,
+        ),  # DroQ
+        SACConfig(hidden_dims=(16,), batch_size=8, num_critics=10, num_min_critics=2),
+    ],  # RFCL-style
     ids=["sac", "droq", "ensemble10"],
 )
 def test_update_moves_every_network_and_reports_scalar_metrics(config):
@@ -37,11 +46,18 @@ def test_update_moves_every_network_and_reports_scalar_metrics(config):
     before = jax.device_get(state)
     critic_shapes = [x.shape for x in jax.tree.leaves(state.critic_params)]
     assert all(s[0] == config.num_critics for s in critic_shapes)  # vmapped ensemble
-    state, metrics = sac.update(state, _batch(config.batch_size * config.utd_ratio),
-                                jax.random.PRNGKey(1))
+    state, metrics = sac.update(
+        state, _batch(config.batch_size * config.utd_ratio), jax.random.PRNGKey(1)
+    )
     metrics = jax.device_get(metrics)
-    assert set(metrics) == {"critic_loss", "q_mean", "actor_loss", "entropy", "temperature",
-                            "temperature_loss"}
+    assert set(metrics) == {
+        "critic_loss",
+        "q_mean",
+        "actor_loss",
+        "entropy",
+        "temperature",
+        "temperature_loss",
+    }
     assert all(np.shape(v) == () and np.isfinite(v) for v in metrics.values())
     assert all(_leaves_changed(before.actor_params, state.actor_params))
     assert all(_leaves_changed(before.critic_params, state.critic_params))
@@ -56,8 +72,9 @@ def test_target_network_follows_with_tau():
     state = sac.init(jax.random.PRNGKey(0))
     old_target = jax.device_get(state.target_critic_params)
     state, _ = sac.update(state, _batch(4), jax.random.PRNGKey(1))
-    expected = jax.tree.map(lambda new, old: 0.25 * new + 0.75 * old,
-                            jax.device_get(state.critic_params), old_target)
+    expected = jax.tree.map(
+        lambda new, old: 0.25 * new + 0.75 * old, jax.device_get(state.critic_params), old_target
+    )
     for e, t in zip(jax.tree.leaves(expected), jax.tree.leaves(state.target_critic_params)):
         np.testing.assert_allclose(t, e, rtol=1e-5, atol=1e-6)
 
@@ -107,11 +124,17 @@ def test_tanh_gaussian_log_prob_matches_its_sampler():
 
 @pytest.mark.parametrize(
     "field, value, message",
-    [("discount", 1.5, "discount=1.5"), ("tau", 0.0, "tau=0.0"),
-     ("num_min_critics", 3, "between 1 and num_critics"), ("critic_dropout", 1.0, "[0, 1)"),
-     ("hidden_dims", (), "positive widths"), ("utd_ratio", 0, "utd_ratio=0")],
+    [
+        ("discount", 1.5, "discount=1.5"),
+        ("tau", 0.0, "tau=0.0"),
+        ("num_min_critics", 3, "between 1 and num_critics"),
+        ("critic_dropout", 1.0, "[0, 1)"),
+        ("hidden_dims", (), "positive widths"),
+        ("utd_ratio", 0, "utd_ratio=0"),
+    ],
 )
 def test_bad_config_values_are_named(field, value, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(")
-                       .replace(")", r"\)")):
+    with pytest.raises(
+        ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")
+    ):
         dataclasses.replace(SACConfig(), **{field: value})

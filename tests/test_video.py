@@ -28,9 +28,12 @@ def test_odd_sizes_are_padded_to_even(tmp_path):
 
 @pytest.mark.parametrize(
     "frames, message",
-    [([], "no frames"), ([np.zeros((8, 8), np.uint8)], "RGB frames"),
-     ([np.zeros((8, 8, 3), np.float32)], "uint8"),
-     ([np.zeros((8, 8, 3), np.uint8), np.zeros((10, 8, 3), np.uint8)], "differs")],
+    [
+        ([], "no frames"),
+        ([np.zeros((8, 8), np.uint8)], "RGB frames"),
+        ([np.zeros((8, 8, 3), np.float32)], "uint8"),
+        ([np.zeros((8, 8, 3), np.uint8), np.zeros((10, 8, 3), np.uint8)], "differs"),
+    ],
 )
 def test_bad_frames_are_clear_errors_and_leave_no_file(tmp_path, frames, message):
     with pytest.raises(ValueError, match=message):

@@ -57,11 +57,15 @@ def cmd_rl(args: list[str]) -> int:
     if resume is not None:
         stored = Path(resume) / "config.json"
         if not stored.exists():
-            raise SystemExit(f"prefrl rl: --resume {resume}: no config.json there (not a run directory)")
+            raise SystemExit(
+                f"prefrl rl: --resume {resume}: no config.json there (not a run directory)"
+            )
         base = config_from_dict(RLConfig, json.loads(stored.read_text()))
     elif preset is not None:
         if preset not in RL_PRESETS:
-            raise SystemExit(f"prefrl rl: unknown --preset {preset!r}; known: {', '.join(RL_PRESETS)}")
+            raise SystemExit(
+                f"prefrl rl: unknown --preset {preset!r}; known: {', '.join(RL_PRESETS)}"
+            )
         base = RL_PRESETS[preset].config
     else:
         base = RLConfig()
@@ -74,7 +78,9 @@ def cmd_rl(args: list[str]) -> int:
     config = tyro.cli(RLConfig, default=base, args=args, prog="prefrl rl", description=description)
     result = train_rl(config)
     if result.interrupted:
-        print(f"stopped at step {result.step:,}; continue with: prefrl rl --resume {result.run_dir}")
+        print(
+            f"stopped at step {result.step:,}; continue with: prefrl rl --resume {result.run_dir}"
+        )
         return 130
     _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
     print(f"run directory: {result.run_dir}")
@@ -109,11 +115,17 @@ def cmd_eval(args: list[str]) -> int:
     loaded = load_policy(opts.target)
     env_id = loaded.config.env
     render = RenderSettings(opts.render_size, opts.render_size) if opts.video else False
-    envs = [make_env(env_id, seed=None, render=render if i == 0 else False)
-            for i in range(opts.episodes)]
+    envs = [
+        make_env(env_id, seed=None, render=render if i == 0 else False)
+        for i in range(opts.episodes)
+    ]
     params, key = loaded.state.actor_params, None
-    result = evaluate(lambda obs: loaded.sac.act(params, obs, key, 0, deterministic=True),
-                      envs, seed=opts.seed, record=opts.video is not None)
+    result = evaluate(
+        lambda obs: loaded.sac.act(params, obs, key, 0, deterministic=True),
+        envs,
+        seed=opts.seed,
+        record=opts.video is not None,
+    )
     _print_eval(result, f"{loaded.checkpoint} on {env_id}")
     if opts.video is not None:
         write_video(opts.video, result.frames, fps=envs[0].fps)
@@ -128,7 +140,9 @@ def cmd_envs(args: list[str]) -> int:
 
     family = args[0] if args and not args[0].startswith("-") else None
     if "--help" in args or "-h" in args:
-        print("usage: prefrl envs [toy|dmc|gymnasium]\n\nList the environment ids make_env accepts.")
+        print(
+            "usage: prefrl envs [toy|dmc|gymnasium]\n\nList the environment ids make_env accepts."
+        )
         return 0
     for env_id in known_env_ids(family):
         print(env_id)
@@ -145,8 +159,14 @@ def _print_eval(result, title: str) -> None:
     for col in ("episodes", "return mean", "return std", "min", "max", "length mean"):
         table.add_column(col, justify="right")
     r = result.returns
-    table.add_row(str(len(r)), f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}",
-                  f"{r.max():.1f}", f"{result.lengths.mean():.0f}")
+    table.add_row(
+        str(len(r)),
+        f"{r.mean():.1f}",
+        f"{r.std():.1f}",
+        f"{r.min():.1f}",
+        f"{r.max():.1f}",
+        f"{result.lengths.mean():.0f}",
+    )
     Console().print(table)
     print(f"evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
 

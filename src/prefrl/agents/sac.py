@@ -195,9 +195,7 @@ class SAC:
         (loss, q_mean), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.critic_params)
         updates, critic_opt = self.critic_tx.update(grads, state.critic_opt, state.critic_params)
         critic_params = optax.apply_updates(state.critic_params, updates)
-        target_params = optax.incremental_update(
-            critic_params, state.target_critic_params, cfg.tau
-        )
+        target_params = optax.incremental_update(critic_params, state.target_critic_params, cfg.tau)
         state = state.replace(
             critic_params=critic_params, target_critic_params=target_params, critic_opt=critic_opt
         )

@@ -66,7 +66,10 @@ class ReplayBuffer:
             raise ValueError("cannot sample from an empty replay buffer")
         idx = rng.integers(0, self.size, batch_size)
         return Batch(
-            self.obs[idx], self.action[idx], self.reward[idx], self.next_obs[idx],
+            self.obs[idx],
+            self.action[idx],
+            self.reward[idx],
+            self.next_obs[idx],
             self.terminated[idx],
         )
 
@@ -79,7 +82,11 @@ class ReplayBuffer:
         for start in range(0, self.size, chunk_size):
             stop = min(start + chunk_size, self.size)
             n = stop - start
-            obs, action, next_obs = self.obs[start:stop], self.action[start:stop], self.next_obs[start:stop]
+            obs, action, next_obs = (
+                self.obs[start:stop],
+                self.action[start:stop],
+                self.next_obs[start:stop],
+            )
             if n < chunk_size:
                 pad = ((0, chunk_size - n), (0, 0))
                 obs, action, next_obs = (np.pad(a, pad) for a in (obs, action, next_obs))
@@ -94,13 +101,17 @@ class ReplayBuffer:
     def save(self, path: str | Path) -> None:
         """Write the filled part to one .npz file, atomically."""
         meta = {
-            "capacity": self.capacity, "obs_dim": self.obs_dim, "action_dim": self.action_dim,
-            "ptr": self.ptr, "size": self.size,
+            "capacity": self.capacity,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "ptr": self.ptr,
+            "size": self.size,
         }
         n = self.size
         with atomic_write(path, "wb") as f:
             np.savez(
-                f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+                f,
+                meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
                 **{name: getattr(self, name)[:n] for name in self.FIELDS},
             )
 

@@ -132,7 +132,9 @@ class ClassicControlBackend:
         state = np.asarray(state, np.float64).reshape(-1)
         expected = np.asarray(self.base.state).shape[0]
         if state.shape[0] != expected:
-            raise ValueError(f"state has {state.shape[0]} values; this environment's has {expected}")
+            raise ValueError(
+                f"state has {state.shape[0]} values; this environment's has {expected}"
+            )
         self.base.state = state.copy()
 
     def observe(self):

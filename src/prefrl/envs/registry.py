@@ -50,8 +50,11 @@ def _toy_ids() -> list[str]:
 
 
 def _make_toy(name: str, render: RenderSettings | None):
-    kwargs = {} if render is None else {"render_mode": "rgb_array", "width": render.width,
-                                        "height": render.height}
+    kwargs = (
+        {}
+        if render is None
+        else {"render_mode": "rgb_array", "width": render.width, "height": render.height}
+    )
     env = gym.wrappers.TimeLimit(_TOY[name](**kwargs), PointReach.max_steps)
     return env, NativeBackend(env)
 
@@ -63,8 +66,8 @@ def _dmc_ids() -> list[str]:
 
 
 def _make_dmc(name: str, render: RenderSettings | None):
-    from shimmy.dm_control_compatibility import DmControlCompatibilityV0
     from dm_control import suite
+    from shimmy.dm_control_compatibility import DmControlCompatibilityV0
 
     domain, task = name.split("-", 1)
     dm_env = suite.load(domain, task.replace("-", "_"))
@@ -116,8 +119,10 @@ FAMILIES: dict[str, Family] = {
     "toy": Family("toy", "built-in tasks for tests, e.g. toy:point-reach", _toy_ids, None),
     "dmc": Family("dmc", "DeepMind Control suite, e.g. dmc:walker-walk", _dmc_ids, None),
     "gymnasium": Family(
-        "", "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",
-        _gym_ids, None,
+        "",
+        "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",
+        _gym_ids,
+        None,
     ),
 }
 _MAKERS = {"toy": _make_toy, "dmc": _make_dmc, "gymnasium": _make_gym}
@@ -131,7 +136,9 @@ def _unknown(env_id: str, why: str) -> UnknownEnvError:
     families = "; ".join(f"{k}: {f.description}" for k, f in FAMILIES.items())
     close = difflib.get_close_matches(env_id, _known_ids(), n=5, cutoff=0.5)
     hint = f" Closest matches: {', '.join(close)}." if close else ""
-    return UnknownEnvError(f"unknown environment {env_id!r} ({why}). Known families: {families}.{hint}")
+    return UnknownEnvError(
+        f"unknown environment {env_id!r} ({why}). Known families: {families}.{hint}"
+    )
 
 
 def resolve(env_id: str) -> tuple[str, str]:

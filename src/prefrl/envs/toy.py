@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import gymnasium as gym
 import numpy as np
 
@@ -14,7 +16,7 @@ class PointReach(gym.Env):
     A random policy scores about -45; a good one about -10.
     """
 
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 10}
     dt = 0.1
     max_steps = 50
 

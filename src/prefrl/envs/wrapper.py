@@ -27,7 +27,7 @@ class PrefrlEnv(gym.Wrapper):
     def __init__(self, env: gym.Env, env_id: str, backend: Backend, seed: int | None):
         super().__init__(env)
         if not isinstance(env.action_space, gym.spaces.Box):
-            raise ValueError(
+            raise ValueError(  # noqa: TRY004 (a bad env id, reported like other bad ids)
                 f"{env_id!r} has a {type(env.action_space).__name__} action space; "
                 "prefrl's continuous-control agents need a Box action space"
             )
@@ -58,8 +58,11 @@ class PrefrlEnv(gym.Wrapper):
     @property
     def fps(self) -> float:
         """Frames per second of real time when rendering every step."""
-        return float(self.backend.fps() if hasattr(self.backend, "fps") else
-                     self.env.metadata.get("render_fps", 30))
+        return float(
+            self.backend.fps()
+            if hasattr(self.backend, "fps")
+            else self.env.metadata.get("render_fps", 30)
+        )
 
     def reset(self, *, seed: int | None = None, options=None):
         if seed is None and not self._seeded:

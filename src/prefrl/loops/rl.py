@@ -18,7 +18,12 @@ from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import RenderSettings, resolve
 from prefrl.loops.evaluate import EvalResult, evaluate
 from prefrl.render import write_video
-from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, latest_checkpoint, write_json
+from prefrl.rundir.checkpoints import (
+    begin_checkpoint,
+    commit_checkpoint,
+    latest_checkpoint,
+    write_json,
+)
 from prefrl.rundir.config import config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
@@ -57,15 +62,24 @@ class RLConfig:
     command line override its stored config, e.g. --steps to extend it)."""
     progress: bool = True
     """Show a progress bar."""
-    agent: SACConfig = SACConfig()
+    agent: SACConfig = dataclasses.field(default_factory=SACConfig)
 
     def __post_init__(self) -> None:
         resolve(self.env)  # unknown ids fail here, with the closest matches
-        for name in ("steps", "eval_interval", "eval_episodes", "checkpoint_interval",
-                     "log_interval", "buffer_size", "render_size"):
+        for name in (
+            "steps",
+            "eval_interval",
+            "eval_episodes",
+            "checkpoint_interval",
+            "log_interval",
+            "buffer_size",
+            "render_size",
+        ):
             if getattr(self, name) <= 0:
-                raise ValueError(f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
-                                 "expected a positive integer")
+                raise ValueError(
+                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
+                    "expected a positive integer"
+                )
         if self.warmstart_steps < 0:
             raise ValueError(f"--warmstart-steps={self.warmstart_steps} is invalid: expected >= 0")
 
@@ -108,10 +122,15 @@ class _Loop:
         (tmp / "agent.msgpack").write_bytes(self.sac.state_to_bytes(self.state))
         self.buffer.save(tmp / "buffer.npz")
         write_json(tmp / "config.json", config_to_dict(self.config))
-        write_json(tmp / "loop.json", {
-            "step": self.step, "episodes": self.episodes, "last_eval": self.last_eval,
-            "rng": self.rng.bit_generator.state,
-        })
+        write_json(
+            tmp / "loop.json",
+            {
+                "step": self.step,
+                "episodes": self.episodes,
+                "last_eval": self.last_eval,
+                "rng": self.rng.bit_generator.state,
+            },
+        )
         return commit_checkpoint(tmp)
 
     def restore(self, ckpt: Path) -> None:
@@ -131,10 +150,12 @@ class _Loop:
         cfg = self.config
         if self._eval_envs is None:
             render = RenderSettings(cfg.render_size, cfg.render_size) if cfg.video else False
-            self._eval_envs = [make_env(cfg.env, seed=None, render=render if i == 0 else False)
-                               for i in range(cfg.eval_episodes)]
+            self._eval_envs = [
+                make_env(cfg.env, seed=None, render=render if i == 0 else False)
+                for i in range(cfg.eval_episodes)
+            ]
         actor = self.state.actor_params
-        policy = lambda obs: self.sac.act(actor, obs, self.key, 0, deterministic=True)  # noqa: E731
+        policy = lambda obs: self.sac.act(actor, obs, self.key, 0, deterministic=True)
         return evaluate(policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record)
 
     def close(self) -> None:
@@ -184,7 +205,9 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
     obs, _ = env.reset(seed=cfg.seed + loop.step)
     ep_return, ep_len = 0.0, 0
     t_last, step_last = time.perf_counter(), loop.step
-    progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval)
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
     with progress, graceful_stop() as stop:
         try:
             while loop.step < cfg.steps and not stop.requested:
@@ -205,8 +228,10 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                 ep_len += 1
                 if terminated or truncated:
                     loop.episodes += 1
-                    metrics.log(step + 1, {"train/episode_return": ep_return,
-                                           "train/episode_length": ep_len})
+                    metrics.log(
+                        step + 1,
+                        {"train/episode_return": ep_return, "train/episode_length": ep_len},
+                    )
                     obs, _ = env.reset()
                     ep_return, ep_len = 0.0, 0
                 else:
@@ -217,7 +242,9 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     progress.update(step)
                 if step % cfg.log_interval == 0 and update_metrics is not None:
                     now = time.perf_counter()
-                    row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
+                    row = {
+                        f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()
+                    }
                     row["train/steps_per_s"] = (step - step_last) / (now - t_last)
                     t_last, step_last = now, step
                     metrics.log(step, row)
@@ -233,8 +260,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     loop.last_eval = float(final.returns.mean())
                     metrics.log(step, final.summary)
                     if record and final.frames:
-                        video = write_video(loop.run_dir / "videos" / f"eval_{step:09d}.mp4",
-                                            final.frames, fps=env.fps)
+                        video = write_video(
+                            loop.run_dir / "videos" / f"eval_{step:09d}.mp4",
+                            final.frames,
+                            fps=env.fps,
+                        )
                     plot_learning_curve(loop.run_dir, title=f"SAC on {cfg.env}")
                     metrics.flush()
                     progress.update(step, last_eval=loop.last_eval)
@@ -269,4 +299,6 @@ def load_policy(path: Path) -> LoadedPolicy:
     env = make_env(config.env, seed=None)
     sac = SAC(config.agent, env.obs_dim, env.action_dim)
     env.close()
-    return LoadedPolicy(config, sac, sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt)
+    return LoadedPolicy(
+        config, sac, sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt
+    )

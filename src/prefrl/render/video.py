@@ -10,7 +10,9 @@ import av
 import numpy as np
 
 
-def write_video(path: str | Path, frames: Iterable[np.ndarray] | Sequence[np.ndarray], fps: float = 30) -> Path:
+def write_video(
+    path: str | Path, frames: Iterable[np.ndarray] | Sequence[np.ndarray], fps: float = 30
+) -> Path:
     """Encode RGB uint8 frames (H, W, 3) to `path`; written to a temporary name, then renamed,
     so a partly written video never appears under its final name."""
     path = Path(path)

@@ -15,7 +15,7 @@ class MetricsLogger:
         """`purge_step`: on resume, TensorBoard hides events logged after this step by the
         interrupted run."""
         self.path = Path(run_dir) / "metrics.jsonl"
-        self._file = open(self.path, "a", buffering=1)
+        self._file = open(self.path, "a", buffering=1)  # noqa: SIM115 (open for the run)
         self._tb = SummaryWriter(str(Path(run_dir) / "tb"), flush_secs=30, purge_step=purge_step)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

@@ -5,13 +5,15 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from prefrl.rundir.atomic import atomic_write  # noqa: E402
-from prefrl.rundir.metrics import read_metrics  # noqa: E402
+from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.metrics import read_metrics
 
 
-def plot_learning_curve(run_dir: Path, key: str = "eval/return_mean", title: str = "") -> Path | None:
+def plot_learning_curve(
+    run_dir: Path, key: str = "eval/return_mean", title: str = ""
+) -> Path | None:
     """learning_curve.png: evaluation return (mean +- std) against environment steps."""
     rows = [r for r in read_metrics(run_dir) if key in r]
     if not rows:

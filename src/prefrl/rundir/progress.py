@@ -13,7 +13,9 @@ from rich.progress import (
 
 
 class TrainingProgress:
-    def __init__(self, total: int, start: int, enabled: bool = True, last_eval: float | None = None):
+    def __init__(
+        self, total: int, start: int, enabled: bool = True, last_eval: float | None = None
+    ):
         self.enabled = enabled
         self._progress = Progress(
             TextColumn("[bold]training"),
