@@ -3,10 +3,23 @@ compute the observation of the current state, and how to render it."""
 
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any, Protocol
 
 import mujoco
 import numpy as np
+
+def _forward_mujoco_warnings(message: str) -> None:
+    # Gymnasium's and dm_control's cheetah models use `settotalmass`, which MuJoCo 3.17 reports
+    # as deprecated at every load. It is theirs to change and harmless; everything else passes.
+    if "settotalmass" not in message:
+        print(f"MuJoCo warning: {message}", file=sys.stderr)
+
+
+mujoco.set_mju_user_warning(_forward_mujoco_warnings)
+# dm_control routes the same warning through absl logging.
+logging.getLogger("absl").addFilter(lambda record: "settotalmass" not in record.getMessage())
 
 # Everything mj_step reads: positions, velocities, activations, warm-start accelerations,
 # controls and applied forces, mocap, user data, time. Restoring it reproduces steps bit for bit.
