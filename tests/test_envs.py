@@ -119,3 +119,24 @@ def test_known_ids_cover_each_family():
     assert "CartPole-v1" not in ids
     with pytest.raises(ValueError, match="unknown family"):
         known_env_ids("atari")
+
+
+def test_video_camera_follows_a_robot_that_runs_away():
+    """A free camera (Gymnasium's rgb_array default) would show only floor once the cheetah has
+    moved on; prefrl's tracking camera keeps it in the frame."""
+    from prefrl.envs import RenderSettings
+
+    env = make_env("HalfCheetah-v5", seed=0, render=RenderSettings(width=128, height=128))
+    env.reset()
+
+    def robot_pixels(frame):
+        r, g, b = (frame[..., i].astype(int) for i in range(3))
+        return int(((r > g + 40) & (r > b + 40)).sum())  # the cheetah's orange body
+
+    at_start = robot_pixels(env.render())
+    data = env.unwrapped.data
+    data.qpos[0] += 20.0  # rootx: 20 m down the track
+    env.set_state(env.get_state())
+    far_away = robot_pixels(env.render())
+    assert at_start > 100 and far_away > 0.5 * at_start
+    env.close()

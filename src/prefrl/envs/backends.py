@@ -51,22 +51,38 @@ def set_mujoco_state(model: mujoco.MjModel, data: mujoco.MjData, state: np.ndarr
     mujoco.mj_forward(model, data)
 
 
-def use_fast_render_settings(model: mujoco.MjModel, width: int, height: int) -> None:
-    """Smaller shadow map and no multisampling: 2-4x faster offscreen rendering on the CPU.
-
-    Must run before the first render (the GL context reads these when it is created)."""
-    model.vis.quality.shadowsize = 512
-    model.vis.quality.offsamples = 0
+def prepare_offscreen(model: mujoco.MjModel, width: int, height: int, fast: bool) -> None:
+    """Size the offscreen buffer; with `fast`, a smaller shadow map and no multisampling (2-4x
+    faster on the CPU). Must run before the first render: the GL context reads these once."""
     model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), width)
     model.vis.global_.offheight = max(int(model.vis.global_.offheight), height)
+    if fast:
+        model.vis.quality.shadowsize = 512
+        model.vis.quality.offsamples = 0
+
+
+def _moves_in_world(model: mujoco.MjModel) -> bool:
+    """Whether the first body is attached to the world by slide or free joints (a locomotion
+    robot), i.e. whether a camera must follow it to keep it in view."""
+    movable = (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_SLIDE)
+    return any(
+        model.jnt_bodyid[j] == 1 and model.jnt_type[j] in movable for j in range(model.njnt)
+    )
 
 
 class GymMujocoBackend:
-    """Gymnasium's MuJoCo environments (Hopper-v5, HalfCheetah-v5, ...)."""
+    """Gymnasium's MuJoCo environments (Hopper-v5, HalfCheetah-v5, ...).
 
-    def __init__(self, env):
-        self.env = env  # the full wrapper stack, for render()
+    Renders with its own camera: Gymnasium's rgb_array renderer uses a free camera that does not
+    follow the robot, so a running cheetah leaves the frame. Here the camera keeps the env's
+    distance and elevation and tracks the root body of robots that move in the world.
+    """
+
+    def __init__(self, env, width: int, height: int):
         self.base = env.unwrapped
+        self.size = (height, width)
+        self._renderer: mujoco.Renderer | None = None
+        self._camera: mujoco.MjvCamera | None = None
 
     def get_state(self) -> np.ndarray:
         return get_mujoco_state(self.base.model, self.base.data)
@@ -77,8 +93,33 @@ class GymMujocoBackend:
     def observe(self):
         return self.base._get_obs()
 
+    def _make_camera(self) -> mujoco.MjvCamera:
+        model = self.base.model
+        cam = mujoco.MjvCamera()
+        mujoco.mjv_defaultFreeCamera(model, cam)
+        config = dict(getattr(self.base.mujoco_renderer, "default_cam_config", None) or {})
+        for key, value in config.items():
+            if isinstance(value, np.ndarray):
+                getattr(cam, key)[:] = value
+            else:
+                setattr(cam, key, value)
+        if _moves_in_world(model):
+            cam.type = mujoco.mjtCamera.mjCAMERA_TRACKING
+            cam.trackbodyid = int(config.get("trackbodyid", 1))
+        return cam
+
     def render(self) -> np.ndarray:
-        return self.env.render()
+        if self._renderer is None:
+            h, w = self.size
+            self._renderer = mujoco.Renderer(self.base.model, height=h, width=w)
+            self._camera = self._make_camera()
+        self._renderer.update_scene(self.base.data, camera=self._camera)
+        return self._renderer.render()
+
+    def close(self) -> None:
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
 
 
 class DmcBackend:

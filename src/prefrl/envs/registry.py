@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ from prefrl.envs.backends import (
     DmcBackend,
     GymMujocoBackend,
     NativeBackend,
-    use_fast_render_settings,
+    prepare_offscreen,
 )
 from prefrl.envs.toy import PointReach
 from prefrl.envs.wrapper import PrefrlEnv
@@ -71,8 +70,8 @@ def _make_dmc(name: str, render: RenderSettings | None):
 
     domain, task = name.split("-", 1)
     dm_env = suite.load(domain, task.replace("-", "_"))
-    if render is not None and render.fast:
-        use_fast_render_settings(dm_env.physics.model.ptr, render.width, render.height)
+    if render is not None:
+        prepare_offscreen(dm_env.physics.model.ptr, render.width, render.height, render.fast)
     env = DmControlCompatibilityV0(dm_env, render_mode="rgb_array" if render else None)
     settings = render or RenderSettings()
     return env, DmcBackend(env, settings.width, settings.height, settings.camera_id)
@@ -96,9 +95,6 @@ def _gym_kind(spec) -> str | None:
 
 
 def _make_gym(name: str, render: RenderSettings | None):
-    kwargs = {}
-    if render is not None:
-        kwargs = {"render_mode": "rgb_array", "width": render.width, "height": render.height}
     kind = _gym_kind(gym.spec(name))
     if kind is None:
         raise UnknownEnvError(
@@ -107,12 +103,13 @@ def _make_gym(name: str, render: RenderSettings | None):
             "classic-control ids, dmc:*, toy:*)"
         )
     if kind == "classic":
-        kwargs.pop("width", None), kwargs.pop("height", None)
-        return gym.make(name, **kwargs), None
-    env = gym.make(name, **kwargs)
-    if render is not None and render.fast:
-        use_fast_render_settings(env.unwrapped.model, render.width, render.height)
-    return env, GymMujocoBackend(env)
+        env = gym.make(name, render_mode="rgb_array" if render else None)
+        return env, ClassicControlBackend(env)
+    env = gym.make(name)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
+    settings = render or RenderSettings()
+    if render is not None:
+        prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
+    return env, GymMujocoBackend(env, settings.width, settings.height)
 
 
 FAMILIES: dict[str, Family] = {
@@ -167,13 +164,10 @@ def make_env(
     `render=True` (or a RenderSettings) enables `env.render()` -> RGB array, offscreen with
     MUJOCO_GL=egl by default.
     """
-    os.environ.setdefault("MUJOCO_GL", "egl")
     family, name = resolve(env_id)
     settings = RenderSettings() if render is True else (render or None)
     env, backend = _MAKERS[family](name, settings)
-    if backend is None:
-        backend = ClassicControlBackend(env)
-    return PrefrlEnv(env, env_id, backend, seed)
+    return PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
 
 
 def known_env_ids(family: str | None = None) -> list[str]:

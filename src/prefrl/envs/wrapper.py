@@ -24,8 +24,11 @@ class PrefrlEnv(gym.Wrapper):
     - `render()`: an RGB array (when made with `render=True`).
     """
 
-    def __init__(self, env: gym.Env, env_id: str, backend: Backend, seed: int | None):
+    def __init__(
+        self, env: gym.Env, env_id: str, backend: Backend, seed: int | None, render: bool = False
+    ):
         super().__init__(env)
+        self._render_enabled = render
         if not isinstance(env.action_space, gym.spaces.Box):
             raise ValueError(  # noqa: TRY004 (a bad env id, reported like other bad ids)
                 f"{env_id!r} has a {type(env.action_space).__name__} action space; "
@@ -88,9 +91,15 @@ class PrefrlEnv(gym.Wrapper):
         return flatten_observation(self.backend.observe())
 
     def render(self) -> np.ndarray:
-        if self.env.render_mode != "rgb_array":
+        if not self._render_enabled:
             raise RuntimeError(f"{self.env_id!r} was made without rendering: use render=True")
         return self.backend.render()
+
+    def close(self) -> None:
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+        super().close()
 
 
 def _sample_space(space: gym.Space):
