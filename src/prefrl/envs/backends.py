@@ -4,11 +4,13 @@ compute the observation of the current state, and how to render it."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any, Protocol
 
 import mujoco
 import numpy as np
+
 
 def _forward_mujoco_warnings(message: str) -> None:
     # Gymnasium's and dm_control's cheetah models use `settotalmass`, which MuJoCo 3.17 reports
@@ -64,9 +66,10 @@ def prepare_offscreen(model: mujoco.MjModel, width: int, height: int, fast: bool
 def _moves_in_world(model: mujoco.MjModel) -> bool:
     """Whether the first body is attached to the world by slide or free joints (a locomotion
     robot), i.e. whether a camera must follow it to keep it in view."""
-    movable = (mujoco.mjtJoint.mjJNT_FREE, mujoco.mjtJoint.mjJNT_SLIDE)
+    movable = {int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_SLIDE)}
     return any(
-        model.jnt_bodyid[j] == 1 and model.jnt_type[j] in movable for j in range(model.njnt)
+        int(model.jnt_bodyid[j]) == 1 and int(model.jnt_type[j]) in movable
+        for j in range(model.njnt)
     )
 
 
@@ -111,7 +114,15 @@ class GymMujocoBackend:
     def render(self) -> np.ndarray:
         if self._renderer is None:
             h, w = self.size
-            self._renderer = mujoco.Renderer(self.base.model, height=h, width=w)
+            try:
+                self._renderer = mujoco.Renderer(self.base.model, height=h, width=w)
+            except mujoco.FatalError as e:
+                raise RuntimeError(
+                    f"MuJoCo could not open an offscreen OpenGL context ({e}). Without a display "
+                    "use MUJOCO_GL=egl (or osmesa), set before mujoco is first imported; prefrl "
+                    f"sets egl when it is imported first. MUJOCO_GL is now "
+                    f"{os.environ.get('MUJOCO_GL')!r}."
+                ) from e
             self._camera = self._make_camera()
         self._renderer.update_scene(self.base.data, camera=self._camera)
         return self._renderer.render()
