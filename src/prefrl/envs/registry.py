@@ -30,12 +30,11 @@ class RenderSettings:
     fast: bool = True
     """Smaller shadow map and no multisampling (2-4x faster on the CPU)."""
     camera_id: int = 0
-    """dm_control camera; Gymnasium envs use their default tracking camera."""
+    """dm_control camera id; Gymnasium MuJoCo envs use a camera that follows moving robots."""
 
 
 @dataclass(frozen=True)
 class Family:
-    prefix: str
     description: str
     ids: Callable[[], list[str]]
     make: Callable[[str, RenderSettings | None], tuple[gym.Env, object]]
@@ -113,16 +112,14 @@ def _make_gym(name: str, render: RenderSettings | None):
 
 
 FAMILIES: dict[str, Family] = {
-    "toy": Family("toy", "built-in tasks for tests, e.g. toy:point-reach", _toy_ids, None),
-    "dmc": Family("dmc", "DeepMind Control suite, e.g. dmc:walker-walk", _dmc_ids, None),
+    "toy": Family("built-in tasks for tests, e.g. toy:point-reach", _toy_ids, _make_toy),
+    "dmc": Family("DeepMind Control suite, e.g. dmc:walker-walk", _dmc_ids, _make_dmc),
     "gymnasium": Family(
-        "",
         "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",
         _gym_ids,
-        None,
+        _make_gym,
     ),
 }
-_MAKERS = {"toy": _make_toy, "dmc": _make_dmc, "gymnasium": _make_gym}
 
 
 def _known_ids() -> list[str]:
@@ -142,7 +139,7 @@ def resolve(env_id: str) -> tuple[str, str]:
     """Split an id into (family, name) or raise UnknownEnvError."""
     if ":" in env_id:
         prefix, name = env_id.split(":", 1)
-        if prefix not in ("toy", "dmc"):
+        if prefix not in FAMILIES or prefix == "gymnasium":  # Gymnasium ids have no prefix
             raise _unknown(env_id, f"no family {prefix!r}")
         if env_id not in FAMILIES[prefix].ids():
             raise _unknown(env_id, f"no such {prefix} task")
@@ -166,7 +163,7 @@ def make_env(
     """
     family, name = resolve(env_id)
     settings = RenderSettings() if render is True else (render or None)
-    env, backend = _MAKERS[family](name, settings)
+    env, backend = FAMILIES[family].make(name, settings)
     return PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
 
 
