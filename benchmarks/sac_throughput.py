@@ -4,7 +4,7 @@ Settings for every contestant: one gradient step per env step, batch 256, 2x256 
 critics, learned temperature. Each contestant runs in its own subprocess; the timed window starts
 after warm-up (random actions, compilation) and covers `--steps` learning steps.
 
-    python benchmarks/sac_throughput.py --envs HalfCheetah-v5 Hopper-v5 --steps 3000
+    python benchmarks/sac_throughput.py --envs HalfCheetah-v5 Hopper-v5 --steps 3000 --rounds 3
 
 Needs the bench extra (`pip install -e .[bench]`) for the peers.
 """
@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 RESULTS = Path(__file__).parent / "results" / "sac_throughput.json"
 WARMUP = 1_000  # random-action steps before learning starts (not timed)
@@ -104,7 +106,7 @@ def worker_ceiling(env_id: str, steps: int) -> float:
 
     env = make_env(env_id)
     sac = SAC(SACConfig(), env.obs_dim, env.action_dim)
-    state, key = sac.init(jax.random.PRNGKey(0)), jax.random.PRNGKey(1)
+    state, key = sac.init(jax.random.PRNGKey(0)), jax.random.key(1, impl="rbg")  # as the loop
     rng = np.random.default_rng(0)
     buf = ReplayBuffer(10_000, env.obs_dim, env.action_dim)
     n = 10_000
@@ -147,6 +149,7 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v5", "Hopper-v5"])
     parser.add_argument("--steps", type=int, default=3000, help="timed learning steps per run")
     parser.add_argument("--peers", nargs="*", default=["sb3", "sbx"])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -155,11 +158,19 @@ def main() -> None:
 
     command = "python benchmarks/sac_throughput.py " + " ".join(sys.argv[1:])
     results = []
+    contestants = ["prefrl", *args.peers, "ceiling"]
     for env_id in args.envs:
+        # The machine's speed drifts by up to ~20% over minutes, so contestants take turns
+        # (round-robin) and each one's median over the rounds is reported.
+        rates: dict[str, list[float]] = {name: [] for name in contestants}
+        for round_ in range(args.rounds):
+            for name in contestants:
+                rate = run_worker(name, env_id, args.steps)
+                rates[name].append(rate)
+                print(f"{env_id:16s} round {round_ + 1} {name:8s} {rate:8.1f} steps/s", flush=True)
         row = {"env": env_id}
-        for name in ["prefrl", *args.peers, "ceiling"]:
-            row[name] = round(run_worker(name, env_id, args.steps), 1)
-            print(f"{env_id:16s} {name:8s} {row[name]:8.1f} steps/s", flush=True)
+        row.update({name: round(float(np.median(r)), 1) for name, r in rates.items()})
+        row["rounds"] = {name: [round(x, 1) for x in r] for name, r in rates.items()}
         results.append(row)
 
     print(
