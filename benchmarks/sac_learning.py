@@ -18,6 +18,7 @@ import numpy as np
 
 from prefrl.loops.rl import train_rl
 from prefrl.presets import RL_PRESETS
+from prefrl.rundir.metrics import read_metrics
 
 RESULTS = Path(__file__).parent / "results" / "sac_learning.json"
 
@@ -52,7 +53,11 @@ def main() -> None:
         result = train_rl(config)
         if result.interrupted:
             raise SystemExit(f"interrupted; continue with --resume (run: {result.run_dir})")
-        ret = float(result.final_eval.returns.mean())
+        if result.final_eval is not None:
+            ret = float(result.final_eval.returns.mean())
+        else:  # a finished run given with --resume: its last evaluation stands
+            evals = [r for r in read_metrics(run_dir) if "eval/return_mean" in r]
+            ret = float(evals[-1]["eval/return_mean"])
         finals.append(ret)
         print(f"seed {seed}: final evaluation return {ret:.1f} ({result.run_dir})", flush=True)
 

@@ -82,6 +82,10 @@ def cmd_rl(args: list[str]) -> int:
             f"stopped at step {result.step:,}; continue with: prefrl rl --resume {result.run_dir}"
         )
         return 130
+    if result.final_eval is None:
+        print(f"{result.run_dir} is already at step {result.step:,} of {config.steps:,}; "
+              "pass a larger --steps to extend it")
+        return 0
     _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
     print(f"run directory: {result.run_dir}")
     if result.video is not None:
