@@ -108,6 +108,8 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "evaluation return:" in out and "video:" in out
+    assert main(["rl", "--resume", str(tmp_path / "r")]) == 0  # a finished run: nothing to do
+    assert "already at step 600 of 600" in capsys.readouterr().out
     video = tmp_path / "out.mp4"
     assert main(["eval", str(tmp_path / "r"), "--episodes", "3", "--video", str(video)]) == 0
     out = capsys.readouterr().out
