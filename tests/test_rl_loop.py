@@ -112,3 +112,43 @@ def test_load_policy_from_run_or_checkpoint(trained):
 def test_bad_loop_values_are_named(tmp_path, field, value):
     with pytest.raises(ValueError, match=field.replace("_", "-")):
         _config(tmp_path, **{field: value})
+
+
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    from prefrl.envs.toy import PointReach
+
+    step = PointReach.step
+
+    def nan_after_700(self, action):
+        obs, reward, terminated, truncated, info = step(self, action)
+        self._calls = getattr(self, "_calls", 0) + 1
+        return obs, (float("nan") if self._calls > 700 else reward), terminated, truncated, info
+
+    monkeypatch.setattr(PointReach, "step", nan_after_700)
+    config = _config(
+        tmp_path, steps=3000, checkpoint_interval=500, log_interval=500, eval_interval=10_000
+    )
+    with pytest.raises(FloatingPointError, match="critic_loss.*NaN or inf by step 1000"):
+        train_rl(config)
+    ckpt = latest_checkpoint(tmp_path / "run")
+    assert ckpt.name == "step_000000500"  # the state at 1000 was not saved
+    import jax
+
+    state = load_policy(ckpt).state
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(state.actor_params))
+
+
+def test_a_state_with_nan_is_never_checkpointed(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    from prefrl.loops.rl import _Loop
+
+    loop = _Loop(_config(tmp_path), tmp_path / "run")
+    loop.state = loop.state.replace(
+        actor_params=jax.tree.map(lambda x: jnp.full_like(x, jnp.nan), loop.state.actor_params)
+    )
+    with pytest.raises(FloatingPointError, match="not checkpointing"):
+        loop.save()
+    assert latest_checkpoint(tmp_path / "run") is None
+    loop.close()

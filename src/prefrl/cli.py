@@ -83,8 +83,10 @@ def cmd_rl(args: list[str]) -> int:
         )
         return 130
     if result.final_eval is None:
-        print(f"{result.run_dir} is already at step {result.step:,} of {config.steps:,}; "
-              "pass a larger --steps to extend it")
+        print(
+            f"{result.run_dir} is already at step {result.step:,} of {config.steps:,}; "
+            "pass a larger --steps to extend it"
+        )
         return 0
     _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
     print(f"run directory: {result.run_dir}")
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return handlers[command](args)
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2
 

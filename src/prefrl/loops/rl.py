@@ -120,6 +120,12 @@ class _Loop:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
+        leaves = jax.tree.leaves(jax.device_get(self.state))
+        if not all(np.isfinite(x).all() for x in leaves if np.issubdtype(x.dtype, np.floating)):
+            raise FloatingPointError(
+                f"the agent's parameters hold NaN or inf at step {self.step}; not checkpointing "
+                "them: the latest checkpoint keeps the last good state"
+            )
         tmp = begin_checkpoint(self.run_dir, self.step)
         (tmp / "agent.msgpack").write_bytes(self.sac.state_to_bytes(self.state))
         self.buffer.save(tmp / "buffer.npz")
@@ -250,9 +256,10 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     row["train/steps_per_s"] = (step - step_last) / (now - t_last)
                     t_last, step_last = now, step
                     metrics.log(step, row)
-                    if not np.isfinite(row["train/critic_loss"]):
+                    bad = [k for k, v in row.items() if not np.isfinite(v)]
+                    if bad:
                         raise FloatingPointError(
-                            f"critic loss became {row['train/critic_loss']} at step {step}; the "
+                            f"{', '.join(bad)} became NaN or inf by step {step}; stopped. The "
                             "latest checkpoint holds the last good state"
                         )
                 last = step == cfg.steps
