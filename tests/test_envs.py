@@ -63,7 +63,9 @@ def test_same_seed_same_episode():
     assert not np.array_equal(make_env("Hopper-v5", seed=8).reset()[0], a.reset(seed=7)[0] + 1)
 
 
-@pytest.mark.parametrize("env_id", ["Hopper-v5", "dmc:cheetah-run", "toy:point-reach"])
+@pytest.mark.parametrize(
+    "env_id", ["Hopper-v5", "dmc:cheetah-run", "toy:point-reach", "Pendulum-v1"]
+)
 def test_offscreen_rendering_at_a_chosen_size(env_id):
     from prefrl.envs import RenderSettings
 

@@ -184,11 +184,13 @@ class NativeBackend:
 
 class ClassicControlBackend:
     """Gymnasium's classic-control tasks (Pendulum-v1, MountainCarContinuous-v0): the state is
-    the `state` vector those environments keep."""
+    the `state` vector those environments keep. Their pygame renderer has a fixed size; frames are
+    resized to the one asked for."""
 
-    def __init__(self, env):
+    def __init__(self, env, width: int, height: int):
         self.env = env
         self.base = env.unwrapped
+        self.size = (width, height)
 
     def get_state(self) -> np.ndarray:
         return np.array(self.base.state, np.float64)
@@ -207,4 +209,9 @@ class ClassicControlBackend:
         return get_obs() if get_obs else np.array(self.base.state, np.float32)
 
     def render(self) -> np.ndarray:
-        return self.env.render()
+        from PIL import Image
+
+        frame = self.env.render()
+        if frame.shape[1::-1] != self.size:
+            frame = np.asarray(Image.fromarray(frame).resize(self.size, Image.BILINEAR))
+        return frame

@@ -101,11 +101,11 @@ def _make_gym(name: str, render: RenderSettings | None):
             "actions and a state it can save and restore (Gymnasium MuJoCo and continuous "
             "classic-control ids, dmc:*, toy:*)"
         )
+    settings = render or RenderSettings()
     if kind == "classic":
         env = gym.make(name, render_mode="rgb_array" if render else None)
-        return env, ClassicControlBackend(env)
+        return env, ClassicControlBackend(env, settings.width, settings.height)
     env = gym.make(name)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
-    settings = render or RenderSettings()
     if render is not None:
         prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
     return env, GymMujocoBackend(env, settings.width, settings.height)
