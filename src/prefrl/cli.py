@@ -13,18 +13,6 @@ import tyro
 
 from prefrl.presets import RL_PRESETS
 
-COMMANDS = {
-    "rl": "train SAC on an environment's true reward",
-    "eval": "evaluate a run or checkpoint: returns table and a video",
-    "envs": "list environment ids",
-}
-
-
-def _usage() -> str:
-    lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
-    lines += [f"  {name:<6} {text}" for name, text in COMMANDS.items()]
-    return "\n".join(lines)
-
 
 def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
     """Remove `flag VALUE` / `flag=VALUE` from args; return (value, remaining)."""
@@ -44,16 +32,12 @@ def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
     return value, rest
 
 
-def _peek_option(args: list[str], flag: str) -> str | None:
-    return _pop_option(args, flag)[0]
-
-
 def cmd_rl(args: list[str]) -> int:
     from prefrl.loops.rl import RLConfig, train_rl
     from prefrl.rundir.config import config_from_dict
 
     preset, args = _pop_option(args, "--preset")
-    resume = _peek_option(args, "--resume")
+    resume = _pop_option(args, "--resume")[0]  # stays in args: tyro parses it too
     if resume is not None:
         stored = Path(resume) / "config.json"
         if not stored.exists():
@@ -109,9 +93,7 @@ class EvalArgs:
 
 
 def cmd_eval(args: list[str]) -> int:
-    from prefrl.envs import make_env
-    from prefrl.envs.registry import RenderSettings
-    from prefrl.loops.evaluate import evaluate
+    from prefrl.loops.evaluate import evaluate, make_eval_envs
     from prefrl.loops.rl import load_policy
     from prefrl.render import write_video
 
@@ -120,11 +102,7 @@ def cmd_eval(args: list[str]) -> int:
         raise SystemExit(f"prefrl eval: --episodes={opts.episodes} is invalid: expected >= 1")
     loaded = load_policy(opts.target)
     env_id = loaded.config.env
-    render = RenderSettings(opts.render_size, opts.render_size) if opts.video else False
-    envs = [
-        make_env(env_id, seed=None, render=render if i == 0 else False)
-        for i in range(opts.episodes)
-    ]
+    envs = make_eval_envs(env_id, opts.episodes, opts.render_size if opts.video else None)
     params, key = loaded.state.actor_params, None
     result = evaluate(
         lambda obs: loaded.sac.act(params, obs, key, 0, deterministic=True),
@@ -159,8 +137,6 @@ def _print_eval(result, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    if result is None:
-        return
     table = Table(title=title)
     for col in ("episodes", "return mean", "return std", "min", "max", "length mean"):
         table.add_column(col, justify="right")
@@ -177,18 +153,30 @@ def _print_eval(result, title: str) -> None:
     print(f"evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
 
 
+COMMANDS = {  # name -> (handler, one-line description)
+    "rl": (cmd_rl, "train SAC on an environment's true reward"),
+    "eval": (cmd_eval, "evaluate a run or checkpoint: returns table and a video"),
+    "envs": (cmd_envs, "list environment ids"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
+    lines += [f"  {name:<6} {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0
     command, args = argv[0], argv[1:]
-    handlers = {"rl": cmd_rl, "eval": cmd_eval, "envs": cmd_envs}
-    if command not in handlers:
+    if command not in COMMANDS:
         print(f"prefrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
     try:
-        return handlers[command](args)
+        return COMMANDS[command][0](args)
     except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2

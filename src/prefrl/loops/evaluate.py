@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prefrl.envs import PrefrlEnv
+from prefrl.envs import PrefrlEnv, RenderSettings, make_env
 
 Policy = Callable[[np.ndarray], np.ndarray]
 """Maps a batch of observations (n, obs_dim) to actions (n, action_dim) in [-1, 1]."""
@@ -26,6 +26,14 @@ class EvalResult:
             "eval/return_std": float(self.returns.std()),
             "eval/length_mean": float(self.lengths.mean()),
         }
+
+
+def make_eval_envs(env_id: str, episodes: int, render_size: int | None) -> list[PrefrlEnv]:
+    """One env per evaluation episode; with `render_size`, the first renders (for the video)."""
+    render = RenderSettings(render_size, render_size) if render_size else False
+    return [
+        make_env(env_id, seed=None, render=render if i == 0 else False) for i in range(episodes)
+    ]
 
 
 def evaluate(

@@ -15,8 +15,8 @@ import numpy as np
 from prefrl.agents import SAC, SACConfig, SACState
 from prefrl.data import ReplayBuffer
 from prefrl.envs import PrefrlEnv, make_env
-from prefrl.envs.registry import RenderSettings, resolve
-from prefrl.loops.evaluate import EvalResult, evaluate
+from prefrl.envs.registry import resolve
+from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     begin_checkpoint,
@@ -157,11 +157,8 @@ class _Loop:
     def evaluate(self, record: bool) -> EvalResult:
         cfg = self.config
         if self._eval_envs is None:
-            render = RenderSettings(cfg.render_size, cfg.render_size) if cfg.video else False
-            self._eval_envs = [
-                make_env(cfg.env, seed=None, render=render if i == 0 else False)
-                for i in range(cfg.eval_episodes)
-            ]
+            render_size = cfg.render_size if cfg.video else None
+            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, render_size)
         actor = self.state.actor_params
         policy = lambda obs: self.sac.act(actor, obs, self.key, 0, deterministic=True)
         return evaluate(policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record)
