@@ -2,5 +2,22 @@
 
 from prefrl.data.batch import Batch
 from prefrl.data.replay import ReplayBuffer
+from prefrl.data.segments import (
+    LABEL_TARGET,
+    Label,
+    PreferenceData,
+    SegmentPool,
+    SegmentRecorder,
+    Segments,
+)
 
-__all__ = ["Batch", "ReplayBuffer"]
+__all__ = [
+    "LABEL_TARGET",
+    "Batch",
+    "Label",
+    "PreferenceData",
+    "ReplayBuffer",
+    "SegmentPool",
+    "SegmentRecorder",
+    "Segments",
+]

@@ -1,6 +1,14 @@
 """Environment registry: Gymnasium MuJoCo ids, `dmc:domain-task`, built-in `toy:*` tasks."""
 
+from prefrl.envs.learned_reward import LearnedReward
 from prefrl.envs.registry import RenderSettings, UnknownEnvError, known_env_ids, make_env
 from prefrl.envs.wrapper import PrefrlEnv
 
-__all__ = ["PrefrlEnv", "RenderSettings", "UnknownEnvError", "known_env_ids", "make_env"]
+__all__ = [
+    "LearnedReward",
+    "PrefrlEnv",
+    "RenderSettings",
+    "UnknownEnvError",
+    "known_env_ids",
+    "make_env",
+]

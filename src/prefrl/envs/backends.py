@@ -158,6 +158,10 @@ class DmcBackend:
     def fps(self) -> float:
         return 1.0 / self.dm_env.control_timestep()
 
+    def max_episode_steps(self) -> int | None:
+        limit = float(self.dm_env._step_limit)
+        return int(limit) if np.isfinite(limit) else None
+
     def render(self) -> np.ndarray:
         h, w = self.size
         return self.physics.render(height=h, width=w, camera_id=self.camera_id)

@@ -15,7 +15,7 @@ from prefrl.envs.backends import (
     NativeBackend,
     prepare_offscreen,
 )
-from prefrl.envs.toy import PointReach
+from prefrl.envs.toy import PointFree, PointReach
 from prefrl.envs.wrapper import PrefrlEnv
 
 
@@ -40,7 +40,7 @@ class Family:
     make: Callable[[str, RenderSettings | None], tuple[gym.Env, object]]
 
 
-_TOY = {"point-reach": PointReach}
+_TOY = {"point-reach": PointReach, "point-free": PointFree}
 
 
 def _toy_ids() -> list[str]:

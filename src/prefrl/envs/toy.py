@@ -69,3 +69,22 @@ class PointReach(gym.Env):
         disc(self._state[4:6], max(2, w // 20), (40, 170, 60))
         disc(self._state[0:2], max(2, w // 28), (200, 50, 50))
         return img
+
+
+class PointFree(PointReach):
+    """PointReach without a goal or a reward: a task only preferences can define (e.g. "draw a
+    circle"). The goal marker is hidden; the reward is always 0."""
+
+    has_true_reward = False
+
+    def step(self, action):
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, 0.0, terminated, truncated, info
+
+    def render(self) -> np.ndarray:
+        goal = self._state[4:6].copy()
+        self._state[4:6] = 10.0  # off the canvas
+        try:
+            return super().render()
+        finally:
+            self._state[4:6] = goal

@@ -67,6 +67,22 @@ class PrefrlEnv(gym.Wrapper):
             else self.env.metadata.get("render_fps", 30)
         )
 
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The episode time limit in steps (None when the env sets none)."""
+        env = self.env
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, gym.wrappers.TimeLimit):
+                return int(env._max_episode_steps)
+            env = env.env
+        limit = getattr(self.backend, "max_episode_steps", None)
+        return limit() if limit is not None else None
+
+    @property
+    def has_true_reward(self) -> bool:
+        """False for tasks defined only by what people prefer (their reward is always 0)."""
+        return bool(getattr(self.env.unwrapped, "has_true_reward", True))
+
     def reset(self, *, seed: int | None = None, options=None):
         if seed is None and not self._seeded:
             seed = self._seed

@@ -18,14 +18,19 @@ class EvalResult:
     returns: np.ndarray
     lengths: np.ndarray
     frames: list[np.ndarray] = field(default_factory=list)
+    learned_returns: np.ndarray | None = None
+    """Returns under a learned reward, when `evaluate` was given one."""
 
     @property
     def summary(self) -> dict[str, float]:
-        return {
+        out = {
             "eval/return_mean": float(self.returns.mean()),
             "eval/return_std": float(self.returns.std()),
             "eval/length_mean": float(self.lengths.mean()),
         }
+        if self.learned_returns is not None:
+            out["eval/learned_return_mean"] = float(self.learned_returns.mean())
+        return out
 
 
 def make_eval_envs(env_id: str, episodes: int, render_size: int | None) -> list[PrefrlEnv]:
@@ -42,16 +47,20 @@ def evaluate(
     seed: int,
     record: bool = False,
     max_frames: int = 2000,
+    learned_reward: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> EvalResult:
     """One episode in each env (seeded `seed + i`); with `record`, the frames of the first one
-    (that env must be made with rendering)."""
+    (that env must be made with rendering). With `learned_reward(obs, actions)`, the returns
+    under it are summed too."""
     n = len(envs)
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
-    returns, lengths = np.zeros(n), np.zeros(n, np.int64)
+    returns, lengths, learned = np.zeros(n), np.zeros(n, np.int64), np.zeros(n)
     done = np.zeros(n, bool)
     frames = [envs[0].render()] if record else []
     while not done.all():
         actions = np.asarray(policy(obs))
+        if learned_reward is not None:
+            learned += np.where(done, 0.0, np.asarray(learned_reward(obs, actions)))
         for i, env in enumerate(envs):
             if done[i]:
                 continue
@@ -62,4 +71,4 @@ def evaluate(
             done[i] = terminated or truncated
             if i == 0 and record and len(frames) < max_frames:
                 frames.append(env.render())
-    return EvalResult(returns, lengths, frames)
+    return EvalResult(returns, lengths, frames, learned if learned_reward is not None else None)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 import time
 from dataclasses import dataclass
@@ -16,8 +15,8 @@ from prefrl.agents import SAC, SACConfig, SACState
 from prefrl.data import ReplayBuffer
 from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
+from prefrl.loops.common import check_finite, open_run_dir, run_name, write_eval
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
-from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     begin_checkpoint,
     commit_checkpoint,
@@ -26,7 +25,6 @@ from prefrl.rundir.checkpoints import (
 )
 from prefrl.rundir.config import config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
-from prefrl.rundir.plots import plot_learning_curve
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
@@ -91,12 +89,6 @@ class RLResult:
     final_eval: EvalResult | None = dataclasses.field(repr=False)
     video: Path | None
     interrupted: bool = False
-
-
-def _default_name(config: RLConfig) -> str:
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    env = config.env.replace(":", "-").replace("/", "-")
-    return f"{env}_sac_s{config.seed}_{stamp}"
 
 
 class _Loop:
@@ -171,16 +163,8 @@ class _Loop:
 
 def train_rl(config: RLConfig) -> RLResult:
     """Run (or resume) SAC training; returns where it went and the final evaluation."""
-    if config.resume is not None:
-        run_dir = Path(config.resume)
-    else:
-        run_dir = Path(config.runs_dir) / (config.name or _default_name(config))
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise FileExistsError(
-                f"run directory {run_dir} already exists; pick another --name or continue it "
-                f"with --resume {run_dir}"
-            )
-    run_dir.mkdir(parents=True, exist_ok=True)
+    name = config.name or run_name(config.env, "sac", config.seed)
+    run_dir = open_run_dir(config.resume, config.runs_dir, name)
     write_json(run_dir / "config.json", config_to_dict(config))
 
     loop = _Loop(config, run_dir)
@@ -253,26 +237,17 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     row["train/steps_per_s"] = (step - step_last) / (now - t_last)
                     t_last, step_last = now, step
                     metrics.log(step, row)
-                    bad = [k for k, v in row.items() if not np.isfinite(v)]
-                    if bad:
-                        raise FloatingPointError(
-                            f"{', '.join(bad)} became NaN or inf by step {step}; stopped. The "
-                            "latest checkpoint holds the last good state"
-                        )
+                    check_finite(row, step)
                 last = step == cfg.steps
                 if step % cfg.eval_interval == 0 or last:
                     record = cfg.video and (step % cfg.video_interval == 0 or last)
                     final = loop.evaluate(record)
                     loop.last_eval = float(final.returns.mean())
-                    metrics.log(step, final.summary)
-                    if record and final.frames:
-                        video = write_video(
-                            loop.run_dir / "videos" / f"eval_{step:09d}.mp4",
-                            final.frames,
-                            fps=env.fps,
-                        )
-                    plot_learning_curve(loop.run_dir, title=f"SAC on {cfg.env}")
-                    metrics.flush()
+                    title = f"SAC on {cfg.env}"
+                    video = (
+                        write_eval(loop.run_dir, metrics, step, final, record, env.fps, title)
+                        or video
+                    )
                     progress.update(step, last_eval=loop.last_eval)
                     t_last, step_last = time.perf_counter(), step  # eval time is not loop time
                 if step % cfg.checkpoint_interval == 0 or last:

@@ -42,3 +42,13 @@ class CriticEnsemble(nn.Module):
             axis_size=self.num,
         )
         return ensemble(self.hidden_dims, self.layer_norm, self.dropout_rate)(obs, action, train)
+
+
+class ValueNet(nn.Module):
+    """V(s) -> scalar per sample (PPO)."""
+
+    hidden_dims: Sequence[int]
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return nn.Dense(1)(MLP(self.hidden_dims, activation=nn.tanh)(obs))[..., 0]

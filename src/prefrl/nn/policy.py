@@ -54,3 +54,26 @@ def tanh_gaussian_log_prob(
     z = (u - mean) * jnp.exp(-log_std)
     log_prob = -0.5 * z**2 - log_std - _HALF_LOG_2PI - _log_one_minus_tanh_sq(u)
     return log_prob.sum(-1)
+
+
+class GaussianActor(nn.Module):
+    """Diagonal Gaussian with a state-independent, learned log std (PPO); returns (mean, log_std).
+    Samples are clipped to [-1, 1] by the caller when sent to the env."""
+
+    action_dim: int
+    hidden_dims: Sequence[int]
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        h = MLP(self.hidden_dims, activation=nn.tanh)(obs)
+        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        log_std = self.param(
+            "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
+        )
+        return mean, jnp.broadcast_to(log_std, mean.shape)
+
+
+def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
+    z = (x - mean) * jnp.exp(-log_std)
+    return (-0.5 * z**2 - log_std - _HALF_LOG_2PI).sum(-1)

@@ -23,13 +23,14 @@ class TrainingProgress:
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]} steps/s"),
             TextColumn("eval return {task.fields[eval]}"),
+            TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
             TextColumn("eta"),
             TimeRemainingColumn(),
             disable=not enabled,
         )
         self._task = self._progress.add_task(
-            "train", total=total, completed=start, rate="-", eval=_fmt(last_eval)
+            "train", total=total, completed=start, rate="-", eval=_fmt(last_eval), info=""
         )
 
     def __enter__(self):
@@ -39,7 +40,7 @@ class TrainingProgress:
     def __exit__(self, *exc):
         return self._progress.__exit__(*exc)
 
-    def update(self, step: int, last_eval: float | None = None) -> None:
+    def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
         if not self.enabled:
             return
         fields = {}
@@ -48,6 +49,8 @@ class TrainingProgress:
             fields["rate"] = f"{task.speed:,.0f}"
         if last_eval is not None:
             fields["eval"] = _fmt(last_eval)
+        if info is not None:
+            fields["info"] = info
         self._progress.update(self._task, completed=step, **fields)
 
 

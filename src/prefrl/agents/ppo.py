@@ -1,0 +1,166 @@
+"""Proximal Policy Optimization (Schulman et al. 2017), the on-policy agent of PrefPPO.
+
+`update(state, rollout, key)` does everything for one rollout inside one jitted call: values,
+GAE, advantage normalisation, then `epochs` passes of shuffled minibatches (nested `lax.scan`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from prefrl.nn import GaussianActor, ValueNet, gaussian_log_prob
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters; defaults are the PPO paper's MuJoCo settings."""
+
+    hidden_dims: tuple[int, ...] = (64, 64)
+    lr: float = 3e-4
+    rollout_steps: int = 2048
+    """Env steps per update."""
+    minibatch_size: int = 64
+    epochs: int = 10
+    discount: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    entropy_coef: float = 0.0
+    value_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    init_log_std: float = 0.0
+
+    def __post_init__(self) -> None:
+        positive = ("lr", "rollout_steps", "minibatch_size", "epochs", "clip", "max_grad_norm")
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)} is invalid: expected > 0")
+        if self.rollout_steps % self.minibatch_size:
+            raise ValueError(
+                f"PPOConfig.rollout_steps={self.rollout_steps} is invalid: expected a multiple "
+                f"of minibatch_size ({self.minibatch_size})"
+            )
+        for name in ("discount", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(
+                    f"PPOConfig.{name}={getattr(self, name)} is invalid: expected [0, 1]"
+                )
+
+
+class Rollout(NamedTuple):
+    """`rollout_steps` consecutive transitions; `done` = terminated or truncated (episode end)."""
+
+    obs: np.ndarray
+    action: np.ndarray  # unclipped Gaussian samples
+    log_prob: np.ndarray
+    reward: np.ndarray
+    next_obs: np.ndarray
+    terminated: np.ndarray
+    done: np.ndarray
+
+
+class PPOState(struct.PyTreeNode):
+    params: dict
+    opt_state: optax.OptState
+    step: jax.Array
+
+
+class PPO:
+    def __init__(self, config: PPOConfig, obs_dim: int, action_dim: int):
+        self.config = config
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.actor = GaussianActor(action_dim, config.hidden_dims, config.init_log_std)
+        self.value = ValueNet(config.hidden_dims)
+        self.tx = optax.chain(
+            optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.lr, eps=1e-5)
+        )
+        self.update = jax.jit(self._update, donate_argnums=0)
+        self.act = jax.jit(self._act, static_argnames="deterministic")
+
+    def init(self, key: jax.Array) -> PPOState:
+        k1, k2 = jax.random.split(key)
+        obs = jnp.zeros((1, self.obs_dim), jnp.float32)
+        params = {"actor": self.actor.init(k1, obs), "value": self.value.init(k2, obs)}
+        return PPOState(params, self.tx.init(params), jnp.zeros((), jnp.int32))
+
+    def state_to_bytes(self, state: PPOState) -> bytes:
+        return flax.serialization.to_bytes(jax.device_get(state))
+
+    def state_from_bytes(self, data: bytes) -> PPOState:
+        return flax.serialization.from_bytes(self.init(jax.random.PRNGKey(0)), data)
+
+    def _act(self, params, obs, key, step, deterministic: bool = False):
+        """(action in [-1, 1] for the env, raw sample, its log-prob)."""
+        mean, log_std = self.actor.apply(params["actor"], obs)
+        if deterministic:
+            return jnp.clip(mean, -1, 1), mean, gaussian_log_prob(mean, log_std, mean)
+        noise = jax.random.normal(jax.random.fold_in(key, step), mean.shape)
+        raw = mean + jnp.exp(log_std) * noise
+        return jnp.clip(raw, -1, 1), raw, gaussian_log_prob(mean, log_std, raw)
+
+    def _advantages(self, params, rollout: Rollout):
+        cfg = self.config
+        values = self.value.apply(params["value"], rollout.obs)
+        next_values = self.value.apply(params["value"], rollout.next_obs)
+        # Truncated episodes bootstrap from V(next_obs); only true terminals do not.
+        deltas = rollout.reward + cfg.discount * (1 - rollout.terminated) * next_values - values
+
+        def backward(carry, x):
+            delta, done = x
+            adv = delta + cfg.discount * cfg.gae_lambda * (1 - done) * carry
+            return adv, adv
+
+        _, adv = jax.lax.scan(backward, 0.0, (deltas, rollout.done), reverse=True)
+        return adv, adv + values
+
+    def _loss(self, params, mb):
+        cfg = self.config
+        obs, action, old_log_prob, adv, ret = mb
+        mean, log_std = self.actor.apply(params["actor"], obs)
+        log_prob = gaussian_log_prob(mean, log_std, action)
+        ratio = jnp.exp(log_prob - old_log_prob)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip, 1 + cfg.clip) * adv).mean()
+        v_loss = ((self.value.apply(params["value"], obs) - ret) ** 2).mean()
+        entropy = (log_std + 0.5 * jnp.log(2 * jnp.pi * jnp.e)).sum(-1).mean()
+        loss = pg + cfg.value_coef * v_loss - cfg.entropy_coef * entropy
+        clip_frac = (jnp.abs(ratio - 1) > cfg.clip).mean()
+        return loss, {
+            "policy_loss": pg,
+            "value_loss": v_loss,
+            "entropy": entropy,
+            "clip_fraction": clip_frac,
+        }
+
+    def _update(self, state: PPOState, rollout: Rollout, key: jax.Array):
+        cfg = self.config
+        key = jax.random.fold_in(key, state.step)
+        adv, ret = self._advantages(state.params, rollout)
+        data = (rollout.obs, rollout.action, rollout.log_prob, adv, ret)
+        n_mb = cfg.rollout_steps // cfg.minibatch_size
+
+        def epoch(carry, k):
+            perm = jax.random.permutation(k, cfg.rollout_steps).reshape(n_mb, cfg.minibatch_size)
+
+            def minibatch(carry, idx):
+                params, opt_state = carry
+                mb = jax.tree.map(lambda x: x[idx], data)
+                (_, metrics), grads = jax.value_and_grad(self._loss, has_aux=True)(params, mb)
+                updates, opt_state = self.tx.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), metrics
+
+            return jax.lax.scan(minibatch, carry, perm)
+
+        (params, opt_state), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(key, cfg.epochs)
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics["value_mean"] = ret.mean()
+        return PPOState(params, opt_state, state.step + 1), metrics

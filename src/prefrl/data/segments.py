@@ -1,0 +1,263 @@
+"""Segments of behaviour, queries (pairs of segments) and preference labels.
+
+A segment is H consecutive steps of one episode: observations, actions, the env's true rewards
+(NaN where the env has none) and the simulator state before each step, so the segment can be
+re-rendered later. Labels say which segment of a pair is better.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.rundir.atomic import atomic_write
+
+
+class Label(enum.IntEnum):
+    LEFT = 0
+    RIGHT = 1
+    EQUAL = 2
+    SKIP = 3
+    """Can't tell / incomparable: stored, never trained on."""
+
+    @classmethod
+    def parse(cls, value: str | int | Label) -> Label:
+        if isinstance(value, Label):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        if isinstance(value, int | np.integer) and int(value) in cls._value2member_map_:
+            return cls(int(value))
+        accepted = ", ".join(m.name.lower() for m in cls)
+        raise ValueError(f"label {value!r} is invalid: expected one of {accepted}")
+
+
+# P(right preferred) for each label; NaN for skip (not a training target).
+LABEL_TARGET = np.array([0.0, 1.0, 0.5, np.nan], np.float32)
+
+
+@dataclass
+class Segments:
+    """A batch of N segments of H steps (all arrays share the leading N)."""
+
+    obs: np.ndarray  # (N, H, obs_dim) float32
+    action: np.ndarray  # (N, H, action_dim) float32
+    reward: np.ndarray  # (N, H) float32: true reward, NaN where the env has none
+    state: np.ndarray  # (N, H, state_dim) float64: simulator state before each step
+    id: np.ndarray  # (N,) int64: unique within a run
+    step: np.ndarray  # (N,) int64: global env step of the segment's first step
+    episode: np.ndarray  # (N,) int64
+    start: np.ndarray  # (N,) int64: index of the first step within its episode
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    @property
+    def length(self) -> int:
+        return self.obs.shape[1]
+
+    def __getitem__(self, idx) -> Segments:
+        idx = np.atleast_1d(np.asarray(idx)) if not isinstance(idx, slice) else idx
+        return Segments(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+
+    @staticmethod
+    def concatenate(parts: list[Segments]) -> Segments:
+        return Segments(
+            **{
+                f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                for f in fields(Segments)
+            }
+        )
+
+    def true_returns(self, discount: float = 1.0) -> np.ndarray:
+        """Sum of true rewards; with discount γ < 1, step t of H weighted γ^(H-1-t) (myopia)."""
+        weights = discount ** np.arange(self.length - 1, -1, -1, dtype=np.float64)
+        return (self.reward.astype(np.float64) * weights).sum(-1)
+
+
+class SegmentRecorder:
+    """Collects the steps of the running episode and cuts them into segments when it ends.
+
+    Segments do not overlap; the first starts at a random offset so that segment boundaries do
+    not always fall on the same phase of the episode. Episodes shorter than H give none.
+    """
+
+    def __init__(self, length: int, next_id: int = 0):
+        if length < 1:
+            raise ValueError(f"segment length {length} is invalid: expected >= 1")
+        self.length = length
+        self.next_id = next_id
+        self._steps: list[tuple[np.ndarray, np.ndarray, float, np.ndarray]] = []
+        self._first_step = 0
+
+    def record(self, global_step: int, obs, action, reward: float, state) -> None:
+        if not self._steps:
+            self._first_step = global_step
+        self._steps.append((obs, action, reward, state))
+
+    def discard(self) -> None:
+        self._steps = []
+
+    def end_episode(self, rng: np.random.Generator, episode: int) -> Segments | None:
+        steps, self._steps = self._steps, []
+        h, n = self.length, len(steps)
+        if n < h:
+            return None
+        count = n // h
+        offset = int(rng.integers(0, n - count * h + 1))
+        starts = offset + h * np.arange(count)
+        obs, action, reward, state = (np.asarray(x) for x in zip(*steps, strict=True))
+        window = starts[:, None] + np.arange(h)[None]
+        ids = self.next_id + np.arange(count)
+        self.next_id += count
+        return Segments(
+            obs=obs[window].astype(np.float32),
+            action=action[window].astype(np.float32),
+            reward=reward[window].astype(np.float32),
+            state=state[window].astype(np.float64),
+            id=ids.astype(np.int64),
+            step=(self._first_step + starts).astype(np.int64),
+            episode=np.full(count, episode, np.int64),
+            start=starts.astype(np.int64),
+        )
+
+
+class SegmentPool:
+    """The most recent `capacity` segments (a ring), from which query candidates are drawn."""
+
+    def __init__(self, capacity: int):
+        if capacity < 2:
+            raise ValueError(f"segment pool capacity {capacity} is invalid: expected >= 2")
+        self.capacity = capacity
+        self._data: Segments | None = None
+        self.size = 0
+        self.ptr = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def add(self, segments: Segments) -> None:
+        if self._data is None:
+            self._data = Segments(
+                **{
+                    f.name: np.zeros(
+                        (self.capacity, *getattr(segments, f.name).shape[1:]),
+                        getattr(segments, f.name).dtype,
+                    )
+                    for f in fields(Segments)
+                }
+            )
+        for f in fields(Segments):
+            idx = (self.ptr + np.arange(len(segments))) % self.capacity
+            getattr(self._data, f.name)[idx] = getattr(segments, f.name)
+        self.ptr = int((self.ptr + len(segments)) % self.capacity)
+        self.size = min(self.size + len(segments), self.capacity)
+
+    def all(self) -> Segments:
+        if self._data is None:
+            raise ValueError("the segment pool is empty")
+        return self._data[: self.size]
+
+    def sample_pairs(self, rng: np.random.Generator, n: int) -> tuple[Segments, Segments]:
+        """`n` random pairs of two different segments."""
+        if self.size < 2:
+            raise ValueError(f"need at least 2 segments to make a pair, the pool has {self.size}")
+        left = rng.integers(0, self.size, n)
+        right = (left + rng.integers(1, self.size, n)) % self.size  # never the same segment
+        return self._data[left], self._data[right]
+
+    def save(self, path: str | Path) -> None:
+        data = self.all() if self.size else None
+        meta = {"capacity": self.capacity, "size": self.size, "ptr": self.ptr}
+        arrays = {f.name: getattr(data, f.name) for f in fields(Segments)} if data else {}
+        with atomic_write(path, "wb") as f:
+            np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SegmentPool:
+        with np.load(path) as data:
+            meta = json.loads(bytes(data["meta"]).decode())
+            pool = cls(meta["capacity"])
+            if meta["size"]:
+                pool.add(Segments(**{f.name: data[f.name] for f in fields(Segments)}))
+        pool.ptr = meta["ptr"]
+        return pool
+
+
+class PreferenceData:
+    """Labelled pairs, with their own copies of the segments' observations and actions (a
+    segment may leave the pool long before its label stops being used)."""
+
+    FIELDS = (
+        "obs_left",
+        "action_left",
+        "obs_right",
+        "action_right",
+        "label",
+        "return_left",
+        "return_right",
+        "id_left",
+        "id_right",
+    )
+
+    def __init__(self) -> None:
+        self._parts: list[dict[str, np.ndarray]] = []
+        self._cache: dict[str, np.ndarray] | None = None
+
+    def add(self, left: Segments, right: Segments, labels) -> None:
+        labels = np.asarray([Label.parse(x) for x in np.atleast_1d(labels)], np.int8)
+        if not (len(left) == len(right) == len(labels)):
+            raise ValueError(
+                f"{len(left)} left segments, {len(right)} right and {len(labels)} labels: "
+                "expected one label per pair"
+            )
+        if len(labels) == 0:
+            return
+        self._parts.append(
+            {
+                "obs_left": left.obs,
+                "action_left": left.action,
+                "obs_right": right.obs,
+                "action_right": right.action,
+                "label": labels,
+                "return_left": left.reward.sum(-1),
+                "return_right": right.reward.sum(-1),
+                "id_left": left.id,
+                "id_right": right.id,
+            }
+        )
+        self._cache = None
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        if self._cache is None:
+            if not self._parts:
+                raise ValueError("no labelled pairs yet")
+            self._cache = {k: np.concatenate([p[k] for p in self._parts]) for k in self.FIELDS}
+            self._parts = [self._cache]
+        return self._cache
+
+    def __len__(self) -> int:
+        return sum(len(p["label"]) for p in self._parts)
+
+    def counts(self) -> dict[str, int]:
+        if not self._parts:
+            return {m.name.lower(): 0 for m in Label}
+        labels = self.arrays()["label"]
+        return {m.name.lower(): int((labels == m).sum()) for m in Label}
+
+    def save(self, path: str | Path) -> None:
+        arrays = self.arrays() if self._parts else {}
+        with atomic_write(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PreferenceData:
+        data = cls()
+        with np.load(path) as f:
+            if "label" in f:
+                data._parts = [{k: f[k] for k in cls.FIELDS}]
+        return data

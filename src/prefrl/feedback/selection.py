@@ -1,0 +1,46 @@
+"""Query selection: which pairs of segments to ask about.
+
+Each method draws `oversample` x n random candidate pairs from the pool and keeps the n it rates
+most informative (B-Pref): uniform keeps the first n; disagreement the largest std across
+ensemble members of P(right ≻ left); entropy the largest mean binary entropy of the members' P.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from prefrl.data.segments import SegmentPool, Segments
+from prefrl.reward.base import RewardModel
+
+SELECTION_METHODS = ("uniform", "disagreement", "entropy")
+
+
+def check_method(method: str) -> None:
+    if method not in SELECTION_METHODS:
+        raise ValueError(
+            f"query selection {method!r} is unknown; known: {', '.join(SELECTION_METHODS)}"
+        )
+
+
+def select_pairs(
+    method: str,
+    pool: SegmentPool,
+    n: int,
+    rng: np.random.Generator,
+    model: RewardModel | None = None,
+    oversample: int = 10,
+) -> tuple[Segments, Segments]:
+    """`n` pairs from the pool. Without a fitted model (the first queries) every method is
+    uniform."""
+    check_method(method)
+    if method == "uniform" or model is None:
+        return pool.sample_pairs(rng, n)
+    left, right = pool.sample_pairs(rng, n * max(1, oversample))
+    probs = model.pair_probs(left.obs, left.action, right.obs, right.action)  # (M, C)
+    if method == "disagreement":
+        score = probs.std(0)
+    else:
+        p = np.clip(probs, 1e-6, 1 - 1e-6)
+        score = (-(p * np.log(p) + (1 - p) * np.log(1 - p))).mean(0)
+    best = np.argsort(-score, kind="stable")[:n]
+    return left[best], right[best]

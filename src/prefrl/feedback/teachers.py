@@ -1,0 +1,187 @@
+"""Teachers answer queries. Scripted ones (B-Pref, Lee et al. 2021) answer from true rewards.
+
+The interface is asynchronous on purpose: a loop `submit`s queries and later `poll`s for the
+answers that have arrived, so a person in a browser (answers late, from another process, or never)
+and a scripted teacher (answers at once) plug into the same loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from prefrl.data.segments import Label, Segments
+
+
+class Query(NamedTuple):
+    """A batch of pairs to compare; `ids` are unique within a run."""
+
+    ids: np.ndarray  # (n,) int64
+    left: Segments
+    right: Segments
+
+
+class Answer(NamedTuple):
+    query_id: int
+    label: Label
+
+
+class Teacher(Protocol):
+    needs_true_reward: bool
+
+    def submit(self, query: Query) -> None:
+        """Hand queries over; answers come back through `poll`, possibly much later."""
+
+    def poll(self) -> list[Answer]:
+        """Answers that arrived since the last call (never blocks)."""
+
+    def observe_episode(self, episode_return: float, length: int) -> None:
+        """The loop reports each finished training episode (scripted thresholds use them)."""
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """A scripted teacher: a named B-Pref preset, with any parameter overridden."""
+
+    preset: str = "oracle"
+    """oracle, stoc, mistake, skip, equal or myopic."""
+    beta: float | None = None
+    """Rationality: P(σ₁ ≻ σ₀) = softmax(β · returns); inf answers the larger return always."""
+    gamma: float | None = None
+    """Myopia: step t of H weighted γ^(H-1-t)."""
+    eps_mistake: float | None = None
+    """Probability of flipping a decided answer."""
+    eps_skip: float | None = None
+    """Skip a pair when both returns are below ε · (recent mean episode return) · H / T_ep."""
+    eps_equal: float | None = None
+    """Answer equal when the returns differ by less than ε · |recent mean return| · H / T_ep."""
+
+    def __post_init__(self) -> None:
+        if self.preset not in TEACHER_PRESETS:
+            raise ValueError(
+                f"teacher preset {self.preset!r} does not exist; known: "
+                f"{', '.join(TEACHER_PRESETS)}"
+            )
+        p = self.resolved()
+        if not p.beta > 0:
+            raise ValueError(f"teacher beta={p.beta} is invalid: expected > 0 (inf: deterministic)")
+        if not 0 < p.gamma <= 1:
+            raise ValueError(f"teacher gamma={p.gamma} is invalid: expected a value in (0, 1]")
+        for name in ("eps_mistake", "eps_skip", "eps_equal"):
+            if not 0 <= getattr(p, name) <= 1:
+                raise ValueError(
+                    f"teacher {name}={getattr(p, name)} is invalid: expected a value in [0, 1]"
+                )
+
+    def resolved(self) -> TeacherParams:
+        base = TEACHER_PRESETS[self.preset]
+        overrides = {
+            k: getattr(self, k)
+            for k in ("beta", "gamma", "eps_mistake", "eps_skip", "eps_equal")
+            if getattr(self, k) is not None
+        }
+        return replace(base, **overrides)
+
+
+@dataclass(frozen=True)
+class TeacherParams:
+    beta: float = math.inf
+    gamma: float = 1.0
+    eps_mistake: float = 0.0
+    eps_skip: float = 0.0
+    eps_equal: float = 0.0
+
+
+TEACHER_PRESETS: dict[str, TeacherParams] = {
+    "oracle": TeacherParams(),
+    "stoc": TeacherParams(beta=1.0),
+    "mistake": TeacherParams(eps_mistake=0.1),
+    "skip": TeacherParams(eps_skip=0.1),
+    "equal": TeacherParams(eps_equal=0.1),
+    "myopic": TeacherParams(gamma=0.9),
+}
+
+
+def scripted_labels(
+    params: TeacherParams,
+    left: Segments,
+    right: Segments,
+    rng: np.random.Generator,
+    return_scale: float,
+) -> np.ndarray:
+    """B-Pref labels for pairs, vectorised. `return_scale` is R̄ · H / T_ep: the mean return of
+    recent episodes scaled to a segment's length (the thresholds are ε times it).
+
+    Order: skip, then equal, then the (myopic, possibly stochastic) choice, then one mistake flip.
+    """
+    r_left, r_right = left.true_returns(), right.true_returns()
+    labels = np.empty(len(left), np.int8)
+    q_left, q_right = left.true_returns(params.gamma), right.true_returns(params.gamma)
+    diff = q_right - q_left
+    if math.isinf(params.beta):
+        right_better = diff > 0
+        tie = diff == 0
+    else:
+        p_right = 1.0 / (1.0 + np.exp(-np.clip(params.beta * diff, -50, 50)))
+        right_better = rng.random(len(left)) < p_right
+        tie = np.zeros(len(left), bool)
+    labels[:] = np.where(right_better, Label.RIGHT, Label.LEFT)
+    # The flip is drawn once per pair (B-Pref's code applies it twice after its first session).
+    flip = rng.random(len(left)) < params.eps_mistake
+    labels[flip] = 1 - labels[flip]
+    labels[tie] = Label.EQUAL
+    if params.eps_equal > 0:
+        labels[np.abs(r_left - r_right) < params.eps_equal * abs(return_scale)] = Label.EQUAL
+    if params.eps_skip > 0:
+        labels[np.maximum(r_left, r_right) < params.eps_skip * return_scale] = Label.SKIP
+    return labels
+
+
+class ScriptedTeacher:
+    """Answers every query at once from the segments' true rewards."""
+
+    needs_true_reward = True
+
+    def __init__(self, config: TeacherConfig, seed: int, episode_length: int | None):
+        self.config = config
+        self.params = config.resolved()
+        self.rng = np.random.default_rng([seed, 7])
+        self.episode_length = episode_length
+        self.recent = deque(maxlen=10)  # (return, length) of the last 10 episodes
+        self._answers: list[Answer] = []
+
+    def observe_episode(self, episode_return: float, length: int) -> None:
+        self.recent.append((float(episode_return), int(length)))
+
+    def return_scale(self, segments: Segments) -> float:
+        """R̄ · H / T_ep from recent episodes; before any episode, the pair's own mean return."""
+        if not self.recent:
+            return float(segments.true_returns().mean())
+        mean_return = float(np.mean([r for r, _ in self.recent]))
+        t_ep = self.episode_length or float(np.mean([n for _, n in self.recent]))
+        return mean_return * segments.length / t_ep
+
+    def submit(self, query: Query) -> None:
+        both = Segments.concatenate([query.left, query.right])
+        labels = scripted_labels(
+            self.params, query.left, query.right, self.rng, self.return_scale(both)
+        )
+        self._answers += [
+            Answer(int(i), Label(int(lab))) for i, lab in zip(query.ids, labels, strict=True)
+        ]
+
+    def poll(self) -> list[Answer]:
+        answers, self._answers = self._answers, []
+        return answers
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "recent": list(self.recent)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.recent.clear()
+        self.recent.extend(tuple(x) for x in state["recent"])

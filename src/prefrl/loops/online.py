@@ -1,0 +1,539 @@
+"""Online learning from preferences: PEBBLE (SAC) and PrefPPO, one loop.
+
+collect -> cut segments -> select pairs -> teacher -> labels -> fit reward model -> relabel the
+replay buffer -> agent updates on the learned reward -> collect ...
+
+With SAC (PEBBLE, Lee et al. 2021): uniform-random warm-start steps, then optional unsupervised
+pre-training on a k-NN state-entropy reward, then the first queries; after each fit every stored
+transition is relabelled. With PPO (PrefPPO): each rollout is labelled by the current reward
+model just before its update. Teachers answer asynchronously (`Teacher.poll`); the agent keeps
+training on the last fitted reward while answers are outstanding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from prefrl.agents import PPO, SAC, PPOConfig, Rollout, SACConfig
+from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder, Segments
+from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs.registry import resolve
+from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
+from prefrl.feedback.selection import check_method
+from prefrl.loops.common import check_finite, open_run_dir, run_name, write_eval
+from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
+from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
+from prefrl.rundir.checkpoints import (
+    begin_checkpoint,
+    commit_checkpoint,
+    latest_checkpoint,
+    write_json,
+)
+from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
+from prefrl.rundir.progress import TrainingProgress
+from prefrl.rundir.stop import graceful_stop
+
+ALGOS = ("sac", "ppo")
+
+
+@dataclass(frozen=True)
+class OnlineConfig:
+    """Learn a behaviour from preferences between pairs of segments (PEBBLE / PrefPPO)."""
+
+    env: str = "dmc:walker-walk"
+    """Environment id: a Gymnasium id, dmc:domain-task, or toy:point-reach."""
+    steps: int = 500_000
+    """Environment steps in total."""
+    seed: int = 0
+    algo: str = "sac"
+    """sac (PEBBLE) or ppo (PrefPPO)."""
+    teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    selection: str = "disagreement"
+    """Query selection: uniform, disagreement or entropy."""
+    oversample: int = 10
+    """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
+    segment_length: int = 50
+    segment_pool: int = 2000
+    """Most recent segments kept as query candidates."""
+    reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
+    warmstart_steps: int = 1_000
+    """Uniform-random actions (SAC) or the initial policy (PPO), no updates, for this many steps."""
+    unsupervised_steps: int = 0
+    """PEBBLE's pre-training on a k-NN state-entropy reward after the warm start (0: off)."""
+    knn_k: int = 5
+    agent: SACConfig = dataclasses.field(default_factory=SACConfig)
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    eval_interval: int = 10_000
+    eval_episodes: int = 10
+    video: bool = True
+    video_interval: int = 100_000
+    render_size: int = 256
+    checkpoint_interval: int = 50_000
+    log_interval: int = 1_000
+    buffer_size: int = 1_000_000
+    name: str | None = None
+    runs_dir: Path = Path("runs")
+    resume: Path | None = None
+    """Continue the run in this directory from its latest checkpoint."""
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        resolve(self.env)
+        if self.algo not in ALGOS:
+            raise ValueError(f"--algo={self.algo!r} is unknown; known: {', '.join(ALGOS)}")
+        check_method(self.selection)
+        for name in (
+            "steps", "oversample", "segment_length", "segment_pool", "knn_k", "eval_interval",
+            "eval_episodes", "checkpoint_interval", "log_interval", "buffer_size", "render_size",
+        ):  # fmt: skip
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
+                    "expected a positive integer"
+                )
+        for name in ("warmstart_steps", "unsupervised_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(
+                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: expected >= 0"
+                )
+        if self.first_query_step >= self.steps:
+            raise ValueError(
+                f"queries would start at step {self.first_query_step:,} (warm start + "
+                f"unsupervised steps), after the run's last step ({self.steps:,})"
+            )
+
+    @property
+    def first_query_step(self) -> int:
+        return self.warmstart_steps + self.unsupervised_steps
+
+
+@dataclass
+class OnlineResult:
+    run_dir: Path
+    step: int
+    final_eval: EvalResult | None = dataclasses.field(repr=False)
+    video: Path | None
+    labels: int
+    reward_metrics: dict[str, float]
+    interrupted: bool = False
+
+
+def check_env(config: OnlineConfig, env: PrefrlEnv) -> None:
+    """Errors that must stop a run before any training."""
+    limit = env.max_episode_steps
+    if limit is not None and config.segment_length > limit:
+        raise ValueError(
+            f"--segment-length={config.segment_length} is longer than {config.env}'s episodes "
+            f"({limit} steps); use at most {limit}"
+        )
+    if not env.has_true_reward:
+        raise ValueError(
+            f"{config.env} has no true reward, so the scripted teacher "
+            f"{config.teacher.preset!r} cannot label it; label it yourself (human teacher)"
+        )
+
+
+class KnnEntropyReward:
+    """PEBBLE's unsupervised reward: distance to the k-th nearest neighbour among stored states
+    (a particle estimate of state entropy), divided by a running std."""
+
+    def __init__(self, k: int, reference_size: int = 8192):
+        self.k = k
+        self.reference_size = reference_size
+        self.count, self.mean, self.m2 = 0, 0.0, 0.0
+        self._dist = jax.jit(self._dist_impl)
+
+    def _dist_impl(self, x, ref):
+        d2 = ((x[:, None, :] - ref[None, :, :]) ** 2).sum(-1)
+        neg_kth = jax.lax.top_k(-d2, self.k + 1)[0][:, -1]  # +1: x itself may be in ref
+        return jnp.sqrt(jnp.maximum(-neg_kth, 0.0))
+
+    def __call__(self, obs: np.ndarray, buffer: ReplayBuffer, rng: np.random.Generator):
+        ref = buffer.obs[rng.integers(0, len(buffer), self.reference_size)]
+        r = np.asarray(self._dist(obs, ref), np.float64)
+        # Running std (Chan et al.'s parallel update).
+        n, mean, var_sum = len(r), r.mean(), ((r - r.mean()) ** 2).sum()
+        total = self.count + n
+        delta = mean - self.mean
+        self.m2 += var_sum + delta**2 * self.count * n / total
+        self.mean += delta * n / total
+        self.count = total
+        std = np.sqrt(self.m2 / max(self.count - 1, 1))
+        return (r / max(std, 1e-8)).astype(np.float32)
+
+    def state_dict(self) -> dict:
+        return {"count": self.count, "mean": self.mean, "m2": self.m2}
+
+    def load_state_dict(self, s: dict) -> None:
+        self.count, self.mean, self.m2 = s["count"], s["mean"], s["m2"]
+
+
+class _Loop:
+    """Everything an online run holds between steps; saved in and restored from checkpoints."""
+
+    def __init__(self, config: OnlineConfig, run_dir: Path):
+        self.config = config
+        self.run_dir = run_dir
+        self.env = make_env(config.env, seed=config.seed)
+        check_env(config, self.env)
+        obs_dim, action_dim = self.env.obs_dim, self.env.action_dim
+        self.key = jax.random.key(config.seed, impl="rbg")
+        self.rng = np.random.default_rng(config.seed)
+        if config.algo == "sac":
+            self.agent = SAC(config.agent, obs_dim, action_dim)
+            self.buffer = ReplayBuffer(config.buffer_size, obs_dim, action_dim)
+        else:
+            self.agent = PPO(config.ppo, obs_dim, action_dim)
+            self.buffer = ReplayBuffer(config.ppo.rollout_steps, obs_dim, action_dim)
+        self.state = self.agent.init(jax.random.fold_in(self.key, 1))
+        self.model = MLPRewardEnsemble(config.reward, obs_dim, action_dim, seed=config.seed)
+        self.teacher = ScriptedTeacher(config.teacher, config.seed, self.env.max_episode_steps)
+        self.intrinsic = KnnEntropyReward(config.knn_k)
+        self.recorder = SegmentRecorder(config.segment_length)
+        self.pool = SegmentPool(config.segment_pool)
+        self.labels = PreferenceData()
+        self.pending: dict[int, tuple[Segments, Segments]] = {}
+        self.step = 0
+        self.episodes = 0
+        self.requested = 0
+        self.next_query_id = 0
+        self.fitted = False
+        self.last_eval: float | None = None
+        self.reward_metrics: dict[str, float] = {}
+        self._eval_envs: list[PrefrlEnv] | None = None
+
+    # ------------------------------------------------------------------ feedback
+    def ask(self) -> None:
+        """Request the labels the schedule wants by now (the pool must hold segments)."""
+        cfg = self.config
+        wanted = cfg.schedule.wanted(self.step, cfg.first_query_step, cfg.steps)
+        n = wanted - self.requested
+        if n <= 0 or len(self.pool) < 2:
+            return
+        model = self.model if self.fitted else None
+        left, right = select_pairs(cfg.selection, self.pool, n, self.rng, model, cfg.oversample)
+        ids = self.next_query_id + np.arange(n)
+        self.next_query_id += n
+        self.requested += n
+        for i, q in enumerate(ids):
+            self.pending[int(q)] = (left[i], right[i])
+        self.teacher.submit(Query(ids, left, right))
+
+    def collect_answers(self) -> int:
+        answers = [a for a in self.teacher.poll() if a.query_id in self.pending]
+        if not answers:
+            return 0
+        pairs = [self.pending.pop(a.query_id) for a in answers]
+        left = Segments.concatenate([p[0] for p in pairs])
+        right = Segments.concatenate([p[1] for p in pairs])
+        self.labels.add(left, right, [a.label for a in answers])
+        return len(answers)
+
+    def fit_reward(self) -> dict[str, float]:
+        metrics = self.model.fit(self.labels)
+        self.fitted = True
+        t0 = time.perf_counter()
+        if self.config.algo == "sac":
+            self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
+        metrics["reward/relabel_seconds"] = time.perf_counter() - t0
+        pool = self.pool.all()
+        sample = pool[self.rng.choice(len(pool), min(len(pool), 1000), replace=False)]
+        predicted = self.model.predict(sample.obs, sample.action).sum(-1)
+        metrics["reward/segment_return_corr"] = pearson(predicted, sample.true_returns())
+        counts = self.labels.counts()
+        metrics["feedback/labels"] = float(len(self.labels))
+        metrics["feedback/skipped"] = float(counts["skip"])
+        metrics["feedback/equal"] = float(counts["equal"])
+        self.reward_metrics = metrics
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        leaves = jax.tree.leaves(jax.device_get(self.state))
+        if not all(np.isfinite(x).all() for x in leaves if np.issubdtype(x.dtype, np.floating)):
+            raise FloatingPointError(
+                f"the agent's parameters hold NaN or inf at step {self.step}; not checkpointing "
+                "them: the latest checkpoint keeps the last good state"
+            )
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.buffer.save(tmp / "buffer.npz")
+        self.pool.save(tmp / "segments.npz")
+        self.labels.save(tmp / "labels.npz")
+        self.model.save(tmp / "reward_model")
+        write_json(tmp / "config.json", config_to_dict(self.config))
+        write_json(
+            tmp / "loop.json",
+            {
+                "step": self.step,
+                "episodes": self.episodes,
+                "requested": self.requested - len(self.pending),  # unanswered: asked again
+                "next_query_id": self.next_query_id,
+                "fitted": self.fitted,
+                "last_eval": self.last_eval,
+                "reward_metrics": self.reward_metrics,
+                "next_segment_id": self.recorder.next_id,
+                "rng": self.rng.bit_generator.state,
+                "teacher": self.teacher.state_dict(),
+                "intrinsic": self.intrinsic.state_dict(),
+            },
+        )
+        return commit_checkpoint(tmp)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        self.buffer = ReplayBuffer.load(ckpt / "buffer.npz")
+        self.pool = SegmentPool.load(ckpt / "segments.npz")
+        self.labels = PreferenceData.load(ckpt / "labels.npz")
+        self.model = MLPRewardEnsemble.load(ckpt / "reward_model")
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.episodes = loop["step"], loop["episodes"]
+        self.requested, self.next_query_id = loop["requested"], loop["next_query_id"]
+        self.fitted, self.last_eval = loop["fitted"], loop["last_eval"]
+        self.reward_metrics = loop["reward_metrics"]
+        self.recorder.next_id = loop["next_segment_id"]
+        self.rng.bit_generator.state = loop["rng"]
+        self.teacher.load_state_dict(loop["teacher"])
+        self.intrinsic.load_state_dict(loop["intrinsic"])
+
+    # ------------------------------------------------------------------ evaluation
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        if self.config.algo == "sac":
+            return self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+        return self.agent.act(self.state.params, obs, self.key, 0, deterministic=True)[0]
+
+    def evaluate(self, record: bool) -> EvalResult:
+        cfg = self.config
+        if self._eval_envs is None:
+            render_size = cfg.render_size if cfg.video else None
+            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, render_size)
+        learned = self.model.predict if self.fitted else None
+        return evaluate(
+            self.policy,
+            self._eval_envs,
+            seed=cfg.seed + 1_000_000,
+            record=record,
+            learned_reward=learned,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+        for env in self._eval_envs or []:
+            env.close()
+
+
+def train_online(config: OnlineConfig) -> OnlineResult:
+    """Run (or resume) a preference-learning run; returns where it went and how it ended."""
+    name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
+    run_dir = open_run_dir(config.resume, config.runs_dir, name)
+    loop = _Loop(config, run_dir)  # bad env / teacher combinations fail here, before training
+    write_json(run_dir / "config.json", config_to_dict(config))
+    if config.resume is not None:
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
+        loop.restore(ckpt)
+        truncate_metrics(run_dir, loop.step)
+    metrics = MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
+    try:
+        return _run(loop, metrics)
+    finally:
+        metrics.close()
+        loop.close()
+
+
+def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
+    cfg, env = loop.config, loop.env
+    run = _SacSteps(loop) if cfg.algo == "sac" else _PpoSteps(loop)
+    video: Path | None = None
+    final: EvalResult | None = None
+    title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
+
+    obs, _ = env.reset(seed=cfg.seed + loop.step)
+    ep_return, ep_len = 0.0, 0
+    t_last, step_last = time.perf_counter(), loop.step
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
+    with progress, graceful_stop() as stop:
+        try:
+            while loop.step < cfg.steps and not stop.requested:
+                step = loop.step
+                state_before = env.get_state()
+                action, update_metrics = run.act_and_update(obs)
+                next_obs, reward, terminated, truncated, _ = env.step(action)
+                run.store(obs, action, next_obs, terminated, truncated)
+                loop.recorder.record(step, obs, action, reward, state_before)
+                ep_return += reward
+                ep_len += 1
+                if terminated or truncated:
+                    loop.episodes += 1
+                    loop.teacher.observe_episode(ep_return, ep_len)
+                    segments = loop.recorder.end_episode(loop.rng, loop.episodes)
+                    if segments is not None:
+                        loop.pool.add(segments)
+                    metrics.log(
+                        step + 1,
+                        {"train/episode_return": ep_return, "train/episode_length": ep_len},
+                    )
+                    obs, _ = env.reset()
+                    ep_return, ep_len = 0.0, 0
+                else:
+                    obs = next_obs
+                loop.step = step = step + 1
+
+                # Feedback: ask on schedule, take whatever answers arrived, refit on new labels.
+                if step >= cfg.first_query_step and step % 100 == 0:
+                    loop.ask()
+                    if loop.collect_answers():
+                        was_fitted = loop.fitted
+                        fit_metrics = loop.fit_reward()
+                        run.after_fit(first=not was_fitted)
+                        metrics.log(step, fit_metrics)
+                        check_finite(
+                            {k: v for k, v in fit_metrics.items() if "corr" not in k}, step
+                        )
+                        t_last, step_last = time.perf_counter(), step
+
+                if step % 100 == 0:
+                    progress.update(step, info=f"labels {len(loop.labels):,}")
+                if step % cfg.log_interval == 0 and update_metrics is not None:
+                    now = time.perf_counter()
+                    row = {
+                        f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()
+                    }
+                    row["train/steps_per_s"] = (step - step_last) / (now - t_last)
+                    t_last, step_last = now, step
+                    metrics.log(step, row)
+                    check_finite(row, step)
+                last = step == cfg.steps
+                if step % cfg.eval_interval == 0 or last:
+                    record = cfg.video and (step % cfg.video_interval == 0 or last)
+                    final = loop.evaluate(record)
+                    loop.last_eval = float(final.returns.mean())
+                    video = (
+                        write_eval(loop.run_dir, metrics, step, final, record, env.fps, title)
+                        or video
+                    )
+                    progress.update(step, last_eval=loop.last_eval)
+                    t_last, step_last = time.perf_counter(), step
+                if step % cfg.checkpoint_interval == 0 or last:
+                    loop.save()
+            if stop.requested:
+                progress.update(loop.step)
+                loop.save()
+        except KeyboardInterrupt:
+            stop.requested = True
+    return OnlineResult(
+        loop.run_dir,
+        loop.step,
+        final,
+        video,
+        len(loop.labels),
+        loop.reward_metrics,
+        interrupted=stop.requested,
+    )
+
+
+class _SacSteps:
+    """PEBBLE's per-step work: act, update (intrinsic reward before the first fit), store."""
+
+    def __init__(self, loop: _Loop):
+        self.loop = loop
+        self.batch_size = loop.config.agent.batch_size * loop.config.agent.utd_ratio
+        self.metrics = None
+
+    def act_and_update(self, obs):
+        loop, cfg = self.loop, self.loop.config
+        step = loop.step
+        if step < cfg.warmstart_steps:
+            return loop.rng.uniform(-1.0, 1.0, loop.env.action_dim).astype(np.float32), None
+        action = np.asarray(loop.agent.act(loop.state.actor_params, obs, loop.key, step))
+        if len(loop.buffer) >= cfg.agent.batch_size and (
+            loop.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
+        ):
+            batch = loop.buffer.sample(loop.rng, self.batch_size)
+            if not loop.fitted:
+                batch = batch._replace(reward=loop.intrinsic(batch.next_obs, loop.buffer, loop.rng))
+            loop.state, self.metrics = loop.agent.update(loop.state, batch, loop.key)
+        return action, self.metrics
+
+    def store(self, obs, action, next_obs, terminated, truncated) -> None:
+        loop = self.loop
+        reward = float(loop.model.predict(obs[None], action[None])[0]) if loop.fitted else 0.0
+        loop.buffer.add(obs, action, reward, next_obs, terminated)
+
+    def after_fit(self, first: bool) -> None:
+        """PEBBLE resets the critics once, when the agent switches from the intrinsic reward to
+        the learned one (the buffer was relabelled by `fit_reward`)."""
+        loop = self.loop
+        if first and loop.config.unsupervised_steps:
+            fresh = loop.agent.init(jax.random.fold_in(loop.key, 2))
+            loop.state = loop.state.replace(
+                critic_params=fresh.critic_params,
+                target_critic_params=fresh.target_critic_params,
+                critic_opt=fresh.critic_opt,
+            )
+
+
+class _PpoSteps:
+    """PrefPPO: roll out `rollout_steps`, label the rollout with the reward model, update.
+
+    The replay buffer (capacity: one rollout) only serves as the reference set of recent states
+    for the unsupervised k-NN reward; a partial rollout is not checkpointed (resume starts a new
+    one)."""
+
+    def __init__(self, loop: _Loop):
+        self.loop = loop
+        self.n = n = loop.config.ppo.rollout_steps
+        obs_dim, action_dim = loop.env.obs_dim, loop.env.action_dim
+        self.obs = np.zeros((n, obs_dim), np.float32)
+        self.next_obs = np.zeros((n, obs_dim), np.float32)
+        self.action = np.zeros((n, action_dim), np.float32)  # clipped: what the env and the
+        self.raw_action = np.zeros((n, action_dim), np.float32)  # reward model saw; raw: PPO's
+        self.log_prob = np.zeros(n, np.float32)
+        self.terminated = np.zeros(n, np.float32)
+        self.done = np.zeros(n, np.float32)
+        self.t = 0
+        self.metrics = None
+
+    def act_and_update(self, obs):
+        loop = self.loop
+        action, raw, log_prob = loop.agent.act(loop.state.params, obs, loop.key, loop.step)
+        self.raw_action[self.t] = np.asarray(raw)
+        self.log_prob[self.t] = float(log_prob)
+        return np.asarray(action), self.metrics
+
+    def store(self, obs, action, next_obs, terminated, truncated) -> None:
+        loop, cfg, t = self.loop, self.loop.config, self.t
+        loop.buffer.add(obs, action, 0.0, next_obs, terminated)
+        self.obs[t], self.action[t], self.next_obs[t] = obs, action, next_obs
+        self.terminated[t], self.done[t] = float(terminated), float(terminated or truncated)
+        self.t = t + 1
+        if self.t < self.n:
+            return
+        self.t = 0
+        if loop.fitted:
+            reward = loop.model.predict(self.obs, self.action)
+        elif cfg.unsupervised_steps and loop.step >= cfg.warmstart_steps:
+            reward = loop.intrinsic(self.next_obs, loop.buffer, loop.rng)
+        else:
+            return  # warm start: collect with the initial policy only
+        rollout = Rollout(
+            self.obs, self.raw_action, self.log_prob, reward.astype(np.float32), self.next_obs,
+            self.terminated, self.done,
+        )  # fmt: skip
+        loop.state, self.metrics = loop.agent.update(loop.state, rollout, loop.key)
+
+    def after_fit(self, first: bool) -> None:
+        """Nothing to do: each rollout is labelled with the latest model when it completes."""

@@ -1,0 +1,343 @@
+"""An ensemble of MLP reward models trained jointly (one vmapped, jitted step for all members).
+
+Christiano et al. (2017) / PEBBLE: each member fits its own bootstrap of the labels with the
+Bradley-Terry cross-entropy on segment sums; P is mixed with 10% random responses; equal labels
+are the target (0.5, 0.5); skipped labels are not trained on. A fixed share of the labels (1/e)
+is held out for validation. Outputs are normalised to zero mean and a fixed std.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
+from prefrl.nn import RewardNetEnsemble
+from prefrl.reward.base import RewardModel
+from prefrl.rundir.atomic import atomic_write
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """The reward model: an ensemble of MLPs (defaults: PEBBLE's 3 x (3x256), tanh output)."""
+
+    members: int = 3
+    hidden_dims: tuple[int, ...] = (256, 256, 256)
+    output: str = "tanh"
+    """"tanh" (PEBBLE) or "linear" (Christiano)."""
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    """AdamW weight decay (L2); Christiano tunes it so validation loss is 1.1-1.5x training loss."""
+    dropout: float = 0.0
+    batch_size: int = 128
+    """Pairs per gradient step."""
+    max_epochs: int = 20
+    """Passes over the labels per fit at most (the model is warm-started from the last fit;
+    a fit also stops at `stop_accuracy`)."""
+    min_steps: int = 50
+    """Gradient steps per fit at least (more epochs while labels are few)."""
+    stop_accuracy: float = 0.97
+    """A fit stops once the ensemble's training accuracy reaches this (PEBBLE)."""
+    val_fraction: float = 1.0 / math.e
+    """Share of the labels held out for validation (Christiano: 1/e)."""
+    bootstrap: bool = True
+    """Each member trains on its own bootstrap resample of the training labels."""
+    random_response: float = 0.1
+    """P' = (1 - ε) P + ε / 2: the teacher is assumed to answer at random with probability ε."""
+    normalize: bool = True
+    """Each member's output shifted and scaled to mean 0, std `target_std` on the labelled steps."""
+    target_std: float = 1.0
+    """1 on MuJoCo, 0.05 on Atari (Christiano)."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "members": (self.members >= 1, "at least 1"),
+            "hidden_dims": (
+                bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
+                "one or more positive widths",
+            ),
+            "output": (self.output in ("tanh", "linear"), "'tanh' or 'linear'"),
+            "lr": (self.lr > 0, "a positive number"),
+            "weight_decay": (self.weight_decay >= 0, ">= 0"),
+            "dropout": (0 <= self.dropout < 1, "a rate in [0, 1)"),
+            "batch_size": (self.batch_size >= 1, "a positive integer"),
+            "max_epochs": (self.max_epochs >= 1, "a positive integer"),
+            "min_steps": (self.min_steps >= 0, ">= 0"),
+            "stop_accuracy": (0 < self.stop_accuracy <= 1, "a value in (0, 1]"),
+            "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
+            "random_response": (0 <= self.random_response < 1, "a value in [0, 1)"),
+            "target_std": (self.target_std > 0, "a positive number"),
+        }
+        for name, (ok, accepted) in checks.items():
+            if not ok:
+                raise ValueError(
+                    f"RewardConfig.{name}={getattr(self, name)!r} is invalid: expected {accepted}"
+                )
+
+
+_MIN_LABELS_FOR_VALIDATION = 8
+_PREDICT_CHUNK = 8192
+
+
+def _poisson1_counts(u: np.ndarray) -> np.ndarray:
+    """Poisson(1) draws from uniforms by inverse CDF (an online-stable bootstrap weight)."""
+    cdf = np.cumsum([math.exp(-1) / math.factorial(k) for k in range(12)])
+    return np.searchsorted(cdf, u).astype(np.float32)
+
+
+def _bucket(n: int) -> int:
+    """Next power of two >= n: padded shapes, so jitted functions compile a few times only."""
+    return 1 << max(0, int(n - 1).bit_length())
+
+
+class MLPRewardEnsemble(RewardModel):
+    kind = "mlp-ensemble"
+
+    def __init__(self, config: RewardConfig, obs_dim: int, action_dim: int, seed: int = 0):
+        self.config = config
+        self.obs_dim, self.action_dim, self.seed = obs_dim, action_dim, seed
+        self.num_members = config.members
+        self.net = RewardNetEnsemble(
+            config.hidden_dims, config.members, config.output, config.dropout
+        )
+        self.tx = optax.adamw(config.lr, weight_decay=config.weight_decay)
+        key = jax.random.key(seed)
+        self.params = self.net.init(
+            key, jnp.zeros((1, obs_dim), jnp.float32), jnp.zeros((1, action_dim), jnp.float32)
+        )
+        self.opt_state = self.tx.init(self.params)
+        self.shift = np.zeros(config.members, np.float32)
+        self.scale = np.ones(config.members, np.float32)
+        self.steps = 0  # gradient steps so far (folded into the dropout key)
+        self.fits = 0
+        self._train_step = jax.jit(self._train_step_impl, donate_argnums=(0, 1))
+        self._pair_logits = jax.jit(self._pair_logits_impl)
+        self._raw_rewards = jax.jit(lambda p, o, a: self.net.apply(p, o, a))
+
+    # ------------------------------------------------------------------------------- training
+    def _segment_sums(self, params, obs, action, key, train: bool):
+        r = self.net.apply(params, obs, action, train, rngs={"dropout": key} if train else None)
+        return r.sum(-1)  # (M, B)
+
+    def _pair_logits_impl(self, params, data, idx, key, train: bool = False):
+        k1, k2 = jax.random.split(key)
+        s_left = self._segment_sums(params, data[0][idx], data[1][idx], k1, train)
+        s_right = self._segment_sums(params, data[2][idx], data[3][idx], k2, train)
+        return s_right - s_left  # logit of P(right ≻ left), (M, B)
+
+    def _loss(self, logits, target, weight):
+        eps = self.config.random_response
+        p = (1.0 - eps) * jax.nn.sigmoid(logits) + 0.5 * eps
+        ce = -(target * jnp.log(p) + (1.0 - target) * jnp.log1p(-p))  # (M, B)
+        per_member = (weight * ce).sum(-1) / jnp.maximum(weight.sum(-1), 1.0)
+        return per_member
+
+    def _train_step_impl(self, params, opt_state, data, idx, target, weight, key):
+        def loss_fn(p):
+            logits = self._pair_logits_impl(p, data, idx, key, train=self.config.dropout > 0)
+            per_member = self._loss(logits, target, weight)
+            return per_member.sum(), (per_member, logits)
+
+        (_, (per_member, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, opt_state = self.tx.update(grads, opt_state, params)
+        params = optax.apply_updates(params, updates)
+        decided = (target != 0.5) & (weight.sum(0) > 0)  # (B,)
+        correct = ((logits > 0) == (target > 0.5)[None]) & decided[None]
+        return params, opt_state, per_member, correct.sum() / self.num_members, decided.sum()
+
+    def _split(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Validation flags and bootstrap weights for labels 0..n-1; each label keeps its own
+        draws as more labels arrive (one seeded stream per purpose, read as a prefix)."""
+        u_val = np.random.default_rng([self.seed, 1]).random(n)
+        val = u_val < self.config.val_fraction
+        if n < _MIN_LABELS_FOR_VALIDATION:
+            val[:] = False
+        if self.config.bootstrap:
+            u = np.random.default_rng([self.seed, 2]).random((n, self.num_members))
+            weight = _poisson1_counts(u)
+        else:
+            weight = np.ones((n, self.num_members), np.float32)
+        return val, weight
+
+    def fit(self, data: PreferenceData) -> dict[str, float]:
+        t0 = time.perf_counter()
+        arrays = data.arrays()
+        labels = arrays["label"]
+        n = len(labels)
+        val, weight = self._split(n)
+        usable = labels != Label.SKIP
+        train_idx = np.flatnonzero(usable & ~val)
+        val_idx = np.flatnonzero(usable & val)
+        if len(train_idx) == 0:
+            raise ValueError(
+                f"no labels to train on: {n} labels, {int((~usable).sum())} of them skipped"
+            )
+        target = LABEL_TARGET[labels.astype(np.int64)]
+        cap = _bucket(n)
+        pad = ((0, cap - n), (0, 0), (0, 0))
+        device_data = tuple(
+            jnp.asarray(np.pad(arrays[k], pad))
+            for k in ("obs_left", "action_left", "obs_right", "action_right")
+        )
+        cfg = self.config
+        rng = np.random.default_rng([self.seed, 3, self.fits])
+        base_key = jax.random.key(self.seed)
+        # Fewer labels than a batch: a smaller padded batch (one compile per power of two).
+        b = min(cfg.batch_size, _bucket(len(train_idx)))
+        batches_per_epoch = -(-len(train_idx) // b)
+        max_epochs = max(cfg.max_epochs, -(-cfg.min_steps // batches_per_epoch))
+        epochs, acc, loss = 0, 0.0, float("nan")
+        for epochs in range(1, max_epochs + 1):
+            order = rng.permutation(train_idx)
+            correct_sum, decided_sum, losses = 0.0, 0.0, []
+            for start in range(0, len(order), b):
+                idx = order[start : start + b]
+                m = len(idx)
+                w = weight[idx].T  # (M, m)
+                if m < b:  # pad with zero-weight rows: one compiled shape
+                    idx = np.concatenate([idx, np.zeros(b - m, np.int64)])
+                    w = np.pad(w, ((0, 0), (0, b - m)))
+                key = jax.random.fold_in(base_key, self.steps)
+                self.params, self.opt_state, per_member, correct, decided = self._train_step(
+                    self.params, self.opt_state, device_data, idx, target[idx], w, key
+                )
+                self.steps += 1
+                losses.append(per_member)
+                correct_sum += correct
+                decided_sum += decided
+            loss = float(jnp.mean(jnp.stack(losses)))
+            acc = float(correct_sum / max(float(decided_sum), 1.0))
+            if acc >= cfg.stop_accuracy and epochs * batches_per_epoch >= cfg.min_steps:
+                break
+        self.fits += 1
+        self._update_normalisation(arrays, train_idx, rng)
+        metrics = {
+            "reward/train_loss": loss,
+            "reward/train_accuracy": acc,
+            "reward/epochs": float(epochs),
+            "reward/labels_train": float(len(train_idx)),
+            "reward/labels_val": float(len(val_idx)),
+        }
+        metrics.update(self._validate(device_data, val_idx, target))
+        metrics["reward/fit_seconds"] = time.perf_counter() - t0
+        return metrics
+
+    def _validate(self, device_data, val_idx, target) -> dict[str, float]:
+        if len(val_idx) == 0:
+            return {}
+        key = jax.random.key(0)
+        logits = []
+        b = min(self.config.batch_size, _bucket(len(val_idx)))
+        for start in range(0, len(val_idx), b):
+            idx = val_idx[start : start + b]
+            m = len(idx)
+            idx = np.concatenate([idx, np.zeros(b - m, np.int64)])
+            logits.append(np.asarray(self._pair_logits(self.params, device_data, idx, key))[:, :m])
+        logits = np.concatenate(logits, axis=1)  # (M, V)
+        y = target[val_idx]
+        p = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
+        p_mean = p.mean(0)
+        eps = self.config.random_response
+        pc = (1 - eps) * p_mean + 0.5 * eps
+        loss = float(-(y * np.log(pc) + (1 - y) * np.log1p(-pc)).mean())
+        decided = y != 0.5
+        out = {"reward/val_loss": loss}
+        if decided.any():
+            out["reward/val_accuracy"] = float(((p_mean > 0.5) == (y > 0.5))[decided].mean())
+        return out
+
+    def _update_normalisation(self, arrays, train_idx, rng) -> None:
+        if not self.config.normalize:
+            return
+        obs = np.concatenate([arrays["obs_left"][train_idx], arrays["obs_right"][train_idx]])
+        action = np.concatenate(
+            [arrays["action_left"][train_idx], arrays["action_right"][train_idx]]
+        )
+        obs, action = obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim)
+        if len(obs) > 50_000:
+            rows = rng.choice(len(obs), 50_000, replace=False)
+            obs, action = obs[rows], action[rows]
+        raw = self._raw(obs, action)  # (M, rows)
+        self.shift = raw.mean(1).astype(np.float32)
+        self.scale = np.maximum(raw.std(1), 1e-6).astype(np.float32)
+
+    # ------------------------------------------------------------------------------- inference
+    def _raw(self, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
+        """Un-normalised rewards of 2-D rows, in padded chunks: (M, rows)."""
+        n = obs.shape[0]
+        out = np.empty((self.num_members, n), np.float32)
+        for start in range(0, n, _PREDICT_CHUNK):
+            o = obs[start : start + _PREDICT_CHUNK]
+            a = action[start : start + _PREDICT_CHUNK]
+            m = len(o)
+            size = min(_bucket(m), _PREDICT_CHUNK)
+            if m < size:
+                o, a = np.pad(o, ((0, size - m), (0, 0))), np.pad(a, ((0, size - m), (0, 0)))
+            out[:, start : start + m] = np.asarray(self._raw_rewards(self.params, o, a))[:, :m]
+        return out
+
+    def member_rewards(self, obs: np.ndarray, action: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, np.float32)
+        action = np.asarray(action, np.float32)
+        lead = obs.shape[:-1]
+        if obs.shape[-1] != self.obs_dim or action.shape[-1] != self.action_dim:
+            raise ValueError(
+                f"reward model expects obs of size {self.obs_dim} and actions of size "
+                f"{self.action_dim}; got {obs.shape[-1]} and {action.shape[-1]}"
+            )
+        raw = self._raw(obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim))
+        norm = (raw - self.shift[:, None]) / self.scale[:, None] * self.config.target_std
+        return norm.reshape(self.num_members, *lead)
+
+    # ------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "params": self.params,
+            "opt_state": self.opt_state,
+            "shift": self.shift,
+            "scale": self.scale,
+        }
+        with atomic_write(path / "weights.msgpack", "wb") as f:
+            f.write(flax.serialization.to_bytes(jax.device_get(state)))
+        meta = {
+            "kind": self.kind,
+            "obs_dim": self.obs_dim,
+            "action_dim": self.action_dim,
+            "seed": self.seed,
+            "steps": self.steps,
+            "fits": self.fits,
+            "config": dataclasses.asdict(self.config),
+        }
+        with atomic_write(path / "config.json", "w") as f:
+            f.write(json.dumps(meta, indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> MLPRewardEnsemble:
+        path = Path(path)
+        meta = json.loads((path / "config.json").read_text())
+        cfg = meta["config"]
+        cfg["hidden_dims"] = tuple(cfg["hidden_dims"])
+        model = cls(RewardConfig(**cfg), meta["obs_dim"], meta["action_dim"], meta["seed"])
+        template = {
+            "params": model.params,
+            "opt_state": model.opt_state,
+            "shift": model.shift,
+            "scale": model.scale,
+        }
+        state = flax.serialization.from_bytes(template, (path / "weights.msgpack").read_bytes())
+        model.params, model.opt_state = state["params"], state["opt_state"]
+        model.shift, model.scale = np.asarray(state["shift"]), np.asarray(state["scale"])
+        model.steps, model.fits = meta["steps"], meta["fits"]
+        return model
