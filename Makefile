@@ -14,9 +14,10 @@ $(VENV)/.installed-%: pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[$*]'
 	touch $@
 
-# A short SAC run on the true reward: prints its evaluation return and writes a video.
+# A short preference run (scripted Oracle teacher): prints learned-vs-true agreement, the final
+# true return, and writes a video.
 run: $(VENV)/.installed-test
-	$(BIN)/prefrl rl --preset quickstart
+	$(BIN)/prefrl train --preset quickstart
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q

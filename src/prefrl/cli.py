@@ -11,7 +11,7 @@ from typing import Annotated
 
 import tyro
 
-from prefrl.presets import RL_PRESETS
+from prefrl.presets import ONLINE_PRESETS, RL_PRESETS
 
 
 def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
@@ -32,8 +32,9 @@ def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
     return value, rest
 
 
-def cmd_rl(args: list[str]) -> int:
-    from prefrl.loops.rl import RLConfig, train_rl
+def _parse_config(cls, presets, args: list[str], prog: str, summary: str):
+    """tyro over `cls`, starting from --preset NAME or, with --resume RUN, the run's own stored
+    config (flags given on the command line override either)."""
     from prefrl.rundir.config import config_from_dict
 
     preset, args = _pop_option(args, "--preset")
@@ -42,37 +43,82 @@ def cmd_rl(args: list[str]) -> int:
         stored = Path(resume) / "config.json"
         if not stored.exists():
             raise SystemExit(
-                f"prefrl rl: --resume {resume}: no config.json there (not a run directory)"
+                f"{prog}: --resume {resume}: no config.json there (not a run directory)"
             )
-        base = config_from_dict(RLConfig, json.loads(stored.read_text()))
+        base = config_from_dict(cls, json.loads(stored.read_text()))
     elif preset is not None:
-        if preset not in RL_PRESETS:
-            raise SystemExit(
-                f"prefrl rl: unknown --preset {preset!r}; known: {', '.join(RL_PRESETS)}"
-            )
-        base = RL_PRESETS[preset].config
+        if preset not in presets:
+            raise SystemExit(f"{prog}: unknown --preset {preset!r}; known: {', '.join(presets)}")
+        base = presets[preset].config
     else:
-        base = RLConfig()
-    presets = "\n".join(f"  {name}: {p.description}" for name, p in RL_PRESETS.items())
+        base = cls()
+    listing = "\n".join(f"  {name}: {p.description}" for name, p in presets.items())
     description = (
-        "Train SAC on an environment's true reward.\n\n"
-        "--preset NAME starts from a named published setting (flags given after it override it):\n"
-        f"{presets}"
+        f"{summary}\n\n--preset NAME starts from a named published setting (flags given after "
+        f"it override it):\n{listing}"
     )
-    config = tyro.cli(RLConfig, default=base, args=args, prog="prefrl rl", description=description)
-    result = train_rl(config)
+    return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
+
+
+def _print_run_end(result, steps: int, command: str) -> bool:
+    """Report an interrupted or already-finished run; True when there is nothing else to say."""
     if result.interrupted:
         print(
-            f"stopped at step {result.step:,}; continue with: prefrl rl --resume {result.run_dir}"
+            f"stopped at step {result.step:,}; continue with: {command} --resume {result.run_dir}"
         )
-        return 130
+        return True
     if result.final_eval is None:
         print(
-            f"{result.run_dir} is already at step {result.step:,} of {config.steps:,}; "
+            f"{result.run_dir} is already at step {result.step:,} of {steps:,}; "
             "pass a larger --steps to extend it"
         )
-        return 0
+        return True
+    return False
+
+
+def cmd_rl(args: list[str]) -> int:
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    config = _parse_config(
+        RLConfig, RL_PRESETS, args, "prefrl rl", "Train SAC on an environment's true reward."
+    )
+    result = train_rl(config)
+    if _print_run_end(result, config.steps, "prefrl rl"):
+        return 130 if result.interrupted else 0
     _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
+    print(f"run directory: {result.run_dir}")
+    if result.video is not None:
+        print(f"video: {result.video}")
+    return 0
+
+
+def cmd_train(args: list[str]) -> int:
+    from prefrl.loops.online import OnlineConfig, train_online
+
+    config = _parse_config(
+        OnlineConfig,
+        ONLINE_PRESETS,
+        args,
+        "prefrl train",
+        "Learn a behaviour from preferences between pairs of clips (PEBBLE with SAC, or "
+        "PrefPPO), labelled by a scripted teacher.",
+    )
+    result = train_online(config)
+    if _print_run_end(result, config.steps, "prefrl train"):
+        return 130 if result.interrupted else 0
+    algo = "PEBBLE" if config.algo == "sac" else "PrefPPO"
+    _print_eval(result.final_eval, f"{algo} on {config.env} after {result.step:,} steps")
+    m = result.reward_metrics
+    print(
+        f"labels: {result.labels} from the {config.teacher.preset} teacher; learned vs true "
+        f"reward: validation accuracy {m.get('reward/val_accuracy', float('nan')):.2f}, "
+        f"correlation of segment returns {m.get('reward/segment_return_corr', float('nan')):.2f}"
+    )
+    learned = result.final_eval.learned_returns
+    if learned is not None:
+        print(
+            f"final return: true {result.final_eval.returns.mean():.1f}, learned {learned.mean():.1f}"
+        )
     print(f"run directory: {result.run_dir}")
     if result.video is not None:
         print(f"video: {result.video}")
@@ -154,6 +200,7 @@ def _print_eval(result, title: str) -> None:
 
 
 COMMANDS = {  # name -> (handler, one-line description)
+    "train": (cmd_train, "learn from preferences (PEBBLE / PrefPPO) with a scripted teacher"),
     "rl": (cmd_rl, "train SAC on an environment's true reward"),
     "eval": (cmd_eval, "evaluate a run or checkpoint: returns table and a video"),
     "envs": (cmd_envs, "list environment ids"),

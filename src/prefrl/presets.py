@@ -5,13 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefrl.agents import SACConfig
+from prefrl.feedback import ScheduleConfig
+from prefrl.loops.online import OnlineConfig
 from prefrl.loops.rl import RLConfig
+from prefrl.reward import RewardConfig
 
 
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: RLConfig
+    config: RLConfig | OnlineConfig
 
 
 RL_PRESETS: dict[str, Preset] = {
@@ -40,6 +43,61 @@ RL_PRESETS: dict[str, Preset] = {
             steps=300_000,
             warmstart_steps=5_000,
             agent=SACConfig(utd_ratio=20, critic_dropout=0.01, critic_layer_norm=True),
+        ),
+    ),
+}
+
+
+# Christiano et al. (2017): reward net 2x64 leaky ReLU, normalised output; a quarter of the labels
+# from the random policy, then a rate decaying as 2e6 / (t + 2e6); clips of 1.5 s.
+_CHRISTIANO_REWARD = RewardConfig(hidden_dims=(64, 64), output="linear")
+
+ONLINE_PRESETS: dict[str, Preset] = {
+    "quickstart": Preset(
+        "a two-minute preference run: Pendulum-v1 from 200 scripted (Oracle) labels",
+        OnlineConfig(
+            env="Pendulum-v1",
+            steps=10_000,
+            warmstart_steps=1_000,
+            schedule=ScheduleConfig(budget=200, session_size=20, interval=1_000),
+            reward=_CHRISTIANO_REWARD,
+            eval_interval=2_000,
+            eval_episodes=5,
+            video_interval=10_000,
+            checkpoint_interval=5_000,
+            buffer_size=100_000,
+        ),
+    ),
+    "pebble-walker": Preset(
+        "PEBBLE on dmc:walker-walk: 1000 labels in sessions of 50 every 20k steps, 500k steps, "
+        "9k unsupervised pre-training steps, B-Pref's SAC (2x1024, batch 1024)",
+        OnlineConfig(
+            env="dmc:walker-walk",
+            steps=500_000,
+            warmstart_steps=1_000,
+            unsupervised_steps=9_000,
+            schedule=ScheduleConfig(kind="sessions", budget=1000, session_size=50, interval=20_000),
+            agent=SACConfig(
+                hidden_dims=(1024, 1024),
+                actor_lr=5e-4,
+                critic_lr=5e-4,
+                temperature_lr=1e-4,
+                batch_size=1024,
+                init_temperature=0.1,
+                tau=0.005,
+            ),
+        ),
+    ),
+    "christiano-halfcheetah": Preset(
+        "Christiano et al. (2017) settings on HalfCheetah-v5 with SAC: 1000 labels, a quarter "
+        "from the random policy, then a decaying rate; 2x64 reward nets; 1.5 s clips; 300k steps",
+        OnlineConfig(
+            env="HalfCheetah-v5",
+            steps=300_000,
+            warmstart_steps=10_000,
+            segment_length=30,
+            schedule=ScheduleConfig(kind="decay", budget=1000, interval=5_000),
+            reward=_CHRISTIANO_REWARD,
         ),
     ),
 }
