@@ -1,7 +1,8 @@
 """Label schedules: how many labels the loop should have asked for by env step t.
 
 - sessions (PEBBLE): `session_size` queries every `interval` steps from the first query step;
-- annealed (rl-teacher): N · [f + (1 - f)(1 - 0.01^(t/T))];
+- annealed (rl-teacher): N · [f + (1 - f)(1 - 0.01^(t/T))], the last term divided by 0.99 so
+  that the whole budget is asked for by the last step (as published it stops at f + 0.99(1 - f));
 - decay (Christiano et al. 2017): an initial batch, then a rate ∝ c / (t + c), c = 2·10⁶
   (MuJoCo), whose integral reaches the budget at the last step.
 Every schedule is capped by the total `budget`; the initial labels come from the segments of the
@@ -68,7 +69,7 @@ class ScheduleConfig:
             wanted = n0 + self.session_size * (t // self.interval)
         elif self.kind == "annealed":
             f = n0 / budget
-            wanted = math.floor(budget * (f + (1 - f) * (1 - 0.01 ** (t / horizon))))
+            wanted = math.floor(budget * (f + (1 - f) * (1 - 0.01 ** (t / horizon)) / 0.99) + 1e-9)
         else:
             c = self.decay_constant
             wanted = n0 + math.floor((budget - n0) * math.log1p(t / c) / math.log1p(horizon / c))

@@ -47,7 +47,7 @@ class RewardConfig:
     min_steps: int = 50
     """Gradient steps per fit at least (more epochs while labels are few)."""
     stop_accuracy: float = 0.97
-    """A fit stops once the ensemble's training accuracy reaches this (PEBBLE)."""
+    """A fit stops once the ensemble's training accuracy reaches this (PEBBLE); above 1: never."""
     val_fraction: float = 1.0 / math.e
     """Share of the labels held out for validation (Christiano: 1/e)."""
     bootstrap: bool = True
@@ -73,7 +73,7 @@ class RewardConfig:
             "batch_size": (self.batch_size >= 1, "a positive integer"),
             "max_epochs": (self.max_epochs >= 1, "a positive integer"),
             "min_steps": (self.min_steps >= 0, ">= 0"),
-            "stop_accuracy": (0 < self.stop_accuracy <= 1, "a value in (0, 1]"),
+            "stop_accuracy": (self.stop_accuracy > 0, "a positive value (above 1: never stop)"),
             "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
             "random_response": (0 <= self.random_response < 1, "a value in [0, 1)"),
             "target_std": (self.target_std > 0, "a positive number"),
@@ -182,7 +182,9 @@ class MLPRewardEnsemble(RewardModel):
             raise ValueError(
                 f"no labels to train on: {n} labels, {int((~usable).sum())} of them skipped"
             )
-        target = LABEL_TARGET[labels.astype(np.int64)]
+        # Skips have no target (NaN); they are never in a batch, but padding rows may point at
+        # one, and 0 weight x NaN is NaN: give them a harmless value.
+        target = np.nan_to_num(LABEL_TARGET[labels.astype(np.int64)], nan=0.5)
         cap = _bucket(n)
         pad = ((0, cap - n), (0, 0), (0, 0))
         device_data = tuple(

@@ -1,0 +1,158 @@
+"""The MLP reward ensemble: fitting, validation, normalisation, persistence, the Gym wrapper."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from prefrl.data import Label, PreferenceData, Segments
+from prefrl.envs import LearnedReward, make_env
+from prefrl.feedback import TEACHER_PRESETS, scripted_labels
+from prefrl.reward import MLPRewardEnsemble, RewardConfig, load_reward_model, pearson
+
+OBS, ACT, H = 5, 2, 10
+SMALL = RewardConfig(hidden_dims=(32, 32), max_epochs=30, batch_size=64)
+
+
+def _true_reward(obs, action):
+    return obs[..., 0] - 0.5 * obs[..., 1] + action[..., 0]
+
+
+def _segments(rng, n):
+    obs = rng.normal(size=(n, H, OBS)).astype(np.float32)
+    act = rng.uniform(-1, 1, (n, H, ACT)).astype(np.float32)
+    z = np.zeros(n, np.int64)
+    return Segments(obs, act, _true_reward(obs, act), np.zeros((n, H, 1)), np.arange(n), z, z, z)
+
+
+def _labelled(n, seed=0):
+    rng = np.random.default_rng(seed)
+    left, right = _segments(rng, n), _segments(rng, n)
+    data = PreferenceData()
+    data.add(left, right, scripted_labels(TEACHER_PRESETS["oracle"], left, right, rng, 1.0))
+    return data
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    model = MLPRewardEnsemble(SMALL, OBS, ACT, seed=0)
+    return model, model.fit(_labelled(300))
+
+
+def test_fit_learns_the_true_reward(fitted):
+    model, metrics = fitted
+    assert metrics["reward/val_accuracy"] > 0.8
+    assert metrics["reward/labels_val"] == pytest.approx(300 / np.e, rel=0.25)
+    test = _segments(np.random.default_rng(9), 200)
+    predicted = model.predict(test.obs, test.action)
+    assert predicted.shape == (200, H)
+    assert pearson(predicted.sum(-1), test.true_returns()) > 0.85
+
+
+def test_members_differ_and_outputs_are_normalised(fitted):
+    model, _ = fitted
+    test = _segments(np.random.default_rng(3), 100)
+    members = model.member_rewards(test.obs, test.action)
+    assert members.shape == (3, 100, H)
+    assert np.abs(members[0] - members[1]).mean() > 1e-3  # bootstraps and inits differ
+    per_member = members.reshape(3, -1)
+    np.testing.assert_allclose(per_member.mean(1), 0.0, atol=0.3)
+    np.testing.assert_allclose(per_member.std(1), 1.0, atol=0.3)
+    probs = model.pair_probs(test.obs[:50], test.action[:50], test.obs[50:], test.action[50:])
+    assert probs.shape == (3, 50) and np.all((probs >= 0) & (probs <= 1))
+    assert model.disagreement(
+        test.obs[:50], test.action[:50], test.obs[50:], test.action[50:]
+    ).shape == (50,)
+
+
+def test_split_and_bootstrap_are_stable_as_labels_arrive():
+    model = MLPRewardEnsemble(SMALL, OBS, ACT, seed=1)
+    val_a, w_a = model._split(50)
+    val_b, w_b = model._split(80)
+    np.testing.assert_array_equal(val_a, val_b[:50])
+    np.testing.assert_array_equal(w_a, w_b[:50])
+    assert abs(w_b.mean() - 1.0) < 0.3  # Poisson(1) weights
+
+
+def test_skip_is_ignored_and_equal_is_trained_towards_one_half():
+    rng = np.random.default_rng(0)
+    left, right = _segments(rng, 40), _segments(rng, 40)
+    data = PreferenceData()
+    data.add(left, right, [Label.SKIP] * 40)
+    model = MLPRewardEnsemble(SMALL, OBS, ACT)
+    with pytest.raises(ValueError, match="no labels to train on: 40 labels, 40 of them skipped"):
+        model.fit(data)
+    data.add(left, left, [Label.EQUAL] * 40)  # identical segments, equal: loss at its minimum
+    metrics = model.fit(data)
+    eps = SMALL.random_response
+    p = (1 - eps) * 0.5 + eps / 2
+    assert metrics["reward/train_loss"] == pytest.approx(-np.log(p), rel=1e-3)
+
+
+def test_save_load_roundtrip(fitted, tmp_path):
+    model, _ = fitted
+    model.save(tmp_path / "rm")
+    back = load_reward_model(tmp_path / "rm")
+    test = _segments(np.random.default_rng(5), 20)
+    np.testing.assert_allclose(
+        back.predict(test.obs, test.action),
+        model.predict(test.obs, test.action),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    with pytest.raises(FileNotFoundError, match="not a saved reward model"):
+        load_reward_model(tmp_path)
+
+
+def test_wrong_input_size_is_a_clear_error(fitted):
+    model, _ = fitted
+    with pytest.raises(ValueError, match="obs of size 5 and actions of size 2; got 4 and 2"):
+        model.predict(np.zeros((3, 4)), np.zeros((3, 2)))
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="RewardConfig.output='relu'"):
+        RewardConfig(output="relu")
+    with pytest.raises(ValueError, match="RewardConfig.members=0"):
+        RewardConfig(members=0)
+
+
+class _ActionReward:
+    """Reward = the first action component, as the model sees it (in [-1, 1])."""
+
+    def predict(self, obs, action):
+        return action[..., 0]
+
+
+def test_learned_reward_wrapper_rescales_actions_like_prefrl():
+    raw = gym.make("Pendulum-v1")  # torque in [-2, 2]
+    env = LearnedReward(raw, _ActionReward())
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(np.array([2.0], np.float32))
+    assert reward == pytest.approx(1.0)
+    assert "true_reward" in info and info["true_reward"] < 0
+    _, reward, *_ = env.step(np.array([-1.0], np.float32))
+    assert reward == pytest.approx(-0.5)
+
+    wrapped = LearnedReward(make_env("Pendulum-v1", seed=0), _ActionReward())  # already [-1, 1]
+    wrapped.reset()
+    assert wrapped.step(np.array([0.25], np.float32))[1] == pytest.approx(0.25)
+
+
+def test_learned_reward_wrapper_with_a_fitted_model(fitted):
+    model, _ = fitted
+    env = LearnedReward(make_env("toy:point-reach", seed=0), _SliceModel(model))
+    obs, _ = env.reset()
+    _, reward, *_ = env.step(np.zeros(2, np.float32))
+    assert reward == pytest.approx(
+        float(model.predict(obs[None, : OBS - 0][:, :5], np.zeros((1, 2)))[0]), rel=1e-5
+    )
+
+
+class _SliceModel:
+    """Feeds the toy env's 6-dim observation to the 5-input test model (first 5 entries)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def predict(self, obs, action):
+        return self.model.predict(obs[..., :5], action)
