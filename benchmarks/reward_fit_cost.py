@@ -71,7 +71,7 @@ def time_prefrl(path: Path, epochs: int, config: str) -> float:
     segs = Segments(d["obs"], d["act"], d["rew"], np.zeros((n, length, 1)), np.arange(n), z, z, z)
     data = PreferenceData()
     data.add(segs[np.arange(pairs)], segs[np.arange(pairs, n)], d["labels"])
-    common = dict(max_epochs=epochs, min_steps=0, stop_accuracy=1.01, val_fraction=0.0)
+    common = {"max_epochs": epochs, "min_steps": 0, "stop_accuracy": 1.01, "val_fraction": 0.0}
     if config == "same-as-imitation":
         cfg = RewardConfig(
             members=1, hidden_dims=(32, 32), output="linear", batch_size=32, lr=1e-3,
@@ -99,7 +99,7 @@ def time_imitation(path: Path, epochs: int) -> float:
 
     torch.set_num_threads(1)
     d = np.load(path)
-    n, length, obs_dim = d["obs"].shape
+    n, _, obs_dim = d["obs"].shape
     act_dim = d["act"].shape[-1]
     pairs = n // 2
     frags = [
@@ -135,7 +135,7 @@ def time_imitation(path: Path, epochs: int) -> float:
 def _worker(args: list[str], python: str, extra_env: dict[str, str]) -> float:
     env = {**os.environ, **extra_env}
     out = subprocess.run(
-        [python, __file__, "--worker", *args], env=env, capture_output=True, text=True
+        [python, __file__, "--worker", *args], env=env, capture_output=True, text=True, check=False
     )
     if out.returncode != 0:
         raise RuntimeError(f"worker {args} failed:\n{out.stderr[-3000:]}")

@@ -185,7 +185,6 @@ class _Loop:
         self.config = config
         self.run_dir = run_dir
         self.env = make_env(config.env, seed=config.seed)
-        check_env(config, self.env)
         obs_dim, action_dim = self.env.obs_dim, self.env.action_dim
         self.key = jax.random.key(config.seed, impl="rbg")
         self.rng = np.random.default_rng(config.seed)
@@ -334,9 +333,14 @@ class _Loop:
 
 def train_online(config: OnlineConfig) -> OnlineResult:
     """Run (or resume) a preference-learning run; returns where it went and how it ended."""
+    env = make_env(config.env, seed=None)
+    try:
+        check_env(config, env)  # before anything is written
+    finally:
+        env.close()
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
     run_dir = open_run_dir(config.resume, config.runs_dir, name)
-    loop = _Loop(config, run_dir)  # bad env / teacher combinations fail here, before training
+    loop = _Loop(config, run_dir)
     write_json(run_dir / "config.json", config_to_dict(config))
     if config.resume is not None:
         ckpt = latest_checkpoint(run_dir)
@@ -370,7 +374,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
             while loop.step < cfg.steps and not stop.requested:
                 step = loop.step
                 state_before = env.get_state()
-                action, update_metrics = run.act_and_update(obs)
+                action = run.act_and_update(obs)
                 next_obs, reward, terminated, truncated, _ = env.step(action)
                 run.store(obs, action, next_obs, terminated, truncated)
                 loop.recorder.record(step, obs, action, reward, state_before)
@@ -407,6 +411,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
 
                 if step % 100 == 0:
                     progress.update(step, info=f"labels {len(loop.labels):,}")
+                update_metrics = run.metrics
                 if step % cfg.log_interval == 0 and update_metrics is not None:
                     now = time.perf_counter()
                     row = {
@@ -457,7 +462,7 @@ class _SacSteps:
         loop, cfg = self.loop, self.loop.config
         step = loop.step
         if step < cfg.warmstart_steps:
-            return loop.rng.uniform(-1.0, 1.0, loop.env.action_dim).astype(np.float32), None
+            return loop.rng.uniform(-1.0, 1.0, loop.env.action_dim).astype(np.float32)
         action = np.asarray(loop.agent.act(loop.state.actor_params, obs, loop.key, step))
         if len(loop.buffer) >= cfg.agent.batch_size and (
             loop.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
@@ -466,7 +471,7 @@ class _SacSteps:
             if not loop.fitted:
                 batch = batch._replace(reward=loop.intrinsic(batch.next_obs, loop.buffer, loop.rng))
             loop.state, self.metrics = loop.agent.update(loop.state, batch, loop.key)
-        return action, self.metrics
+        return action
 
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
         loop = self.loop
@@ -512,7 +517,7 @@ class _PpoSteps:
         action, raw, log_prob = loop.agent.act(loop.state.params, obs, loop.key, loop.step)
         self.raw_action[self.t] = np.asarray(raw)
         self.log_prob[self.t] = float(log_prob)
-        return np.asarray(action), self.metrics
+        return np.asarray(action)
 
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
         loop, cfg, t = self.loop, self.loop.config, self.t
@@ -525,7 +530,7 @@ class _PpoSteps:
         self.t = 0
         if loop.fitted:
             reward = loop.model.predict(self.obs, self.action)
-        elif cfg.unsupervised_steps and loop.step >= cfg.warmstart_steps:
+        elif cfg.unsupervised_steps and loop.step + 1 >= cfg.warmstart_steps:
             reward = loop.intrinsic(self.next_obs, loop.buffer, loop.rng)
         else:
             return  # warm start: collect with the initial policy only

@@ -1,0 +1,163 @@
+"""Learning from preferences against SAC on the true reward, run side by side.
+
+For each environment: PEBBLE (SAC on a reward learned from scripted labels) and SAC on the env's
+own reward, with the same agent settings, steps and seeds, in this invocation. Reports the final
+evaluation return of each (mean +- std over seeds), their ratio, and the preference loop's
+wall-time overhead (reward fitting, relabelling, query selection) over plain SAC.
+
+    python benchmarks/label_efficiency.py --envs Pendulum-v1 --seeds 0 1 2
+    python benchmarks/label_efficiency.py --envs HalfCheetah-v5 --teacher oracle --seeds 0 1 2
+
+Runs go to runs/bench-labels/ and are resumed (or reused when finished) with --resume.
+Results are merged into benchmarks/results/label_efficiency.json (one row per env and teacher).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.feedback import TeacherConfig
+from prefrl.loops.online import train_online
+from prefrl.loops.rl import RLConfig, train_rl
+from prefrl.presets import ONLINE_PRESETS
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks/results/label_efficiency.json"
+
+# env -> (preference config, steps, labels): the issue's budgets.
+SETTINGS = {
+    "Pendulum-v1": dataclasses.replace(ONLINE_PRESETS["quickstart"].config, steps=20_000),
+    "HalfCheetah-v5": ONLINE_PRESETS["christiano-halfcheetah"].config,
+    "dmc:walker-walk": ONLINE_PRESETS["pebble-walker"].config,
+}
+
+
+def _final_return(run_dir: Path) -> float:
+    rows = [r for r in read_metrics(run_dir) if "eval/return_mean" in r]
+    return float(rows[-1]["eval/return_mean"])
+
+
+def _overhead_seconds(run_dir: Path) -> float:
+    rows = read_metrics(run_dir)
+    return float(
+        sum(r.get("reward/fit_seconds", 0.0) + r.get("reward/relabel_seconds", 0.0) for r in rows)
+    )
+
+
+def _finished(run_dir: Path, steps: int) -> bool:
+    ckpt = latest_checkpoint(run_dir) if run_dir.exists() else None
+    return ckpt is not None and json.loads((ckpt / "loop.json").read_text())["step"] >= steps
+
+
+def _run(kind: str, config, runs: Path, resume: bool) -> tuple[float, float]:
+    """(final eval return, wall seconds of this invocation's training)."""
+    run_dir = runs / config.name
+    if _finished(run_dir, config.steps):
+        meta = json.loads((run_dir / "wall.json").read_text())
+        return _final_return(run_dir), meta["seconds"]
+    previous = 0.0
+    if run_dir.exists() and resume and latest_checkpoint(run_dir) is not None:
+        config = dataclasses.replace(config, resume=run_dir)
+        wall = run_dir / "wall.json"
+        previous = json.loads(wall.read_text())["seconds"] if wall.exists() else 0.0
+    t0 = time.perf_counter()
+    train = train_online if kind == "pref" else train_rl
+    result = train(config)
+    seconds = previous + time.perf_counter() - t0
+    (run_dir / "wall.json").write_text(json.dumps({"seconds": seconds}))
+    if result.interrupted:
+        raise SystemExit("interrupted; continue with --resume")
+    return _final_return(run_dir), seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="+", default=["Pendulum-v1"], choices=list(SETTINGS))
+    parser.add_argument("--teacher", default="oracle")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=None, help="override the budget's steps")
+    parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
+    parser.add_argument("--resume", action="store_true")
+    args = parser.parse_args()
+    runs = Path(args.runs_dir)
+    command = "python benchmarks/label_efficiency.py " + " ".join(sys.argv[1:])
+
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    rows = {(r["env"], r["teacher"]): r for r in existing["results"]}
+    for env in args.envs:
+        pref = dataclasses.replace(
+            SETTINGS[env],
+            teacher=TeacherConfig(args.teacher),
+            steps=args.steps or SETTINGS[env].steps,
+            runs_dir=runs,
+            progress=False,
+            video=False,
+        )
+        pref_returns, true_returns, pref_wall, true_wall, fit_s = [], [], [], [], []
+        for seed in args.seeds:
+            tag = env.replace(":", "-")
+            p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}_s{seed}")
+            ret, wall = _run("pref", p, runs, args.resume)
+            pref_returns.append(ret)
+            pref_wall.append(wall)
+            fit_s.append(_overhead_seconds(runs / p.name))
+            true = RLConfig(
+                env=env, steps=p.steps, seed=seed, warmstart_steps=p.warmstart_steps,
+                eval_interval=p.eval_interval, eval_episodes=p.eval_episodes, video=False,
+                checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
+                name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, agent=p.agent,
+            )  # fmt: skip
+            ret, wall = _run("true", true, runs, args.resume)
+            true_returns.append(ret)
+            true_wall.append(wall)
+            print(
+                f"{env} seed {seed}: preferences {pref_returns[-1]:.1f} ({pref_wall[-1]:.0f} s), "
+                f"true reward {true_returns[-1]:.1f} ({true_wall[-1]:.0f} s)",
+                flush=True,
+            )
+        pm, tm = float(np.mean(pref_returns)), float(np.mean(true_returns))
+        rows[(env, args.teacher)] = {
+            "env": env,
+            "teacher": args.teacher,
+            "labels": pref.schedule.budget,
+            "steps": pref.steps,
+            "seeds": len(args.seeds),
+            "pref_return_mean": pm,
+            "pref_return_std": float(np.std(pref_returns)),
+            "true_reward_return_mean": tm,
+            "true_reward_return_std": float(np.std(true_returns)),
+            # pref / true as specified; with negative returns (Pendulum) below 1 is better.
+            "ratio": pm / tm,
+            "pref_returns": pref_returns,
+            "true_reward_returns": true_returns,
+            "pref_wall_s": pref_wall,
+            "true_reward_wall_s": true_wall,
+            "fit_and_relabel_s": fit_s,
+            "loop_overhead": float(np.mean([(p - t) / p for p, t in zip(pref_wall, true_wall)])),
+            "command": command,
+        }
+        r = rows[(env, args.teacher)]
+        print(
+            f"{env} [{args.teacher}, {r['labels']} labels, {r['steps']:,} steps, {r['seeds']} "
+            f"seeds]: preferences {pm:.1f} +- {r['pref_return_std']:.1f}, true reward {tm:.1f} "
+            f"+- {r['true_reward_return_std']:.1f}, ratio {r['ratio']:.2f}, loop overhead "
+            f"{100 * r['loop_overhead']:.0f}% of wall time"
+        )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(
+        json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
+    )
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The online preference loop (PEBBLE / PrefPPO) on the built-in task."""
+
+import json
+
+import numpy as np
+import pytest
+
+from prefrl.agents import PPOConfig, SACConfig
+from prefrl.cli import main
+from prefrl.data import PreferenceData, ReplayBuffer
+from prefrl.feedback import ScheduleConfig, TeacherConfig
+from prefrl.loops.online import OnlineConfig, train_online
+from prefrl.reward import RewardConfig, load_reward_model
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+
+def _config(tmp_path, **kw):
+    base = {
+        "env": "toy:point-reach",
+        "steps": 1500,
+        "warmstart_steps": 300,
+        "segment_length": 10,
+        "schedule": ScheduleConfig(budget=80, session_size=20, interval=300),
+        "reward": RewardConfig(hidden_dims=(32, 32), max_epochs=5, min_steps=10),
+        "agent": SACConfig(hidden_dims=(32, 32)),
+        "eval_interval": 750,
+        "eval_episodes": 3,
+        "video": False,
+        "checkpoint_interval": 300,
+        "log_interval": 300,
+        "buffer_size": 5_000,
+        "runs_dir": tmp_path,
+        "name": "run",
+        "progress": False,
+    }
+    base.update(kw)
+    return OnlineConfig(**base)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("online")
+    return train_online(_config(tmp))
+
+
+def test_labels_follow_the_schedule_and_metrics_are_logged(finished):
+    assert finished.step == 1500 and finished.labels == 80
+    rows = read_metrics(finished.run_dir)
+    labels = [(r["step"], r["feedback/labels"]) for r in rows if "feedback/labels" in r]
+    # 20 at the first query step (300), then 20 per 300 steps until the budget of 80.
+    assert labels == [(300, 20.0), (600, 40.0), (900, 60.0), (1200, 80.0)]
+    fits = [r for r in rows if "reward/val_accuracy" in r]
+    assert fits and all(0 <= r["reward/val_accuracy"] <= 1 for r in fits)
+    assert all(-1 <= r["reward/segment_return_corr"] <= 1 for r in fits)
+    evals = [r for r in rows if "eval/return_mean" in r]
+    assert [r["step"] for r in evals] == [750, 1500]
+    assert all("eval/learned_return_mean" in r for r in evals)
+    assert any("train/critic_loss" in r for r in rows)  # SAC trained on the learned reward
+    assert (finished.run_dir / "learning_curve.png").exists()
+
+
+def test_checkpoint_holds_labels_model_and_a_relabelled_buffer(finished):
+    ckpt = latest_checkpoint(finished.run_dir)
+    labels = PreferenceData.load(ckpt / "labels.npz")
+    assert len(labels) == 80
+    model = load_reward_model(ckpt / "reward_model")
+    buffer = ReplayBuffer.load(ckpt / "buffer.npz")
+    n = len(buffer)
+    # The last fit was at step 1200: everything stored was relabelled then or predicted after.
+    expected = model.predict(buffer.obs[:n], buffer.action[:n])
+    np.testing.assert_allclose(buffer.reward[:n], expected, rtol=1e-4, atol=1e-4)
+    loop = json.loads((ckpt / "loop.json").read_text())
+    assert loop["step"] == 1500 and loop["requested"] == 80 and loop["fitted"]
+
+
+def test_resume_keeps_labels_model_buffer_and_agent(tmp_path):
+    first = train_online(_config(tmp_path, steps=900))
+    assert first.labels == 60
+    before = PreferenceData.load(latest_checkpoint(first.run_dir) / "labels.npz").arrays()
+    model_before = json.loads(
+        (latest_checkpoint(first.run_dir) / "reward_model" / "config.json").read_text()
+    )
+    resumed = train_online(_config(tmp_path, steps=1500, resume=first.run_dir))
+    assert resumed.step == 1500 and resumed.labels == 80
+    ckpt = latest_checkpoint(resumed.run_dir)
+    after = PreferenceData.load(ckpt / "labels.npz").arrays()
+    np.testing.assert_array_equal(after["label"][:60], before["label"])
+    np.testing.assert_array_equal(after["obs_left"][:60], before["obs_left"])
+    model_after = json.loads((ckpt / "reward_model" / "config.json").read_text())
+    assert model_after["fits"] == model_before["fits"] + 1  # fit continued, not restarted
+    assert len(ReplayBuffer.load(ckpt / "buffer.npz")) == 1500
+    steps = [r["step"] for r in read_metrics(resumed.run_dir) if "feedback/labels" in r]
+    assert steps == [300, 600, 900, 1200]  # no duplicated rows after the resume
+
+
+def test_ppo_and_unsupervised_pretraining(tmp_path):
+    result = train_online(
+        _config(
+            tmp_path,
+            algo="ppo",
+            steps=1536,
+            warmstart_steps=256,
+            unsupervised_steps=256,
+            ppo=PPOConfig(hidden_dims=(32, 32), rollout_steps=256, minibatch_size=64, epochs=2),
+            log_interval=256,
+        )
+    )
+    assert result.labels == 80
+    rows = read_metrics(result.run_dir)
+    ppo_rows = [r for r in rows if "train/policy_loss" in r]
+    # Updates start after the warm start: on the k-NN reward first, then on the learned one.
+    assert ppo_rows and min(r["step"] for r in ppo_rows) <= 512
+    assert max(r["step"] for r in ppo_rows) > 1024
+
+
+def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
+    result = train_online(_config(tmp_path, steps=900, unsupervised_steps=300, log_interval=100))
+    rows = read_metrics(result.run_dir)
+    first_fit = min(r["step"] for r in rows if "feedback/labels" in r)
+    assert first_fit == 600
+    assert any("train/critic_loss" in r and r["step"] < first_fit for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"segment_length": 60}, "--segment-length=60 is longer than toy:point-reach's episodes"),
+        ({"env": "toy:point-free"}, "has no true reward"),
+        ({"selection": "best"}, "query selection 'best' is unknown"),
+        ({"warmstart_steps": 2000}, "after the run's last step"),
+    ],
+)
+def test_bad_input_fails_before_training(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        train_online(_config(tmp_path, **overrides))
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    code = main(
+        ["train", "--env", "toy:point-free", "--runs-dir", str(tmp_path), "--steps", "3000"]
+    )
+    assert code == 2
+    assert "has no true reward" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--teacher.preset", "perfect", "--runs-dir", str(tmp_path)])
+    assert "'perfect' does not exist" in capsys.readouterr().err
+    assert TeacherConfig("mistake").resolved().eps_mistake == 0.1
+
+
+def test_cli_train_prints_agreement_and_return(tmp_path, capsys):
+    code = main(
+        [
+            "train", "--env", "toy:point-reach", "--steps", "600", "--warmstart-steps", "200",
+            "--segment-length", "10", "--schedule.budget", "40", "--schedule.session-size", "20",
+            "--schedule.interval", "200", "--reward.hidden-dims", "32", "32",
+            "--agent.hidden-dims", "32", "32", "--eval-episodes", "2", "--no-video",
+            "--runs-dir", str(tmp_path), "--name", "cli", "--no-progress",
+        ]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "labels: 40 from the oracle teacher" in out and "validation accuracy" in out
+    assert "final return: true" in out
