@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from prefrl.loops.evaluate import EvalResult
 from prefrl.render import write_video
-from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.checkpoints import latest_checkpoint, write_json
+from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
 
 
@@ -59,3 +63,65 @@ def write_eval(
     plot_learning_curve(run_dir, title=title)
     metrics.flush()
     return video
+
+
+def start_run(loop_factory, config, name: str):
+    """Open (or resume) the run directory, build the loop, restore its latest checkpoint when
+    resuming; returns (loop, metrics logger)."""
+    run_dir = open_run_dir(config.resume, config.runs_dir, name)
+    write_json(run_dir / "config.json", config_to_dict(config))
+    loop = loop_factory(config, run_dir)
+    if config.resume is not None:
+        ckpt = latest_checkpoint(run_dir)
+        if ckpt is None:
+            loop.close()
+            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
+        loop.restore(ckpt)
+        truncate_metrics(run_dir, loop.step)
+    return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
+
+
+class Cadence:
+    """What every loop does on a step-count cadence after each env step: the progress bar, rows of
+    training metrics (with steps/s and a NaN check), evaluations with videos and the learning
+    curve, checkpoints.
+
+    `loop` needs: config (steps, log_interval, eval_interval, video, video_interval,
+    checkpoint_interval), run_dir, env (for fps), last_eval, evaluate(record), save().
+    """
+
+    def __init__(self, loop, metrics: MetricsLogger, progress, title: str):
+        self.loop, self.metrics, self.progress, self.title = loop, metrics, progress, title
+        self.final: EvalResult | None = None
+        self.video: Path | None = None
+        self.restart_clock(loop.step)
+
+    def restart_clock(self, step: int) -> None:
+        """Time spent outside training (evaluations, reward fits) does not count in steps/s."""
+        self.t_last, self.step_last = time.perf_counter(), step
+
+    def after_step(self, step: int, update_metrics, info: str | None = None) -> None:
+        loop, cfg = self.loop, self.loop.config
+        if step % 100 == 0:
+            self.progress.update(step, info=info)
+        if step % cfg.log_interval == 0 and update_metrics is not None:
+            now = time.perf_counter()
+            row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
+            row["train/steps_per_s"] = (step - self.step_last) / (now - self.t_last)
+            self.restart_clock(step)
+            self.metrics.log(step, row)
+            check_finite(row, step)
+        last = step == cfg.steps
+        if step % cfg.eval_interval == 0 or last:
+            record = cfg.video and (step % cfg.video_interval == 0 or last)
+            self.final = loop.evaluate(record)
+            loop.last_eval = float(self.final.returns.mean())
+            fps = loop.env.fps
+            self.video = (
+                write_eval(loop.run_dir, self.metrics, step, self.final, record, fps, self.title)
+                or self.video
+            )
+            self.progress.update(step, last_eval=loop.last_eval)
+            self.restart_clock(step)
+        if step % cfg.checkpoint_interval == 0 or last:
+            loop.save()

@@ -28,17 +28,12 @@ from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
 from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
 from prefrl.feedback.selection import check_method
-from prefrl.loops.common import check_finite, open_run_dir, run_name, write_eval
+from prefrl.loops.common import Cadence, check_finite, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
-from prefrl.rundir.checkpoints import (
-    begin_checkpoint,
-    commit_checkpoint,
-    latest_checkpoint,
-    write_json,
-)
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
-from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
+from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
@@ -339,16 +334,7 @@ def train_online(config: OnlineConfig) -> OnlineResult:
     finally:
         env.close()
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
-    run_dir = open_run_dir(config.resume, config.runs_dir, name)
-    loop = _Loop(config, run_dir)
-    write_json(run_dir / "config.json", config_to_dict(config))
-    if config.resume is not None:
-        ckpt = latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
-        loop.restore(ckpt)
-        truncate_metrics(run_dir, loop.step)
-    metrics = MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
+    loop, metrics = start_run(_Loop, config, name)
     try:
         return _run(loop, metrics)
     finally:
@@ -359,16 +345,14 @@ def train_online(config: OnlineConfig) -> OnlineResult:
 def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
     cfg, env = loop.config, loop.env
     run = _SacSteps(loop) if cfg.algo == "sac" else _PpoSteps(loop)
-    video: Path | None = None
-    final: EvalResult | None = None
     title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
 
     obs, _ = env.reset(seed=cfg.seed + loop.step)
     ep_return, ep_len = 0.0, 0
-    t_last, step_last = time.perf_counter(), loop.step
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
+    cadence = Cadence(loop, metrics, progress, title)
     with progress, graceful_stop() as stop:
         try:
             while loop.step < cfg.steps and not stop.requested:
@@ -407,33 +391,8 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                         check_finite(
                             {k: v for k, v in fit_metrics.items() if "corr" not in k}, step
                         )
-                        t_last, step_last = time.perf_counter(), step
-
-                if step % 100 == 0:
-                    progress.update(step, info=f"labels {len(loop.labels):,}")
-                update_metrics = run.metrics
-                if step % cfg.log_interval == 0 and update_metrics is not None:
-                    now = time.perf_counter()
-                    row = {
-                        f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()
-                    }
-                    row["train/steps_per_s"] = (step - step_last) / (now - t_last)
-                    t_last, step_last = now, step
-                    metrics.log(step, row)
-                    check_finite(row, step)
-                last = step == cfg.steps
-                if step % cfg.eval_interval == 0 or last:
-                    record = cfg.video and (step % cfg.video_interval == 0 or last)
-                    final = loop.evaluate(record)
-                    loop.last_eval = float(final.returns.mean())
-                    video = (
-                        write_eval(loop.run_dir, metrics, step, final, record, env.fps, title)
-                        or video
-                    )
-                    progress.update(step, last_eval=loop.last_eval)
-                    t_last, step_last = time.perf_counter(), step
-                if step % cfg.checkpoint_interval == 0 or last:
-                    loop.save()
+                        cadence.restart_clock(step)
+                cadence.after_step(step, run.metrics, info=f"labels {len(loop.labels):,}")
             if stop.requested:
                 progress.update(loop.step)
                 loop.save()
@@ -442,8 +401,8 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
     return OnlineResult(
         loop.run_dir,
         loop.step,
-        final,
-        video,
+        cadence.final,
+        cadence.video,
         len(loop.labels),
         loop.reward_metrics,
         interrupted=stop.requested,

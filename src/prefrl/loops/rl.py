@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from prefrl.agents import SAC, SACConfig, SACState
 from prefrl.data import ReplayBuffer
 from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
-from prefrl.loops.common import check_finite, open_run_dir, run_name, write_eval
+from prefrl.loops.common import Cadence, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.rundir.checkpoints import (
     begin_checkpoint,
@@ -24,7 +23,7 @@ from prefrl.rundir.checkpoints import (
     write_json,
 )
 from prefrl.rundir.config import config_from_dict, config_to_dict
-from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
+from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
@@ -164,17 +163,7 @@ class _Loop:
 def train_rl(config: RLConfig) -> RLResult:
     """Run (or resume) SAC training; returns where it went and the final evaluation."""
     name = config.name or run_name(config.env, "sac", config.seed)
-    run_dir = open_run_dir(config.resume, config.runs_dir, name)
-    write_json(run_dir / "config.json", config_to_dict(config))
-
-    loop = _Loop(config, run_dir)
-    if config.resume is not None:
-        ckpt = latest_checkpoint(run_dir)
-        if ckpt is None:
-            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
-        loop.restore(ckpt)
-        truncate_metrics(run_dir, loop.step)
-    metrics = MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
+    loop, metrics = start_run(_Loop, config, name)
     try:
         return _run(loop, metrics)
     finally:
@@ -187,16 +176,14 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
     agent_cfg = cfg.agent
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
     act, update, key, rng = sac.act, sac.update, loop.key, loop.rng
-    video: Path | None = None
-    final: EvalResult | None = None
     update_metrics = None
 
     obs, _ = env.reset(seed=cfg.seed + loop.step)
     ep_return, ep_len = 0.0, 0
-    t_last, step_last = time.perf_counter(), loop.step
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
+    cadence = Cadence(loop, metrics, progress, title=f"SAC on {cfg.env}")
     with progress, graceful_stop() as stop:
         try:
             while loop.step < cfg.steps and not stop.requested:
@@ -225,39 +212,14 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     ep_return, ep_len = 0.0, 0
                 else:
                     obs = next_obs
-                loop.step = step = step + 1
-
-                if step % 100 == 0:
-                    progress.update(step)
-                if step % cfg.log_interval == 0 and update_metrics is not None:
-                    now = time.perf_counter()
-                    row = {
-                        f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()
-                    }
-                    row["train/steps_per_s"] = (step - step_last) / (now - t_last)
-                    t_last, step_last = now, step
-                    metrics.log(step, row)
-                    check_finite(row, step)
-                last = step == cfg.steps
-                if step % cfg.eval_interval == 0 or last:
-                    record = cfg.video and (step % cfg.video_interval == 0 or last)
-                    final = loop.evaluate(record)
-                    loop.last_eval = float(final.returns.mean())
-                    title = f"SAC on {cfg.env}"
-                    video = (
-                        write_eval(loop.run_dir, metrics, step, final, record, env.fps, title)
-                        or video
-                    )
-                    progress.update(step, last_eval=loop.last_eval)
-                    t_last, step_last = time.perf_counter(), step  # eval time is not loop time
-                if step % cfg.checkpoint_interval == 0 or last:
-                    loop.save()
+                loop.step = step + 1
+                cadence.after_step(loop.step, update_metrics)
             if stop.requested:
                 progress.update(loop.step)
                 loop.save()
         except KeyboardInterrupt:  # a second Ctrl-C: the latest checkpoint is the one to resume
             stop.requested = True
-    return RLResult(loop.run_dir, loop.step, final, video, interrupted=stop.requested)
+    return RLResult(loop.run_dir, loop.step, cadence.final, cadence.video, stop.requested)
 
 
 @dataclass
