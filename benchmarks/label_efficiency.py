@@ -87,6 +87,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="override the budget's steps")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument(
+        "--only",
+        choices=["pref", "true"],
+        help="train only one side (e.g. two processes side by side); a later plain invocation "
+        "reuses the finished runs and writes the results",
+    )
     args = parser.parse_args()
     runs = Path(args.runs_dir)
     command = "python benchmarks/label_efficiency.py " + " ".join(sys.argv[1:])
@@ -106,17 +112,24 @@ def main() -> None:
         for seed in args.seeds:
             tag = env.replace(":", "-")
             p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}_s{seed}")
-            ret, wall = _run("pref", p, runs, args.resume)
-            pref_returns.append(ret)
-            pref_wall.append(wall)
-            fit_s.append(_overhead_seconds(runs / p.name))
+            if args.only == "true":
+                pref_returns.append(float("nan"))
+                pref_wall.append(float("nan"))
+            else:
+                ret, wall = _run("pref", p, runs, args.resume)
+                pref_returns.append(ret)
+                pref_wall.append(wall)
+            fit_s.append(_overhead_seconds(runs / p.name) if args.only != "true" else float("nan"))
             true = RLConfig(
                 env=env, steps=p.steps, seed=seed, warmstart_steps=p.warmstart_steps,
                 eval_interval=p.eval_interval, eval_episodes=p.eval_episodes, video=False,
                 checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
                 name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, agent=p.agent,
             )  # fmt: skip
-            ret, wall = _run("true", true, runs, args.resume)
+            if args.only == "pref":
+                ret, wall = float("nan"), float("nan")
+            else:
+                ret, wall = _run("true", true, runs, args.resume)
             true_returns.append(ret)
             true_wall.append(wall)
             print(
@@ -124,6 +137,8 @@ def main() -> None:
                 f"true reward {true_returns[-1]:.1f} ({true_wall[-1]:.0f} s)",
                 flush=True,
             )
+        if args.only:
+            continue  # one side only: nothing to compare yet
         pm, tm = float(np.mean(pref_returns)), float(np.mean(true_returns))
         rows[(env, args.teacher)] = {
             "env": env,
@@ -152,6 +167,8 @@ def main() -> None:
             f"+- {r['true_reward_return_std']:.1f}, ratio {r['ratio']:.2f}, loop overhead "
             f"{100 * r['loop_overhead']:.0f}% of wall time"
         )
+    if args.only:
+        return
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"

@@ -21,7 +21,10 @@ class RewardNet(nn.Module):
         x = MLP(self.hidden_dims, activation=nn.leaky_relu, dropout_rate=self.dropout_rate)(
             x, train
         )
-        r = nn.Dense(1)(x)[..., 0]
+        # A zero output layer: every segment sum starts at 0 (P = 0.5 for every pair). A random
+        # one sums H random outputs into large, arbitrary logits that small-label fits with few
+        # steps struggle to undo (measured: Pendulum fits stuck below chance accuracy).
+        r = nn.Dense(1, kernel_init=nn.initializers.zeros)(x)[..., 0]
         return jnp.tanh(r) if self.output == "tanh" else r
 
 
