@@ -122,6 +122,22 @@ def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
     assert any("train/critic_loss" in r and r["step"] < first_fit for r in rows)
 
 
+def test_queries_wait_for_segments(tmp_path):
+    """Queries due before any episode has ended are asked as soon as segments exist."""
+    config = _config(
+        tmp_path,
+        steps=400,
+        warmstart_steps=30,
+        segment_length=50,
+        schedule=ScheduleConfig(budget=20, session_size=10, interval=1000),
+    )
+    result = train_online(config)
+    rows = read_metrics(result.run_dir)
+    assert [(r["step"], r["feedback/labels"]) for r in rows if "feedback/labels" in r] == [
+        (100, 10.0)
+    ]
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

@@ -29,7 +29,8 @@ class ScheduleConfig:
     session_size: int = 50
     """Queries per session (sessions schedule)."""
     interval: int = 20_000
-    """Env steps between sessions; the other schedules top up their count this often."""
+    """Env steps between sessions; the other schedules top up to their count this often (each
+    top-up is one batch of queries and one reward-model fit)."""
     decay_constant: float = 2e6
     """c in the decaying rate c / (t + c) (Christiano: 2e6 on MuJoCo, 5e6 on Atari)."""
 

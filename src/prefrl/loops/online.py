@@ -202,18 +202,22 @@ class _Loop:
         self.requested = 0
         self.next_query_id = 0
         self.fitted = False
+        self.ask_due = False
         self.last_eval: float | None = None
         self.reward_metrics: dict[str, float] = {}
         self._eval_envs: list[PrefrlEnv] | None = None
 
     # ------------------------------------------------------------------ feedback
-    def ask(self) -> None:
-        """Request the labels the schedule wants by now (the pool must hold segments)."""
+    def ask(self) -> bool:
+        """Request the labels the schedule wants by now; False when they could not be asked
+        (fewer than 2 segments in the pool yet)."""
         cfg = self.config
         wanted = cfg.schedule.wanted(self.step, cfg.first_query_step, cfg.steps)
         n = wanted - self.requested
-        if n <= 0 or len(self.pool) < 2:
-            return
+        if n <= 0:
+            return True
+        if len(self.pool) < 2:
+            return False
         model = self.model if self.fitted else None
         left, right = select_pairs(cfg.selection, self.pool, n, self.rng, model, cfg.oversample)
         ids = self.next_query_id + np.arange(n)
@@ -222,6 +226,7 @@ class _Loop:
         for i, q in enumerate(ids):
             self.pending[int(q)] = (left[i], right[i])
         self.teacher.submit(Query(ids, left, right))
+        return True
 
     def collect_answers(self) -> int:
         answers = [a for a in self.teacher.poll() if a.query_id in self.pending]
@@ -274,6 +279,7 @@ class _Loop:
                 "requested": self.requested - len(self.pending),  # unanswered: asked again
                 "next_query_id": self.next_query_id,
                 "fitted": self.fitted,
+                "ask_due": self.ask_due,
                 "last_eval": self.last_eval,
                 "reward_metrics": self.reward_metrics,
                 "next_segment_id": self.recorder.next_id,
@@ -294,6 +300,7 @@ class _Loop:
         self.step, self.episodes = loop["step"], loop["episodes"]
         self.requested, self.next_query_id = loop["requested"], loop["next_query_id"]
         self.fitted, self.last_eval = loop["fitted"], loop["last_eval"]
+        self.ask_due = loop.get("ask_due", False)
         self.reward_metrics = loop["reward_metrics"]
         self.recorder.next_id = loop["next_segment_id"]
         self.rng.bit_generator.state = loop["rng"]
@@ -380,9 +387,14 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     obs = next_obs
                 loop.step = step = step + 1
 
-                # Feedback: ask on schedule, take whatever answers arrived, refit on new labels.
-                if step >= cfg.first_query_step and step % 100 == 0:
-                    loop.ask()
+                # Feedback: ask on the schedule's cadence, take whatever answers arrived (polled
+                # every 100 steps), refit on new labels.
+                since_first = step - cfg.first_query_step
+                if since_first >= 0 and since_first % cfg.schedule.interval == 0:
+                    loop.ask_due = True
+                if loop.ask_due and step % 100 == 0:
+                    loop.ask_due = not loop.ask()  # retried while the pool is too small
+                if since_first >= 0 and step % 100 == 0:
                     if loop.collect_answers():
                         was_fitted = loop.fitted
                         fit_metrics = loop.fit_reward()
