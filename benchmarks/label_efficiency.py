@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import train_online
+from prefrl.loops.online import OnlineConfig, train_online
 from prefrl.loops.rl import RLConfig, train_rl
 from prefrl.presets import ONLINE_PRESETS
 from prefrl.rundir.checkpoints import latest_checkpoint

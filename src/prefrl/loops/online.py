@@ -394,16 +394,13 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     loop.ask_due = True
                 if loop.ask_due and step % 100 == 0:
                     loop.ask_due = not loop.ask()  # retried while the pool is too small
-                if since_first >= 0 and step % 100 == 0:
-                    if loop.collect_answers():
-                        was_fitted = loop.fitted
-                        fit_metrics = loop.fit_reward()
-                        run.after_fit(first=not was_fitted)
-                        metrics.log(step, fit_metrics)
-                        check_finite(
-                            {k: v for k, v in fit_metrics.items() if "corr" not in k}, step
-                        )
-                        cadence.restart_clock(step)
+                if since_first >= 0 and step % 100 == 0 and loop.collect_answers():
+                    was_fitted = loop.fitted
+                    fit_metrics = loop.fit_reward()
+                    run.after_fit(first=not was_fitted)
+                    metrics.log(step, fit_metrics)
+                    check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, step)
+                    cadence.restart_clock(step)
                 cadence.after_step(step, run.metrics, info=f"labels {len(loop.labels):,}")
             if stop.requested:
                 progress.update(loop.step)
