@@ -107,7 +107,8 @@ class Cadence:
         if step % cfg.log_interval == 0 and update_metrics is not None:
             now = time.perf_counter()
             row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
-            row["train/steps_per_s"] = (step - self.step_last) / (now - self.t_last)
+            if step > self.step_last:  # (the clock restarts after evaluations and fits)
+                row["train/steps_per_s"] = (step - self.step_last) / (now - self.t_last)
             self.restart_clock(step)
             self.metrics.log(step, row)
             check_finite(row, step)
