@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export MUJOCO_GL ?= egl
 export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
-.PHONY: run test bench-venv clean
+.PHONY: run test system-deps bench-venv clean
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,22 @@ $(VENV)/.installed-%: pyproject.toml
 run: $(VENV)/.installed-test
 	$(BIN)/prefrl train --preset quickstart
 
-test: $(VENV)/.installed-test
+test: system-deps $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# Debian packages the tests use for real: a PostgreSQL server for the store's tests and Chromium
+# for the web app's. Installed when missing and we may (root); otherwise say what to install.
+SYSTEM_DEPS := postgresql chromium
+system-deps:
+	@missing=$$(for p in $(SYSTEM_DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing $$missing (Debian)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing Debian packages: $$missing (sudo apt-get install $$missing); their tests will be skipped"; \
+	  fi; \
+	fi
 
 # Benchmarks need the peers (SB3, SBX, CPU torch): a separate environment, never the test one.
 bench-venv:

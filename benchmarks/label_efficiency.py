@@ -42,6 +42,7 @@ SETTINGS = {
         steps=300_000,
         warmstart_steps=10_000,
         schedule=ScheduleConfig(kind="annealed", budget=1000, interval=10_000),
+        checkpoint_interval=25_000,
     ),
     "dmc:walker-walk": ONLINE_PRESETS["pebble-walker"].config,
 }

@@ -1,4 +1,62 @@
+import glob
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+def _postgres_bin() -> str | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return os.path.dirname(found[-1]) if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A real PostgreSQL server for the session (Debian's `postgresql`, which .ci/run installs);
+    yields a function that makes a fresh database and returns its URL."""
+    bindir = _postgres_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql); .ci/run installs it")
+    root = tempfile.mkdtemp(prefix="prefrl-pg-")
+    data = os.path.join(root, "data")
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root
+        shutil.chown(root, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = _free_port()
+
+    def run(*cmd: str) -> None:
+        subprocess.run([*as_user, *cmd], check=True, capture_output=True)
+
+    run(f"{bindir}/initdb", "-D", data, "-U", "prefrl", "--auth=trust", "-E", "UTF8")
+    run(
+        f"{bindir}/pg_ctl", "-D", data, "-l", os.path.join(root, "log"), "-w", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start",
+    )  # fmt: skip
+    counter = iter(range(10**6))
+
+    def new_database() -> str:
+        name = f"prefrl_test_{next(counter)}"
+        run(f"{bindir}/createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "prefrl", name)
+        return f"postgresql://prefrl@127.0.0.1:{port}/{name}"
+
+    try:
+        yield new_database
+    finally:
+        stop = [*as_user, f"{bindir}/pg_ctl", "-D", data, "-m", "immediate", "stop"]
+        subprocess.run(stop, check=False, capture_output=True)
+        time.sleep(0.2)
+        shutil.rmtree(root, ignore_errors=True)

@@ -9,6 +9,8 @@ from prefrl.data.segments import (
     SegmentPool,
     SegmentRecorder,
     Segments,
+    load_segments,
+    save_segments,
 )
 
 __all__ = [
@@ -20,4 +22,6 @@ __all__ = [
     "SegmentPool",
     "SegmentRecorder",
     "Segments",
+    "load_segments",
+    "save_segments",
 ]

@@ -261,3 +261,14 @@ class PreferenceData:
             if "label" in f:
                 data._parts = [{k: f[k] for k in cls.FIELDS}]
         return data
+
+
+def save_segments(path: str | Path, segments: Segments) -> None:
+    """Write segments to one .npz file, atomically (a reader never sees half of it)."""
+    with atomic_write(path, "wb") as f:
+        np.savez(f, **{fld.name: getattr(segments, fld.name) for fld in fields(Segments)})
+
+
+def load_segments(path: str | Path) -> Segments:
+    with np.load(path) as data:
+        return Segments(**{fld.name: data[fld.name] for fld in fields(Segments)})

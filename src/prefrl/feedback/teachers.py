@@ -48,7 +48,7 @@ class TeacherConfig:
     """A scripted teacher: a named B-Pref preset, with any parameter overridden."""
 
     preset: str = "oracle"
-    """oracle, stoc, mistake, skip, equal or myopic."""
+    """Scripted: oracle, stoc, mistake, skip, equal or myopic. A person: web or terminal."""
     beta: float | None = None
     """Rationality: P(σ₁ ≻ σ₀) = softmax(β · returns); inf answers the larger return always."""
     gamma: float | None = None
@@ -61,11 +61,13 @@ class TeacherConfig:
     """Answer equal when the returns differ by less than ε · |recent mean return| · H / T_ep."""
 
     def __post_init__(self) -> None:
-        if self.preset not in TEACHER_PRESETS:
+        if self.preset not in TEACHER_PRESETS and self.preset not in HUMAN_TEACHERS:
             raise ValueError(
-                f"teacher preset {self.preset!r} does not exist; known: "
-                f"{', '.join(TEACHER_PRESETS)}"
+                f"teacher {self.preset!r} does not exist; scripted: "
+                f"{', '.join(TEACHER_PRESETS)}; a person: {', '.join(HUMAN_TEACHERS)}"
             )
+        if self.is_human:
+            return
         p = self.resolved()
         if not p.beta > 0:
             raise ValueError(f"teacher beta={p.beta} is invalid: expected > 0 (inf: deterministic)")
@@ -76,6 +78,10 @@ class TeacherConfig:
                 raise ValueError(
                     f"teacher {name}={getattr(p, name)} is invalid: expected a value in [0, 1]"
                 )
+
+    @property
+    def is_human(self) -> bool:
+        return self.preset in HUMAN_TEACHERS
 
     def resolved(self) -> TeacherParams:
         base = TEACHER_PRESETS[self.preset]
@@ -95,6 +101,9 @@ class TeacherParams:
     eps_skip: float = 0.0
     eps_equal: float = 0.0
 
+
+# A person answers in the browser (`prefrl serve`) or the terminal (`prefrl label`).
+HUMAN_TEACHERS = ("web", "terminal")
 
 TEACHER_PRESETS: dict[str, TeacherParams] = {
     "oracle": TeacherParams(),

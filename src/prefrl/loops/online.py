@@ -23,11 +23,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from prefrl.agents import PPO, SAC, PPOConfig, Rollout, SACConfig
-from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder, Segments
+from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
 from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
 from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
+from prefrl.feedback.channel import FeedbackChannel
 from prefrl.feedback.selection import check_method
+from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
@@ -52,6 +54,12 @@ class OnlineConfig:
     algo: str = "sac"
     """sac (PEBBLE) or ppo (PrefPPO)."""
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    store: str | None = None
+    """Feedback store: a SQLite file in the run directory by default, or postgresql://..."""
+    refit_labels: int = 10
+    poll_seconds: float = 1.0
+    """How often the trainer looks for a person's first labels while it waits for them."""
+    """With a person answering: refit after this many new labels (or when all are answered)."""
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     selection: str = "disagreement"
     """Query selection: uniform, disagreement or entropy."""
@@ -89,6 +97,7 @@ class OnlineConfig:
         check_method(self.selection)
         for name in (
             "steps", "oversample", "segment_length", "segment_pool", "knn_k", "eval_interval",
+            "refit_labels",
             "eval_episodes", "checkpoint_interval", "log_interval", "buffer_size", "render_size",
         ):  # fmt: skip
             if getattr(self, name) <= 0:
@@ -131,7 +140,7 @@ def check_env(config: OnlineConfig, env: PrefrlEnv) -> None:
             f"--segment-length={config.segment_length} is longer than {config.env}'s episodes "
             f"({limit} steps); use at most {limit}"
         )
-    if not env.has_true_reward:
+    if not env.has_true_reward and not config.teacher.is_human:
         raise ValueError(
             f"{config.env} has no true reward, so the scripted teacher "
             f"{config.teacher.preset!r} cannot label it; label it yourself (human teacher)"
@@ -191,12 +200,18 @@ class _Loop:
             self.buffer = ReplayBuffer(config.ppo.rollout_steps, obs_dim, action_dim)
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.model = MLPRewardEnsemble(config.reward, obs_dim, action_dim, seed=config.seed)
-        self.teacher = ScriptedTeacher(config.teacher, config.seed, self.env.max_episode_steps)
+        scripted = (
+            None
+            if config.teacher.is_human
+            else ScriptedTeacher(config.teacher, config.seed, self.env.max_episode_steps)
+        )
+        self.store = FeedbackStore(config.store or run_dir)
+        self.teacher = FeedbackChannel(self.store, run_dir.name, run_dir, config.env, scripted)
         self.intrinsic = KnnEntropyReward(config.knn_k)
         self.recorder = SegmentRecorder(config.segment_length)
         self.pool = SegmentPool(config.segment_pool)
         self.labels = PreferenceData()
-        self.pending: dict[int, tuple[Segments, Segments]] = {}
+        self.unfitted_labels = 0
         self.step = 0
         self.episodes = 0
         self.requested = 0
@@ -223,24 +238,31 @@ class _Loop:
         ids = self.next_query_id + np.arange(n)
         self.next_query_id += n
         self.requested += n
-        for i, q in enumerate(ids):
-            self.pending[int(q)] = (left[i], right[i])
         self.teacher.submit(Query(ids, left, right))
         return True
 
     def collect_answers(self) -> int:
-        answers = [a for a in self.teacher.poll() if a.query_id in self.pending]
-        if not answers:
+        """Take the labels that arrived; returns how many."""
+        new = self.teacher.poll()
+        if new is None:
             return 0
-        pairs = [self.pending.pop(a.query_id) for a in answers]
-        left = Segments.concatenate([p[0] for p in pairs])
-        right = Segments.concatenate([p[1] for p in pairs])
-        self.labels.add(left, right, [a.label for a in answers])
-        return len(answers)
+        self.labels.add(new.left, new.right, new.labels)
+        self.unfitted_labels += len(new.labels)
+        return len(new.labels)
+
+    def fit_due(self) -> bool:
+        """Scripted answers come all at once: fit on them. A person's come one by one: fit every
+        `refit_labels` of them, or when nothing asked is left unanswered."""
+        if self.unfitted_labels == 0:
+            return False
+        if not self.teacher.is_human or self.unfitted_labels >= self.config.refit_labels:
+            return True
+        return self.teacher.unanswered() == 0
 
     def fit_reward(self) -> dict[str, float]:
         metrics = self.model.fit(self.labels)
         self.fitted = True
+        self.unfitted_labels = 0
         t0 = time.perf_counter()
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
@@ -255,6 +277,19 @@ class _Loop:
         metrics["feedback/equal"] = float(counts["equal"])
         self.reward_metrics = metrics
         return metrics
+
+    def wait_for_first_labels(self, progress, stop) -> None:
+        """The one place the trainer waits for a person: no reward model can be trusted before
+        the first labels. Later labels are picked up while training goes on."""
+        asked = self.teacher.unanswered()
+        progress.say(
+            f"[bold]Waiting for your first {asked} labels[/bold] before training on a learned "
+            f"reward. Label in the browser (prefrl serve {self.run_dir}) or the terminal "
+            f"(prefrl label {self.run_dir}); training goes on as soon as they are in."
+        )
+        while self.teacher.unanswered() > 0 and not stop.requested:
+            time.sleep(self.config.poll_seconds)
+        progress.say("First labels in: training on the learned reward.")
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
@@ -276,7 +311,8 @@ class _Loop:
             {
                 "step": self.step,
                 "episodes": self.episodes,
-                "requested": self.requested - len(self.pending),  # unanswered: asked again
+                "requested": self.requested,
+                "unfitted_labels": self.unfitted_labels,
                 "next_query_id": self.next_query_id,
                 "fitted": self.fitted,
                 "ask_due": self.ask_due,
@@ -298,13 +334,17 @@ class _Loop:
         self.model = MLPRewardEnsemble.load(ckpt / "reward_model")
         loop = json.loads((ckpt / "loop.json").read_text())
         self.step, self.episodes = loop["step"], loop["episodes"]
-        self.requested, self.next_query_id = loop["requested"], loop["next_query_id"]
+        # The store is the record: queries asked after this checkpoint stay asked (never asked
+        # twice) and their labels arrive through the channel like any others.
+        self.teacher.load_state_dict(loop["teacher"])
+        self.requested = max(loop["requested"], self.teacher.asked())
+        self.next_query_id = max(loop["next_query_id"], self.teacher.next_query_id())
+        self.unfitted_labels = loop.get("unfitted_labels", 0)
         self.fitted, self.last_eval = loop["fitted"], loop["last_eval"]
         self.ask_due = loop.get("ask_due", False)
         self.reward_metrics = loop["reward_metrics"]
         self.recorder.next_id = loop["next_segment_id"]
         self.rng.bit_generator.state = loop["rng"]
-        self.teacher.load_state_dict(loop["teacher"])
         self.intrinsic.load_state_dict(loop["intrinsic"])
 
     # ------------------------------------------------------------------ evaluation
@@ -328,6 +368,7 @@ class _Loop:
         )
 
     def close(self) -> None:
+        self.store.close()
         self.env.close()
         for env in self._eval_envs or []:
             env.close()
@@ -394,7 +435,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     loop.ask_due = True
                 if loop.ask_due and step % 100 == 0:
                     loop.ask_due = not loop.ask()  # retried while the pool is too small
-                if since_first >= 0 and step % 100 == 0 and loop.collect_answers():
+                    if not loop.ask_due and not loop.fitted and loop.teacher.is_human:
+                        loop.wait_for_first_labels(progress, stop)
+                if since_first >= 0 and step % 100 == 0:
+                    loop.collect_answers()
+                if loop.fit_due():
                     was_fitted = loop.fitted
                     fit_metrics = loop.fit_reward()
                     run.after_fit(first=not was_fitted)

@@ -40,6 +40,10 @@ class TrainingProgress:
     def __exit__(self, *exc):
         return self._progress.__exit__(*exc)
 
+    def say(self, message: str) -> None:
+        """Print a line above the bar (or plainly when the bar is off)."""
+        self._progress.console.print(message)
+
     def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
         if not self.enabled:
             return

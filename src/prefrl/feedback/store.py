@@ -1,0 +1,682 @@
+"""The feedback store: where the trainer and the people labelling meet (SQLAlchemy 2).
+
+The trainer writes segments and queries; the web app and the terminal labeller hand queries out
+and write labels and ratings; the trainer polls for labels it has not seen. A label is committed
+before anyone is told it was saved, and writing the same label twice stores it once.
+
+SQLite (a file in the run directory, WAL mode) by default; any PostgreSQL server by URL. Segment
+arrays live in .npz files in the run directory (the rows hold their metadata and where to find
+them), so whoever renders or fits from the store needs the run directory too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Self
+
+import numpy as np
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from prefrl.data.segments import Label, Segments, load_segments, save_segments
+
+SCHEMA_VERSION = 1
+STORE_FILE = "feedback.db"
+SEGMENT_DIR = "segments"
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used (unreachable, wrong schema version, ...)."""
+
+
+class NotFound(LookupError):
+    """An id (query, segment, token) that the store does not hold."""
+
+
+class LabelConflict(ValueError):
+    """A query that already holds a different label."""
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class MetaRow(Base):
+    __tablename__ = "prefrl_meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class RunRow(Base):
+    __tablename__ = "runs"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(256), unique=True)
+    env: Mapped[str] = mapped_column(String(256), default="")
+    info: Mapped[dict] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AnnotatorRow(Base):
+    __tablename__ = "annotators"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    token: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SegmentRow(Base):
+    __tablename__ = "segments"
+    __table_args__ = (UniqueConstraint("run_id", "key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    key: Mapped[int] = mapped_column(Integer)
+    """The segment's id within its run (Segments.id)."""
+    file: Mapped[str] = mapped_column(String(512))
+    """.npz file, relative to the run directory, holding the arrays."""
+    row: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    episode: Mapped[int] = mapped_column(Integer)
+    start: Mapped[int] = mapped_column(Integer)
+    length: Mapped[int] = mapped_column(Integer)
+    info: Mapped[dict] = mapped_column(JSON, default=dict)
+    """Provenance (e.g. checkpoint and action noise of the fine-tuning workflow)."""
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class ClipRow(Base):
+    __tablename__ = "clips"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    segment_id: Mapped[int] = mapped_column(ForeignKey("segments.id"), unique=True)
+    path: Mapped[str] = mapped_column(String(512))
+    """mp4 file, relative to the run directory."""
+    width: Mapped[int] = mapped_column(Integer)
+    height: Mapped[int] = mapped_column(Integer)
+    frames: Mapped[int] = mapped_column(Integer)
+    fps: Mapped[float] = mapped_column()
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class QueryRow(Base):
+    __tablename__ = "queries"
+    __table_args__ = (UniqueConstraint("run_id", "key"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
+    key: Mapped[int] = mapped_column(Integer)
+    """The query's id within its run (Query.ids)."""
+    left_id: Mapped[int] = mapped_column(ForeignKey("segments.id"))
+    right_id: Mapped[int] = mapped_column(ForeignKey("segments.id"))
+    status: Mapped[str] = mapped_column(String(16), default="open", index=True)
+    """open (waiting for a label), labelled, or dropped (stale: never shown again)."""
+    assigned_to: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True)
+    assigned_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class LabelRow(Base):
+    __tablename__ = "labels"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), unique=True)
+    value: Mapped[str] = mapped_column(String(8))
+    source: Mapped[str] = mapped_column(String(64))
+    """Who answered: web, terminal, import, or scripted:<preset>."""
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True)
+    response_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class RatingRow(Base):
+    __tablename__ = "ratings"
+    __table_args__ = (UniqueConstraint("segment_id", "annotator_id"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    segment_id: Mapped[int] = mapped_column(ForeignKey("segments.id"), index=True)
+    annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True)
+    value: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+@dataclass(frozen=True)
+class StoredQuery:
+    id: int
+    key: int
+    left_segment: int
+    right_segment: int
+    status: str
+
+
+@dataclass(frozen=True)
+class StoredLabel:
+    id: int
+    query_id: int
+    query_key: int
+    label: Label
+    source: str
+    annotator: str | None
+    response_ms: int | None
+    created_at: dt.datetime
+
+
+def store_url(target: str | Path) -> str:
+    """A SQLAlchemy URL for a run directory, a file path or a database URL (postgresql:// is
+    taken through psycopg 3)."""
+    target = str(target)
+    if "://" not in target:
+        path = Path(target)
+        if path.is_dir():
+            path = path / STORE_FILE
+        return f"sqlite:///{path.resolve()}"
+    if target.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + target.split("://", 1)[1]
+    return target
+
+
+def redacted(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cur = dbapi_connection.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+    cur.execute("PRAGMA synchronous=FULL")  # a committed label survives a power cut
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA busy_timeout=30000")
+    cur.close()
+
+
+class FeedbackStore:
+    """Repository functions over one database. Thread-safe (one session per call)."""
+
+    def __init__(self, target: str | Path, create: bool = True):
+        self.url = store_url(target)
+        try:
+            url = make_url(self.url)
+        except ArgumentError as e:
+            raise StoreError(
+                f"feedback store {target!r} is not a database URL or a path: expected a run "
+                "directory, a .db file or postgresql://user:password@host/dbname"
+            ) from e
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise StoreError(
+                f"feedback store {redacted(self.url)}: backend {url.get_backend_name()!r} is not "
+                "supported; use a SQLite file or postgresql://..."
+            )
+        self.is_sqlite = url.get_backend_name() == "sqlite"
+        if self.is_sqlite and not create and not Path(url.database or "").exists():
+            raise StoreError(f"no feedback store at {url.database}")
+        kwargs = (
+            {}
+            if self.is_sqlite
+            else {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+        )
+        self.engine: Engine = create_engine(self.url, **kwargs)
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        self._session = sessionmaker(self.engine, expire_on_commit=False)
+        try:
+            self._prepare(create)
+        except OperationalError as e:
+            self.engine.dispose()
+            reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+            raise StoreError(
+                f"cannot reach the feedback store at {redacted(self.url)}: {reason}"
+            ) from e
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ schema
+    def _prepare(self, create: bool) -> None:
+        with self._session() as s:
+            exists = self.engine.dialect.has_table(s.connection(), MetaRow.__tablename__)
+        if not exists:
+            if not create:
+                raise StoreError(f"{redacted(self.url)} holds no prefrl feedback store")
+            Base.metadata.create_all(self.engine)
+            with self._session.begin() as s:
+                s.merge(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+            return
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the feedback store at {redacted(self.url)} has schema version {version}, made by "
+                f"a newer prefrl; this one reads versions up to {SCHEMA_VERSION}: upgrade prefrl"
+            )
+        while version < SCHEMA_VERSION:
+            MIGRATIONS[version](self)
+            version += 1
+            with self._session.begin() as s:
+                s.merge(MetaRow(key="schema_version", value=str(version)))
+
+    def schema_version(self) -> int:
+        with self._session() as s:
+            row = s.get(MetaRow, "schema_version")
+        if row is None or not row.value.isdigit():
+            raise StoreError(f"{redacted(self.url)}: the schema version is missing or unreadable")
+        return int(row.value)
+
+    # ------------------------------------------------------------------ runs, annotators
+    def run_id(self, name: str, env: str = "", create: bool = True, **info) -> int:
+        with self._session.begin() as s:
+            row = s.scalar(select(RunRow).where(RunRow.name == name))
+            if row is None:
+                if not create:
+                    raise NotFound(f"the store holds no run named {name!r}")
+                row = RunRow(name=name, env=env, info=info)
+                s.add(row)
+                s.flush()
+            return row.id
+
+    def runs(self) -> list[str]:
+        with self._session() as s:
+            return list(s.scalars(select(RunRow.name).order_by(RunRow.id)))
+
+    def add_annotator(self, name: str) -> str:
+        """Registers `name` (or finds it) and returns its token."""
+        name = name.strip()
+        if not name or len(name) > 128:
+            raise ValueError(f"annotator name {name!r} is invalid: expected 1-128 characters")
+        with self._session.begin() as s:
+            row = s.scalar(select(AnnotatorRow).where(AnnotatorRow.name == name))
+            if row is None:
+                row = AnnotatorRow(name=name, token=secrets.token_urlsafe(24))
+                s.add(row)
+            return row.token
+
+    def annotator(self, token: str) -> tuple[int, str]:
+        """(id, name) of the annotator holding `token`."""
+        with self._session() as s:
+            row = s.scalar(select(AnnotatorRow).where(AnnotatorRow.token == token))
+        if row is None:
+            raise NotFound("unknown annotator token")
+        return row.id, row.name
+
+    def annotators(self) -> list[tuple[str, str]]:
+        with self._session() as s:
+            return [
+                (r.name, r.token) for r in s.scalars(select(AnnotatorRow).order_by(AnnotatorRow.id))
+            ]
+
+    # ------------------------------------------------------------------ segments, queries
+    def add_segments(self, run_id: int, run_dir: Path, segments: Segments, info=None) -> list[int]:
+        """Store segments (arrays to a file first, then the rows); returns their row ids.
+        Segments the run already stored (same id) are not stored twice."""
+        with self._session() as s:
+            known = dict(
+                s.execute(
+                    select(SegmentRow.key, SegmentRow.id).where(
+                        SegmentRow.run_id == run_id,
+                        SegmentRow.key.in_([int(k) for k in segments.id]),
+                    )
+                ).all()
+            )
+        first: dict[int, int] = {}  # key -> first index (a segment may be in several pairs)
+        for i, k in enumerate(segments.id):
+            first.setdefault(int(k), i)
+        new = [i for k, i in first.items() if k not in known]
+        if new:
+            fresh = segments[np.asarray(new)]
+            rel = f"{SEGMENT_DIR}/run{run_id}_seg{int(fresh.id[0]):09d}.npz"
+            save_segments(Path(run_dir) / rel, fresh)
+            with self._session.begin() as s:
+                for row, i in enumerate(new):
+                    seg = SegmentRow(
+                        run_id=run_id, key=int(segments.id[i]), file=rel, row=row,
+                        step=int(segments.step[i]), episode=int(segments.episode[i]),
+                        start=int(segments.start[i]), length=segments.length,
+                        info=(info[i] if info is not None else {}),
+                    )  # fmt: skip
+                    s.add(seg)
+                    s.flush()
+                    known[int(segments.id[i])] = seg.id
+        return [known[int(k)] for k in segments.id]
+
+    def add_queries(
+        self, run_id: int, run_dir: Path, keys: Sequence[int], left: Segments, right: Segments
+    ) -> list[int]:
+        """Store query pairs (segments first); returns the queries' row ids."""
+        left_ids = self.add_segments(run_id, run_dir, left)
+        right_ids = self.add_segments(run_id, run_dir, right)
+        rows = [
+            QueryRow(run_id=run_id, key=int(k), left_id=a, right_id=b)
+            for k, a, b in zip(keys, left_ids, right_ids, strict=True)
+        ]
+        with self._session.begin() as s:
+            s.add_all(rows)
+        return [r.id for r in rows]
+
+    def query_count(self, run_id: int) -> int:
+        with self._session() as s:
+            return s.scalar(
+                select(func.count())
+                .select_from(QueryRow)
+                .where(QueryRow.run_id == run_id, QueryRow.status != "dropped")
+            )
+
+    def next_query_key(self, run_id: int) -> int:
+        with self._session() as s:
+            top = s.scalar(select(func.max(QueryRow.key)).where(QueryRow.run_id == run_id))
+        return 0 if top is None else top + 1
+
+    def open_queries(self, run_id: int) -> list[StoredQuery]:
+        with self._session() as s:
+            rows = s.scalars(
+                select(QueryRow)
+                .where(QueryRow.run_id == run_id, QueryRow.status == "open")
+                .order_by(QueryRow.id)
+            )
+            return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+
+    def drop_queries(self, query_ids: Sequence[int]) -> int:
+        """Mark open queries stale (never handed out again); returns how many were dropped."""
+        with self._session.begin() as s:
+            res = s.execute(
+                update(QueryRow)
+                .where(QueryRow.id.in_(list(query_ids)), QueryRow.status == "open")
+                .values(status="dropped")
+            )
+            return res.rowcount
+
+    def assign_queries(
+        self,
+        run_id: int,
+        annotator_id: int,
+        n: int = 1,
+        lease_s: float = 300.0,
+        need_clips: bool = False,
+    ) -> list[StoredQuery]:
+        """Hand up to `n` open queries to one annotator: the ones it already holds first, then
+        the newest that nobody holds (or whose holder's lease ran out). Several annotators at
+        once get different queries."""
+        now = utcnow()
+        expired = now - dt.timedelta(seconds=lease_s)
+        with self._session.begin() as s:
+            if self.is_sqlite:  # take the write lock first: SQLite serialises writers
+                s.execute(text("UPDATE prefrl_meta SET value = value WHERE key = 'schema_version'"))
+            cond = [QueryRow.run_id == run_id, QueryRow.status == "open"]
+            free = or_(
+                QueryRow.assigned_to.is_(None),
+                QueryRow.assigned_to == annotator_id,
+                QueryRow.assigned_at < expired,
+            )
+            stmt = select(QueryRow).where(*cond, free)
+            if need_clips:
+                clipped = select(ClipRow.segment_id)
+                stmt = stmt.where(QueryRow.left_id.in_(clipped), QueryRow.right_id.in_(clipped))
+            mine = QueryRow.assigned_to == annotator_id
+            stmt = stmt.order_by(mine.desc(), QueryRow.id.desc()).limit(n)
+            if not self.is_sqlite:
+                stmt = stmt.with_for_update(skip_locked=True)
+            rows = list(s.scalars(stmt))
+            for r in rows:
+                r.assigned_to, r.assigned_at = annotator_id, now
+            return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+
+    def query(self, query_id: int) -> StoredQuery:
+        with self._session() as s:
+            r = s.get(QueryRow, query_id)
+        if r is None:
+            raise NotFound(f"query {query_id} does not exist")
+        return StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status)
+
+    # ------------------------------------------------------------------ labels
+    def add_label(
+        self,
+        query_id: int,
+        value,
+        source: str,
+        annotator_id: int | None = None,
+        response_ms: int | None = None,
+    ) -> tuple[StoredLabel, bool]:
+        """Commit a label; returns (label, created). The same label again returns the stored one
+        (created False); a different label for an answered query raises LabelConflict."""
+        label = Label.parse(value)
+        if response_ms is not None and not (0 <= int(response_ms) < 2**31):
+            raise ValueError(f"response time {response_ms} ms is invalid: expected >= 0")
+        try:
+            with self._session.begin() as s:
+                q = s.get(QueryRow, query_id)
+                if q is None:
+                    raise NotFound(f"query {query_id} does not exist")
+                if q.status == "dropped":
+                    q.status = "open"  # a person answered a stale pair: the answer still counts
+                row = LabelRow(
+                    query_id=query_id, value=label.name.lower(), source=source,
+                    annotator_id=annotator_id, response_ms=response_ms,
+                )  # fmt: skip
+                s.add(row)
+                s.flush()
+                q.status = "labelled"
+                created = True
+        except IntegrityError:
+            created = False
+        with self._session() as s:
+            row = s.scalar(select(LabelRow).where(LabelRow.query_id == query_id))
+            stored = self._label(s, row)
+        if not created and stored.label != label:
+            raise LabelConflict(
+                f"query {query_id} is already labelled {stored.label.name.lower()}; "
+                f"not replaced by {label.name.lower()}"
+            )
+        return stored, created
+
+    def add_labels(self, query_ids: Sequence[int], labels: Sequence, source: str) -> None:
+        """Many labels in one transaction (scripted teachers, imports)."""
+        parsed = [Label.parse(x) for x in labels]
+        with self._session.begin() as s:
+            for qid, label in zip(query_ids, parsed, strict=True):
+                s.add(LabelRow(query_id=int(qid), value=label.name.lower(), source=source))
+            s.execute(
+                update(QueryRow)
+                .where(QueryRow.id.in_([int(q) for q in query_ids]))
+                .values(status="labelled")
+            )
+
+    def _label(self, s: Session, row: LabelRow) -> StoredLabel:
+        q = s.get(QueryRow, row.query_id)
+        who = s.get(AnnotatorRow, row.annotator_id) if row.annotator_id else None
+        return StoredLabel(
+            row.id, row.query_id, q.key, Label.parse(row.value), row.source,
+            who.name if who else None, row.response_ms, row.created_at,
+        )  # fmt: skip
+
+    def labels(self, run_id: int, after_id: int = 0) -> list[StoredLabel]:
+        """The run's labels with row id > `after_id`, oldest first."""
+        with self._session() as s:
+            rows = s.execute(
+                select(LabelRow, QueryRow.key, AnnotatorRow.name)
+                .join(QueryRow, LabelRow.query_id == QueryRow.id)
+                .outerjoin(AnnotatorRow, LabelRow.annotator_id == AnnotatorRow.id)
+                .where(QueryRow.run_id == run_id, LabelRow.id > after_id)
+                .order_by(LabelRow.id)
+            ).all()
+        return [
+            StoredLabel(r.id, r.query_id, key, Label.parse(r.value), r.source, name,
+                        r.response_ms, r.created_at)
+            for r, key, name in rows
+        ]  # fmt: skip
+
+    def label_counts(self, run_id: int) -> dict[str, int]:
+        with self._session() as s:
+            rows = s.execute(
+                select(LabelRow.value, func.count())
+                .join(QueryRow, LabelRow.query_id == QueryRow.id)
+                .where(QueryRow.run_id == run_id)
+                .group_by(LabelRow.value)
+            ).all()
+        counts = {m.name.lower(): 0 for m in Label}
+        counts.update({v: n for v, n in rows})
+        return counts
+
+    # ------------------------------------------------------------------ arrays
+    def segments(self, run_dir: Path, segment_ids: Sequence[int]) -> Segments:
+        """The arrays of stored segments, in the order asked."""
+        with self._session() as s:
+            rows = {
+                r.id: r
+                for r in s.scalars(
+                    select(SegmentRow).where(SegmentRow.id.in_([int(i) for i in segment_ids]))
+                )
+            }
+        missing = [i for i in segment_ids if int(i) not in rows]
+        if missing:
+            raise NotFound(f"segments {missing} do not exist")
+        parts = [
+            _segment_file(str(Path(run_dir) / rows[int(i)].file))[rows[int(i)].row]
+            for i in segment_ids
+        ]
+        return Segments.concatenate(parts)
+
+    def query_pairs(self, run_dir: Path, query_ids: Sequence[int]) -> tuple[Segments, Segments]:
+        """The (left, right) segments of queries, in the order asked."""
+        ids = [int(q) for q in query_ids]
+        with self._session() as s:
+            pairs = {
+                r.id: (r.left_id, r.right_id)
+                for r in s.execute(
+                    select(QueryRow.id, QueryRow.left_id, QueryRow.right_id).where(
+                        QueryRow.id.in_(ids)
+                    )
+                )
+            }
+        missing = [q for q in ids if q not in pairs]
+        if missing:
+            raise NotFound(f"queries {missing} do not exist")
+        return (
+            self.segments(run_dir, [pairs[q][0] for q in ids]),
+            self.segments(run_dir, [pairs[q][1] for q in ids]),
+        )
+
+    # ------------------------------------------------------------------ clips
+    def add_clip(
+        self, segment_id: int, path: str, width: int, height: int, frames: int, fps: float
+    ) -> None:
+        try:
+            with self._session.begin() as s:
+                s.add(
+                    ClipRow(
+                        segment_id=segment_id,
+                        path=path,
+                        width=width,
+                        height=height,
+                        frames=frames,
+                        fps=fps,
+                    )
+                )
+        except IntegrityError:
+            pass  # rendered twice (two renderers): the first one stays
+
+    def clip(self, segment_id: int) -> str | None:
+        with self._session() as s:
+            return s.scalar(select(ClipRow.path).where(ClipRow.segment_id == segment_id))
+
+    def segments_to_render(self, run_id: int, limit: int) -> list[int]:
+        """Segments of the newest open queries that have no clip yet (newest first)."""
+        clipped = select(ClipRow.segment_id)
+        with self._session() as s:
+            rows = s.execute(
+                select(QueryRow.left_id, QueryRow.right_id)
+                .where(QueryRow.run_id == run_id, QueryRow.status == "open")
+                .where(or_(QueryRow.left_id.not_in(clipped), QueryRow.right_id.not_in(clipped)))
+                .order_by(QueryRow.id.desc())
+                .limit(limit)
+            ).all()
+            done = set(
+                s.scalars(clipped.where(ClipRow.segment_id.in_([i for r in rows for i in r])))
+            )
+        out: list[int] = []
+        for pair in rows:
+            out += [i for i in pair if i not in done and i not in out]
+        return out
+
+    # ------------------------------------------------------------------ ratings
+    def add_rating(
+        self, segment_id: int, value, source: str, annotator_id: int | None = None
+    ) -> bool:
+        """Store (or change) one annotator's 1-100 rating of a segment; True when stored new."""
+        rating = parse_rating(value)
+        with self._session.begin() as s:
+            if s.get(SegmentRow, segment_id) is None:
+                raise NotFound(f"segment {segment_id} does not exist")
+            row = s.scalar(
+                select(RatingRow).where(
+                    RatingRow.segment_id == segment_id, RatingRow.annotator_id == annotator_id
+                )
+            )
+            if row is not None:
+                row.value = rating
+                return False
+            s.add(
+                RatingRow(
+                    segment_id=segment_id, annotator_id=annotator_id, value=rating, source=source
+                )
+            )
+            return True
+
+    def ratings(self, run_id: int) -> list[tuple[int, int, str | None]]:
+        """(segment id, rating, annotator name) of every rating in the run."""
+        with self._session() as s:
+            return [
+                tuple(r)
+                for r in s.execute(
+                    select(RatingRow.segment_id, RatingRow.value, AnnotatorRow.name)
+                    .join(SegmentRow, RatingRow.segment_id == SegmentRow.id)
+                    .outerjoin(AnnotatorRow, RatingRow.annotator_id == AnnotatorRow.id)
+                    .where(SegmentRow.run_id == run_id)
+                    .order_by(RatingRow.id)
+                ).all()
+            ]
+
+
+def parse_rating(value) -> int:
+    try:
+        number = float("nan") if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not (math.isfinite(number) and number.is_integer() and 1 <= number <= 100):
+        raise ValueError(f"rating {value!r} is invalid: expected a whole number from 1 to 100")
+    return int(number)
+
+
+@lru_cache(maxsize=64)
+def _segment_file(path: str) -> Segments:
+    return load_segments(path)
+
+
+# version -> function that upgrades a store from that version to the next.
+MIGRATIONS: dict[int, object] = {}
