@@ -165,6 +165,131 @@ def cmd_eval(args: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class ServeArgs:
+    """Serve the labelling web app of a run (running or finished): compare pairs, rate clips,
+    watch the run. Also renders the clips of open queries in a worker process."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional]
+    host: str = "127.0.0.1"
+    """Bind address. Anything but loopback requires annotators' token links."""
+    port: int = 8000
+    store: str | None = None
+    """Feedback store URL (default: the one in the run's config, else its SQLite file)."""
+    render: bool = True
+    """Run the clip renderer beside the server."""
+    clip_size: int = 256
+    queue: int = 20
+    """Open queries kept rendered; older unrendered ones are dropped as stale."""
+
+
+def _start_renderer(run, size: int, queue: int):
+    import multiprocessing
+
+    from prefrl.loops.renderer import run_renderer
+
+    ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a GL context
+    proc = ctx.Process(
+        target=run_renderer,
+        args=(run.store, str(run.run_dir), run.name, size, queue),
+        daemon=True,
+        name="prefrl-renderer",
+    )
+    proc.start()
+    return proc
+
+
+def cmd_serve(args: list[str]) -> int:
+    import uvicorn
+
+    from prefrl.web.app import create_app, run_info
+
+    opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
+    run = run_info(opts.run_dir, opts.store)
+    local = opts.host in ("127.0.0.1", "localhost", "::1")
+    app = create_app(run, require_token=not local)
+    renderer = _start_renderer(run, opts.clip_size, opts.queue) if opts.render else None
+    where = f"http://{opts.host}:{opts.port}"
+    if local:
+        print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
+    else:
+        print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
+              f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
+    try:
+        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+    finally:
+        if renderer is not None:
+            renderer.terminate()
+    return 0
+
+
+@dataclass(frozen=True)
+class AnnotatorArgs:
+    """Add an annotator to a run's store (or show an existing one's link): `add NAME`, `list`."""
+
+    action: Annotated[str, tyro.conf.Positional]
+    """add or list."""
+    name: Annotated[str | None, tyro.conf.Positional] = None
+    run_dir: Path = Path(".")
+    store: str | None = None
+    url: str = "http://127.0.0.1:8000"
+    """Where the web app is reached, for the printed link."""
+
+
+def cmd_annotators(args: list[str]) -> int:
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.web.app import run_info
+
+    opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
+    run = run_info(opts.run_dir, opts.store)
+    with FeedbackStore(run.store, create=False) as store:
+        if opts.action == "add":
+            if not opts.name:
+                raise ValueError("prefrl annotators add NAME: the NAME is missing")
+            print(f"{opts.name}: {opts.url}/compare?token={store.add_annotator(opts.name)}")
+        elif opts.action == "list":
+            for name, token in store.annotators():
+                print(f"{name}: {opts.url}/compare?token={token}")
+        else:
+            raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
+    return 0
+
+
+@dataclass(frozen=True)
+class LabelArgs:
+    """Label a run's pairs in the terminal: L, R, E, Enter (can't tell), Q."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional]
+    store: str | None = None
+    annotator: str = "terminal"
+    open_clips: bool = True
+    """Open each clip with the system viewer (where there is a display)."""
+    render: bool = True
+    """Run the clip renderer while labelling."""
+    clip_size: int = 256
+
+
+def cmd_label(args: list[str]) -> int:
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.feedback.terminal import label_in_terminal
+    from prefrl.web.app import run_info
+
+    opts = tyro.cli(LabelArgs, args=args, prog="prefrl label")
+    run = run_info(opts.run_dir, opts.store)
+    renderer = _start_renderer(run, opts.clip_size, 20) if opts.render else None
+    try:
+        with FeedbackStore(run.store, create=False) as store:
+            n = label_in_terminal(store, run.name, run.run_dir, opts.annotator,
+                                  open_clips=opts.open_clips)  # fmt: skip
+    except KeyboardInterrupt:
+        n = None
+    finally:
+        if renderer is not None:
+            renderer.terminate()
+    print("" if n is None else f"{n} labels stored")
+    return 0
+
+
 def cmd_envs(args: list[str]) -> int:
     from prefrl.envs import known_env_ids
 
@@ -203,13 +328,16 @@ COMMANDS = {  # name -> (handler, one-line description)
     "train": (cmd_train, "learn from preferences (PEBBLE / PrefPPO) with a scripted teacher"),
     "rl": (cmd_rl, "train SAC on an environment's true reward"),
     "eval": (cmd_eval, "evaluate a run or checkpoint: returns table and a video"),
+    "serve": (cmd_serve, "label a run's pairs and rate clips in the browser"),
+    "label": (cmd_label, "label a run's pairs in the terminal"),
+    "annotators": (cmd_annotators, "add annotators (prints their links) or list them"),
     "envs": (cmd_envs, "list environment ids"),
 }
 
 
 def _usage() -> str:
     lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
-    lines += [f"  {name:<6} {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 
@@ -224,7 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[command][0](args)
-    except (ValueError, FileNotFoundError, FileExistsError, FloatingPointError) as e:
+    except (
+        ValueError,
+        LookupError,
+        FileNotFoundError,
+        FileExistsError,
+        FloatingPointError,
+        RuntimeError,
+    ) as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -302,6 +302,13 @@ class FeedbackStore:
                 s.flush()
             return row.id
 
+    def run_env(self, run_id: int) -> str:
+        with self._session() as s:
+            row = s.get(RunRow, run_id)
+        if row is None:
+            raise NotFound(f"run {run_id} does not exist")
+        return row.env
+
     def runs(self) -> list[str]:
         with self._session() as s:
             return list(s.scalars(select(RunRow.name).order_by(RunRow.id)))
@@ -446,6 +453,27 @@ class FeedbackStore:
             for r in rows:
                 r.assigned_to, r.assigned_at = annotator_id, now
             return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+
+    def drop_stale_queries(self, run_id: int, keep: int) -> int:
+        """Drop the open queries without both clips that are older than the newest `keep` open
+        ones: people label slower than the agent asks, and old candidates are the least useful.
+        Queries someone already holds are kept."""
+        clipped = select(ClipRow.segment_id)
+        with self._session() as s:
+            newest = list(s.scalars(
+                select(QueryRow.id).where(QueryRow.run_id == run_id, QueryRow.status == "open")
+                .order_by(QueryRow.id.desc()).limit(keep)
+            ))  # fmt: skip
+            if len(newest) < keep:
+                return 0
+            stale = list(s.scalars(
+                select(QueryRow.id).where(
+                    QueryRow.run_id == run_id, QueryRow.status == "open",
+                    QueryRow.id < min(newest), QueryRow.assigned_to.is_(None),
+                    or_(QueryRow.left_id.not_in(clipped), QueryRow.right_id.not_in(clipped)),
+                )
+            ))  # fmt: skip
+        return self.drop_queries(stale) if stale else 0
 
     def query(self, query_id: int) -> StoredQuery:
         with self._session() as s:
@@ -647,6 +675,16 @@ class FeedbackStore:
                 )
             )
             return True
+
+    def segments_to_rate(self, run_id: int, annotator_id: int, n: int) -> list[int]:
+        """Segments with a clip that this annotator has not rated, oldest first."""
+        rated = select(RatingRow.segment_id).where(RatingRow.annotator_id == annotator_id)
+        with self._session() as s:
+            return list(s.scalars(
+                select(SegmentRow.id).join(ClipRow, ClipRow.segment_id == SegmentRow.id)
+                .where(SegmentRow.run_id == run_id, SegmentRow.id.not_in(rated))
+                .order_by(SegmentRow.id).limit(n)
+            ))  # fmt: skip
 
     def ratings(self, run_id: int) -> list[tuple[int, int, str | None]]:
         """(segment id, rating, annotator name) of every rating in the run."""

@@ -1,0 +1,85 @@
+"""The terminal labeller (`prefrl label RUN_DIR`): one pair at a time, answered with a key.
+
+Shows the two clips' paths (and opens them with the system viewer where there is one), then takes
+L (left), R (right), E (equal), Enter (can't tell: skip) or Q (quit), as the original
+learning-from-human-preferences interface did. Labels go to the same store as the web app's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from prefrl.feedback.store import FeedbackStore, LabelConflict
+
+KEYS = {"l": "left", "r": "right", "e": "equal", "": "skip"}
+
+
+def open_with_viewer(paths: list[Path]) -> bool:
+    """Open files with the desktop's viewer; False where there is none (no display, no opener)."""
+    opener = shutil.which("xdg-open") or shutil.which("open")
+    if opener is None or not (os.environ.get("DISPLAY") or sys.platform == "darwin"):
+        return False
+    for p in paths:
+        subprocess.Popen([opener, str(p)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return True
+
+
+def label_in_terminal(
+    store: FeedbackStore,
+    run_name: str,
+    run_dir: Path,
+    annotator: str = "terminal",
+    inp: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    open_clips: bool = True,
+    wait_seconds: float = 2.0,
+    max_labels: int | None = None,
+) -> int:
+    """Label until Q, end of input or `max_labels`; returns the number of labels stored."""
+    run_id = store.run_id(run_name, create=False)
+    who, _ = store.annotator(store.add_annotator(annotator))
+    stored = 0
+    said_waiting = False
+    while max_labels is None or stored < max_labels:
+        queries = store.assign_queries(run_id, who, n=1, need_clips=True)
+        if not queries:
+            if not said_waiting:
+                print("No pair ready yet: waiting for the agent (Ctrl-C to stop)...", file=out)
+                said_waiting = True
+            out.flush()
+            time.sleep(wait_seconds)
+            continue
+        said_waiting = False
+        q = queries[0]
+        clips = [run_dir / store.clip(q.left_segment), run_dir / store.clip(q.right_segment)]
+        print(f"\npair {q.id}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
+        if open_clips:
+            open_with_viewer(clips)
+        shown = time.monotonic()
+        while True:
+            print("better? [L]eft, [R]ight, [E]qual, Enter: can't tell, [Q]uit > ", end="",
+                  file=out, flush=True)  # fmt: skip
+            line = inp.readline()
+            if not line:  # end of input
+                return stored
+            key = line.strip().lower()
+            if key == "q":
+                return stored
+            if key in KEYS:
+                break
+            print(f"{line.strip()!r} is not an answer: type L, R, E, Q or just Enter", file=out)
+        try:
+            _, created = store.add_label(q.id, KEYS[key], source="terminal", annotator_id=who,
+                                         response_ms=int(1000 * (time.monotonic() - shown)))  # fmt: skip
+        except LabelConflict as e:
+            print(f"not stored: {e}", file=out)
+            continue
+        stored += created
+        print(f"saved: {KEYS[key]} ({stored} this session)", file=out)
+    return stored

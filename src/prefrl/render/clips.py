@@ -1,0 +1,76 @@
+"""Clips of segments for people to compare: re-created from stored simulator states, rendered
+offscreen at a fast quality setting, encoded as H.264 mp4 that browsers play.
+
+`render_pending` is one pass of the renderer worker (`prefrl.loops.renderer`): it keeps the newest open queries' clips ready and
+drops older unrendered queries when people label slower than the agent asks, so the trainer is
+never slowed down by rendering or by people.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.envs import RenderSettings, make_env
+from prefrl.render.video import write_video
+
+CLIP_DIR = "clips"
+
+
+class ClipRenderer:
+    """Renders segments of one environment from their per-step simulator states."""
+
+    def __init__(self, env_id: str, size: int = 256):
+        self.settings = RenderSettings(width=size, height=size, fast=True)
+        self.env = make_env(env_id, seed=0, render=self.settings)
+
+    @property
+    def fps(self) -> float:
+        return self.env.fps
+
+    def frames(self, states: np.ndarray) -> list[np.ndarray]:
+        out = []
+        for state in states:
+            self.env.set_state(state)
+            out.append(self.env.render())
+        return out
+
+    def write(self, path: Path, states: np.ndarray) -> int:
+        frames = self.frames(states)
+        write_video(path, frames, fps=self.fps)
+        return len(frames)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def side_by_side(left: list[np.ndarray], right: list[np.ndarray], gap: int = 8) -> list:
+    """One frame sequence with both clips next to each other (a white bar between them)."""
+    n = max(len(left), len(right))
+    left = left + [left[-1]] * (n - len(left))
+    right = right + [right[-1]] * (n - len(right))
+    h = max(left[0].shape[0], right[0].shape[0])
+    bar = np.full((h, gap, 3), 255, np.uint8)
+
+    def pad(f):
+        return np.pad(f, ((0, h - f.shape[0]), (0, 0), (0, 0)), constant_values=255)
+
+    return [np.concatenate([pad(a), bar, pad(b)], axis=1) for a, b in zip(left, right)]
+
+
+def render_pending(store, run_id: int, run_dir: Path, renderer: ClipRenderer, queue: int) -> dict:
+    """One pass: render the clips of the newest `queue` open queries that lack them, and drop
+    the older unrendered open queries (stale candidates). Returns counts."""
+    run_dir = Path(run_dir)
+    todo = store.segments_to_render(run_id, limit=queue)
+    rendered = 0
+    for seg_id in todo:
+        states = store.segments(run_dir, [seg_id]).state[0]
+        rel = f"{CLIP_DIR}/seg{seg_id:09d}.mp4"
+        frames = renderer.write(run_dir / rel, states)
+        store.add_clip(seg_id, rel, renderer.settings.width, renderer.settings.height, frames,
+                       renderer.fps)  # fmt: skip
+        rendered += 1
+    dropped = store.drop_stale_queries(run_id, keep=queue)
+    return {"rendered": rendered, "dropped": dropped}

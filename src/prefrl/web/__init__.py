@@ -1,0 +1,1 @@
+"""The labelling web app (FastAPI + Jinja2, plain JS/CSS)."""

@@ -1,0 +1,209 @@
+"""The labelling web app: compare pairs, rate clips, watch the run (FastAPI + Jinja2, no build step).
+
+It shares only the feedback store and the run directory with the trainer, so either can be
+restarted. Every POST is validated and idempotent; a label is committed before the page is told
+it was saved. On 127.0.0.1 (the default) the page needs no token; served on another address,
+each annotator needs the link with their token (`prefrl annotators add NAME`).
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, and
+# the dependency alias `Who` exists only inside create_app.
+import contextlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from pydantic import BaseModel
+
+from prefrl.feedback.store import FeedbackStore, LabelConflict, NotFound, StoreError
+from prefrl.rundir.metrics import read_metrics
+
+HERE = Path(__file__).parent
+LOCAL_ANNOTATOR = "local"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_dir: Path
+    name: str
+    store: str
+    env: str
+
+
+def run_info(run_dir: str | Path, store: str | None = None) -> RunInfo:
+    """Where a run keeps its feedback: from its config.json (or the defaults)."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a prefrl run directory (no config.json)")
+    config = json.loads(config_path.read_text())
+    return RunInfo(run_dir, run_dir.name, store or config.get("store") or str(run_dir),
+                   config.get("env", ""))  # fmt: skip
+
+
+class LabelIn(BaseModel):
+    query_id: int
+    label: str
+    response_ms: int | None = None
+
+
+class RatingIn(BaseModel):
+    segment_id: int
+    rating: Any
+
+
+def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
+    store = FeedbackStore(run.store, create=False)
+    run_id = store.run_id(run.name, create=False)
+    local_token = store.add_annotator(LOCAL_ANNOTATOR)
+    templates = Jinja2Templates(directory=HERE / "templates")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        store.close()
+
+    app = FastAPI(title=f"prefrl: {run.name}", docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.state.store = store
+
+    @app.exception_handler(StoreError)
+    async def _store_down(_request, exc):  # the database went away under us
+        return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    def annotator(
+        token: Annotated[str | None, Query()] = None,
+        x_prefrl_token: Annotated[str | None, Header()] = None,
+    ) -> tuple[int, str, str]:
+        given = x_prefrl_token or token
+        if given is None:
+            if require_token:
+                raise HTTPException(401, "this page needs your annotator link (?token=...); "
+                                         "ask the run's owner for it: prefrl annotators add NAME")  # fmt: skip
+            given = local_token
+        try:
+            who, name = store.annotator(given)
+        except NotFound:
+            raise HTTPException(403, "unknown annotator token") from None
+        return who, name, given
+
+    Who = Annotated[tuple[int, str, str], Depends(annotator)]
+
+    def page(request: Request, template: str, who, **extra) -> HTMLResponse:
+        context = {"run": run.name, "env": run.env, "annotator": who[1], "token": who[2],
+                   **extra}  # fmt: skip
+        return templates.TemplateResponse(request, template, context)
+
+    @app.get("/")
+    def index(who: Who) -> RedirectResponse:
+        return RedirectResponse(f"/compare?token={who[2]}")
+
+    @app.get("/compare", response_class=HTMLResponse)
+    def compare(request: Request, who: Who):
+        return page(request, "compare.html", who)
+
+    @app.get("/rate", response_class=HTMLResponse)
+    def rate(request: Request, who: Who):
+        return page(request, "rate.html", who)
+
+    @app.get("/run", response_class=HTMLResponse)
+    def run_page(request: Request, who: Who):
+        return page(request, "run.html", who, status=status(who))
+
+    @app.get("/api/status")
+    def status(who: Who) -> dict:
+        counts = store.label_counts(run_id)
+        rows = read_metrics(run.run_dir)
+        fits = [r for r in rows if "reward/val_accuracy" in r]
+        evals = [r for r in rows if "eval/return_mean" in r]
+        open_queries = store.open_queries(run_id)
+        return {
+            "run": run.name,
+            "env": run.env,
+            "labels": sum(counts.values()),
+            "counts": counts,
+            "open_queries": len(open_queries),
+            "waiting_for_first_labels": bool(open_queries) and not fits,
+            "reward_val_accuracy": fits[-1]["reward/val_accuracy"] if fits else None,
+            "reward_fits": len(fits),
+            "step": rows[-1]["step"] if rows else 0,
+            "curve": [
+                {
+                    "step": r["step"],
+                    "return": r["eval/return_mean"],
+                    "learned": r.get("eval/learned_return_mean"),
+                }
+                for r in evals
+            ],
+        }
+
+    def clip_url(segment_id: int, token: str) -> str | None:
+        path = store.clip(segment_id)
+        return None if path is None else f"/{path}?token={token}"
+
+    @app.get("/api/next")
+    def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
+        queries = store.assign_queries(run_id, who[0], n=n, need_clips=True)
+        return {
+            "queries": [
+                {
+                    "id": q.id,
+                    "left": clip_url(q.left_segment, who[2]),
+                    "right": clip_url(q.right_segment, who[2]),
+                }
+                for q in queries
+            ],
+            "labels": sum(store.label_counts(run_id).values()),
+        }
+
+    @app.post("/api/label")
+    def post_label(body: LabelIn, who: Who) -> dict:
+        try:
+            stored, created = store.add_label(
+                body.query_id, body.label, source="web", annotator_id=who[0],
+                response_ms=body.response_ms,
+            )  # fmt: skip
+        except NotFound as e:
+            raise HTTPException(404, str(e)) from None
+        except LabelConflict as e:
+            raise HTTPException(409, str(e)) from None
+        except ValueError as e:
+            raise HTTPException(400, str(e)) from None
+        return {"saved": True, "created": created, "label_id": stored.id,
+                "label": stored.label.name.lower()}  # fmt: skip
+
+    @app.get("/api/rate/next")
+    def next_to_rate(who: Who, n: Annotated[int, Query(ge=1, le=20)] = 4) -> dict:
+        todo = store.segments_to_rate(run_id, who[0], n)
+        return {"segments": [{"id": s, "clip": clip_url(s, who[2])} for s in todo]}
+
+    @app.post("/api/rating")
+    def post_rating(body: RatingIn, who: Who) -> dict:
+        try:
+            created = store.add_rating(body.segment_id, body.rating, "web", who[0])
+        except NotFound as e:
+            raise HTTPException(404, str(e)) from None
+        except ValueError as e:
+            raise HTTPException(400, str(e)) from None
+        return {"saved": True, "created": created}
+
+    @app.get("/clips/{name}")
+    def clip(name: str, who: Who) -> FileResponse:
+        path = (run.run_dir / "clips" / name).resolve()
+        if path.parent != (run.run_dir / "clips").resolve() or not path.is_file():
+            raise HTTPException(404, f"no clip {name!r}")
+        return FileResponse(path, media_type="video/mp4")
+
+    @app.get("/learning_curve.png")
+    def curve(who: Who) -> FileResponse:
+        path = run.run_dir / "learning_curve.png"
+        if not path.is_file():
+            raise HTTPException(404, "no learning curve yet (drawn at the first evaluation)")
+        return FileResponse(path, media_type="image/png")
+
+    return app

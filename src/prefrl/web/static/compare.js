@@ -1,0 +1,91 @@
+// The compare page: two clips looping in sync, keys and buttons to answer, the next pair
+// already loading while this one is shown.
+"use strict";
+const token = document.body.dataset.token;
+const headers = { "Content-Type": "application/json", "X-Prefrl-Token": token };
+const statusEl = document.getElementById("status");
+const slots = { left: document.getElementById("left"), right: document.getElementById("right") };
+let current = null;   // {id, left, right, videos}
+let upcoming = [];    // pairs fetched and preloading
+let shownAt = 0;
+let sending = false;
+let labels = 0;
+
+function video(src) {
+  const v = document.createElement("video");
+  v.muted = true; v.playsInline = true; v.preload = "auto"; v.src = src;
+  v.load();
+  return v;
+}
+
+function say(text) { statusEl.textContent = text; }
+
+async function fetchPairs() {
+  let r;
+  try { r = await fetch("/api/next?n=3", { headers }); } catch (e) { return say("Server unreachable; retrying…"); }
+  if (!r.ok) { return say((await r.json()).detail || `error ${r.status}`); }
+  const data = await r.json();
+  labels = data.labels;
+  const known = new Set([current && current.id, ...upcoming.map(q => q.id)]);
+  for (const q of data.queries) {
+    if (!known.has(q.id)) upcoming.push({ ...q, videos: [video(q.left), video(q.right)] });
+  }
+}
+
+function place(slot, v) {
+  v.id = slot.id; v.className = "";
+  slot.replaceWith(v);
+  slots[slot.id] = v;
+}
+
+function restart() {
+  for (const v of Object.values(slots)) { v.currentTime = 0; v.play().catch(() => {}); }
+}
+
+async function advance() {
+  if (upcoming.length < 2) await fetchPairs();
+  current = upcoming.shift() || null;
+  window.prefrlPair = current ? current.id : null;
+  if (!current) {
+    say(`Labels given: ${labels}. No pairs ready yet: the agent is making them (checking every 2 s).`);
+    setTimeout(advance, 2000);
+    return;
+  }
+  place(slots.left, current.videos[0]);
+  place(slots.right, current.videos[1]);
+  // The left clip leads: when it ends, both start again together.
+  slots.left.onended = restart;
+  restart();
+  shownAt = performance.now();
+  say(`Labels given: ${labels}. Pair ${current.id}.`);
+  fetchPairs();  // keep the next pairs loading
+}
+
+async function answer(label) {
+  if (!current || sending) return;
+  sending = true;
+  const body = JSON.stringify({ query_id: current.id, label, response_ms: Math.round(performance.now() - shownAt) });
+  for (;;) {
+    let r;
+    try { r = await fetch("/api/label", { method: "POST", headers, body }); }
+    catch (e) { say("Not saved yet (server unreachable); retrying…"); await new Promise(ok => setTimeout(ok, 1000)); continue; }
+    const data = await r.json();
+    if (r.ok) { labels += data.created ? 1 : 0; break; }
+    if (r.status === 409 || r.status === 404) break;  // answered elsewhere, or gone: move on
+    say(data.detail || `error ${r.status}`);
+    sending = false;
+    return;
+  }
+  sending = false;
+  await advance();
+}
+
+document.querySelectorAll("button[data-label]").forEach(b => b.addEventListener("click", () => answer(b.dataset.label)));
+document.getElementById("replay").addEventListener("click", restart);
+const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowUp: "equal", "=": "equal", ArrowDown: "skip", " ": "skip" };
+document.addEventListener("keydown", e => {
+  if (e.key === "r") { restart(); return; }
+  const label = keys[e.key];
+  if (label) { e.preventDefault(); answer(label); }
+});
+advance();

@@ -1,0 +1,40 @@
+// The rating page: each clip gets a 1-100 rating; a saved rating is replaced by the next clip.
+"use strict";
+const token = document.body.dataset.token;
+const headers = { "Content-Type": "application/json", "X-Prefrl-Token": token };
+const grid = document.getElementById("clips");
+const statusEl = document.getElementById("status");
+let rated = 0;
+
+function card(seg) {
+  const fig = document.createElement("figure");
+  fig.dataset.segment = seg.id;
+  fig.innerHTML = `<video muted playsinline loop autoplay preload="auto" src="${seg.clip}"></video>
+    <input type="range" min="1" max="100" value="50" aria-label="rating">
+    <output>50</output> <button>Save</button> <span class="err"></span>`;
+  const range = fig.querySelector("input"), out = fig.querySelector("output");
+  range.addEventListener("input", () => { out.textContent = range.value; });
+  fig.querySelector("button").addEventListener("click", async () => {
+    const r = await fetch("/api/rating", { method: "POST", headers,
+      body: JSON.stringify({ segment_id: seg.id, rating: Number(range.value) }) });
+    const data = await r.json();
+    if (!r.ok) { fig.querySelector(".err").textContent = data.detail; return; }
+    rated += 1;
+    fig.remove();
+    load();
+  });
+  return fig;
+}
+
+async function load() {
+  const r = await fetch("/api/rate/next?n=6", { headers });
+  const data = await r.json();
+  if (!r.ok) { statusEl.textContent = data.detail; return; }
+  const shown = new Set([...grid.children].map(f => Number(f.dataset.segment)));
+  for (const seg of data.segments) if (!shown.has(seg.id)) grid.appendChild(card(seg));
+  statusEl.textContent = grid.children.length
+    ? `Rated here: ${rated}.`
+    : `Rated here: ${rated}. Nothing left to rate; checking every 5 s.`;
+  if (!grid.children.length) setTimeout(load, 5000);
+}
+load();

@@ -1,0 +1,217 @@
+"""Clip rendering, the web app (HTTP API and a real Chromium) and the terminal labeller, on a real
+run directory of the toy env with a real SQLite store."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import socket
+import threading
+import time
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from prefrl.data import SegmentRecorder, Segments
+from prefrl.envs import make_env
+from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.terminal import label_in_terminal
+from prefrl.render.clips import ClipRenderer, render_pending, side_by_side
+from prefrl.web.app import create_app, run_info
+
+ENV = "toy:point-reach"
+
+
+def rollout_segments(n_episodes: int = 4, length: int = 10, seed: int = 0) -> Segments:
+    env, rng = make_env(ENV, seed=seed), np.random.default_rng(seed)
+    rec, parts = SegmentRecorder(length), []
+    for ep in range(n_episodes):
+        obs, _ = env.reset(seed=seed + ep)
+        done, step = False, 0
+        while not done:
+            state = env.get_state()
+            action = rng.uniform(-1, 1, env.action_dim).astype(np.float32)
+            nxt, reward, term, trunc, _ = env.step(action)
+            rec.record(step, obs, action, reward, state)
+            obs, done, step = nxt, term or trunc, step + 1
+        parts.append(rec.end_episode(rng, ep))
+    return Segments.concatenate(parts)
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A run directory whose store holds 6 queries of real toy-env segments."""
+    run_dir = tmp_path / "run-web"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"env": ENV, "store": None}))
+    segs = rollout_segments()
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id(run_dir.name, env=ENV)
+        store.add_queries(run_id, run_dir, range(6), segs[:6], segs[6:12])
+    return run_info(run_dir)
+
+
+def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(run):
+    renderer = ClipRenderer(ENV, size=64)
+    with FeedbackStore(run.store) as store:
+        run_id = store.run_id(run.name)
+        counts = render_pending(store, run_id, run.run_dir, renderer, queue=2)
+        assert counts == {"rendered": 4, "dropped": 4}
+        open_ids = [q.id for q in store.open_queries(run_id)]
+        assert len(open_ids) == 2 and open_ids == sorted(open_ids)[-2:]  # the newest kept
+        q = store.query(open_ids[0])
+        clip = run.run_dir / store.clip(q.left_segment)
+        seg = store.segments(run.run_dir, [q.left_segment])
+    with av.open(str(clip)) as f:
+        frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
+        assert f.streams.video[0].codec_context.name == "h264"
+    assert len(frames) == seg.length and frames[0].shape == (64, 64, 3)
+    # The clip shows the segment: its first frame is the render of the first stored state.
+    env = make_env(ENV, render=renderer.settings)
+    env.set_state(seg.state[0, 0])
+    assert np.abs(frames[0].astype(int) - env.render().astype(int)).mean() < 8  # (H.264 loss)
+    both = side_by_side(frames[:3], frames[:2])
+    assert len(both) == 3 and both[0].shape == (64, 64 * 2 + 8, 3)
+    renderer.close()
+
+
+def _rendered(run, queue=10):
+    renderer = ClipRenderer(ENV, size=64)
+    with FeedbackStore(run.store) as store:
+        render_pending(store, store.run_id(run.name), run.run_dir, renderer, queue=queue)
+    renderer.close()
+
+
+def test_api_labels_are_committed_once_and_bad_input_is_refused(run):
+    from fastapi.testclient import TestClient
+
+    _rendered(run)
+    with TestClient(create_app(run)) as client:
+        pairs = client.get("/api/next?n=2").json()
+        assert len(pairs["queries"]) == 2 and pairs["labels"] == 0
+        q = pairs["queries"][0]
+        clip = client.get(q["left"])
+        assert clip.status_code == 200 and clip.content[4:8] == b"ftyp"
+        ok = client.post("/api/label", json={"query_id": q["id"], "label": "left",
+                                             "response_ms": 900})  # fmt: skip
+        assert ok.status_code == 200 and ok.json()["created"]
+        again = client.post("/api/label", json={"query_id": q["id"], "label": "left"})
+        assert again.status_code == 200 and not again.json()["created"]
+        conflict = client.post("/api/label", json={"query_id": q["id"], "label": "right"})
+        assert conflict.status_code == 409 and "already labelled left" in conflict.json()["detail"]
+        bad = client.post("/api/label", json={"query_id": pairs["queries"][1]["id"],
+                                              "label": "up"})  # fmt: skip
+        assert bad.status_code == 400 and "expected one of left, right" in bad.json()["detail"]
+        assert client.post("/api/label", json={"query_id": 999, "label": "left"}).status_code == 404
+        assert client.post("/api/label", json={"label": "left"}).status_code == 422
+        assert client.get("/clips/..%2Fconfig.json").status_code == 404
+        status = client.get("/api/status").json()
+        assert status["labels"] == 1 and status["counts"]["left"] == 1
+        assert status["waiting_for_first_labels"]  # open queries, no reward fit yet
+        page = client.get("/run")
+        assert page.status_code == 200 and "waiting for the first labels" in page.text
+        for path in ("/compare", "/rate"):
+            assert client.get(path).status_code == 200
+        # Ratings: 1-100 whole numbers only.
+        seg = client.get("/api/rate/next?n=1").json()["segments"][0]["id"]
+        for bad_rating in (0, 101, "x", 5.5):
+            r = client.post("/api/rating", json={"segment_id": seg, "rating": bad_rating})
+            assert r.status_code == 400 and "1 to 100" in r.json()["detail"]
+        assert client.post("/api/rating", json={"segment_id": seg, "rating": 64}).json()["saved"]
+    with FeedbackStore(run.store) as store:
+        run_id = store.run_id(run.name)
+        assert [x.label.name for x in store.labels(run_id)] == ["LEFT"]
+        assert store.labels(run_id)[0].annotator == "local"
+        assert store.ratings(run_id) == [(seg, 64, "local")]
+
+
+def test_exposed_server_needs_a_token_and_annotators_get_different_pairs(run):
+    from fastapi.testclient import TestClient
+
+    _rendered(run)
+    with FeedbackStore(run.store) as store:
+        tokens = [store.add_annotator(name) for name in ("ana", "ben")]
+    with TestClient(create_app(run, require_token=True)) as client:
+        r = client.get("/api/next")
+        assert r.status_code == 401 and "token" in r.json()["detail"]
+        assert client.get("/api/next?token=wrong").status_code == 403
+        got = [
+            {q["id"] for q in client.get(f"/api/next?n=3&token={t}").json()["queries"]}
+            for t in tokens
+        ]
+        assert len(got[0]) == len(got[1]) == 3 and got[0].isdisjoint(got[1])
+        header = client.get("/api/next?n=3", headers={"X-Prefrl-Token": tokens[0]}).json()
+        assert {q["id"] for q in header["queries"]} == got[0]  # the same annotator keeps its own
+
+
+def test_terminal_labeller(run):
+    _rendered(run)
+    answers = io.StringIO("x\nl\n\ne\nq\n")
+    out = io.StringIO()
+    with FeedbackStore(run.store) as store:
+        n = label_in_terminal(store, run.name, run.run_dir, inp=answers, out=out,
+                              open_clips=False)  # fmt: skip
+        labels = store.labels(store.run_id(run.name))
+    assert n == 3
+    assert [x.label.name for x in labels] == ["LEFT", "SKIP", "EQUAL"]
+    assert {x.source for x in labels} == {"terminal"}
+    text = out.getvalue()
+    assert "'x' is not an answer" in text and ".mp4" in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
+def test_compare_page_in_chromium(run, tmp_path):
+    import uvicorn
+    from playwright.sync_api import sync_playwright
+
+    _rendered(run)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(create_app(run), port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=shutil.which("chromium"),
+                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                      "--disable-component-update", "--disable-sync", "--no-first-run"],
+            )  # fmt: skip
+            page = browser.new_page(viewport={"width": 1200, "height": 800})
+            page.goto(f"http://127.0.0.1:{port}/compare")
+            page.wait_for_function("window.prefrlPair !== undefined && window.prefrlPair !== null")
+            first = page.evaluate("window.prefrlPair")
+            # Both clips load and play.
+            page.wait_for_function(
+                "document.getElementById('left').readyState >= 2 && "
+                "document.getElementById('right').readyState >= 2"
+            )
+            page.screenshot(path=str(tmp_path / "compare.png"))
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_function(f"window.prefrlPair !== {first}")
+            second = page.evaluate("window.prefrlPair")
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function(f"window.prefrlPair !== {second}")
+            page.click("text=Equally good")
+            page.wait_for_function("document.getElementById('status').textContent"
+                                   ".includes('Labels given: 3')")  # fmt: skip
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    with FeedbackStore(run.store) as store:
+        labels = store.labels(store.run_id(run.name))
+    assert [(x.query_id, x.label.name) for x in labels][:2] == [(first, "LEFT"), (second, "RIGHT")]
+    assert [x.label.name for x in labels] == ["LEFT", "RIGHT", "EQUAL"]
+    assert all(x.response_ms is not None and x.response_ms >= 0 for x in labels)
+    assert Path(tmp_path / "compare.png").stat().st_size > 0
