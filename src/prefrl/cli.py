@@ -95,13 +95,17 @@ def cmd_rl(args: list[str]) -> int:
 def cmd_train(args: list[str]) -> int:
     from prefrl.loops.online import OnlineConfig, train_online
 
+    # `--teacher web` is short for `--teacher.preset web`.
+    args = ["--teacher.preset" if a == "--teacher" else a for a in args]
+    args = [a.replace("--teacher=", "--teacher.preset=", 1) for a in args]
+
     config = _parse_config(
         OnlineConfig,
         ONLINE_PRESETS,
         args,
         "prefrl train",
         "Learn a behaviour from preferences between pairs of clips (PEBBLE with SAC, or "
-        "PrefPPO), labelled by a scripted teacher.",
+        "PrefPPO), labelled by a scripted teacher or by you (--teacher web or terminal).",
     )
     result = train_online(config)
     if _print_run_end(result, config.steps, "prefrl train"):

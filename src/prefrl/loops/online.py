@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +60,8 @@ class OnlineConfig:
     """Feedback store: a SQLite file in the run directory by default, or postgresql://..."""
     refit_labels: int = 10
     poll_seconds: float = 1.0
+    web_port: int = 8000
+    """With --teacher web: the port of the labelling app the trainer starts (on 127.0.0.1)."""
     """How often the trainer looks for a person's first labels while it waits for them."""
     """With a person answering: refit after this many new labels (or when all are answered)."""
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
@@ -383,11 +387,25 @@ def train_online(config: OnlineConfig) -> OnlineResult:
         env.close()
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
     loop, metrics = start_run(_Loop, config, name)
+    server = _start_web_app(config, loop.run_dir) if config.teacher.preset == "web" else None
     try:
         return _run(loop, metrics)
     finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
         metrics.close()
         loop.close()
+
+
+def _start_web_app(config: OnlineConfig, run_dir: Path) -> subprocess.Popen:
+    """`prefrl serve RUN_DIR` (web app + clip renderer) as a process of its own: it shares only
+    the store and the run directory with the trainer, so either can be restarted."""
+    cmd = [sys.executable, "-m", "prefrl", "serve", str(run_dir), "--port", str(config.web_port)]
+    if config.store:
+        cmd += ["--store", config.store]
+    print(f"label at http://127.0.0.1:{config.web_port}/compare (the run page: /run)", flush=True)
+    return subprocess.Popen(cmd)
 
 
 def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:

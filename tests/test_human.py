@@ -1,0 +1,142 @@
+"""Training with a person as the teacher: the trainer waits only for the first labels, takes later
+ones as they come, and loses none when the trainer and the web server are killed mid-labelling."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from test_online import _config
+
+from prefrl.feedback import ScheduleConfig, TeacherConfig
+from prefrl.feedback.store import FeedbackStore
+from prefrl.loops.online import train_online
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+
+def _answer_like_an_oracle(store: FeedbackStore, run_dir: Path, run_id: int, who: int) -> int:
+    """Label every open query by true return, as a careful person would; returns how many."""
+    queries = store.assign_queries(run_id, who, n=100)
+    if not queries:
+        return 0
+    left, right = store.query_pairs(run_dir, [q.id for q in queries])
+    for q, lr, rr in zip(queries, left.true_returns(), right.true_returns(), strict=True):
+        store.add_label(q.id, "right" if rr > lr else "left", source="web", annotator_id=who)
+    return len(queries)
+
+
+def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_path):
+    config = _config(
+        tmp_path, teacher=TeacherConfig("terminal"), poll_seconds=0.05, refit_labels=5,
+        schedule=ScheduleConfig(budget=40, session_size=20, interval=300),
+    )  # fmt: skip
+    run_dir = tmp_path / "run"
+    answered, done = [], threading.Event()
+
+    def person():
+        while not (run_dir / "feedback.db").exists() and not done.is_set():
+            time.sleep(0.05)
+        time.sleep(1.0)  # the trainer must wait for us
+        with FeedbackStore(run_dir) as store:
+            run_id = store.run_id("run")
+            who = store.annotator(store.add_annotator("pat"))[0]
+            while not done.is_set():
+                answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
+                time.sleep(0.05)
+
+    t = threading.Thread(target=person)
+    t.start()
+    try:
+        result = train_online(config)
+    finally:
+        done.set()
+        t.join()
+    assert result.labels == 40 == sum(answered)
+    rows = read_metrics(run_dir)
+    fits = [r for r in rows if "reward/val_accuracy" in r]
+    # The first fit happened at the first query step: nothing trained on an unfitted reward.
+    assert fits[0]["step"] == config.first_query_step
+    assert fits[-1]["feedback/labels"] == 40
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    common = [
+        "--env", "toy:point-reach", "--teacher", "terminal", "--warmstart-steps", "300",
+        "--segment-length", "10", "--schedule.budget", "400", "--schedule.session-size", "40",
+        "--schedule.interval", "200", "--reward.hidden-dims", "32", "32",
+        "--reward.max-epochs", "3", "--agent.hidden-dims", "32", "32", "--eval-interval",
+        "2000", "--eval-episodes", "2", "--no-video", "--checkpoint-interval", "400",
+        "--buffer-size", "5000", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress",
+        "--poll-seconds", "0.1",
+    ]  # fmt: skip
+    trainer = subprocess.Popen([sys.executable, "-m", "prefrl", "train", "--steps", "100000",
+                                *common], env=env)  # fmt: skip
+    run_dir = tmp_path / "run"
+    port = _free_port()
+    deadline = time.time() + 120
+    while not (run_dir / "feedback.db").exists():
+        assert time.time() < deadline and trainer.poll() is None, "the trainer did not start"
+        time.sleep(0.2)
+    server = subprocess.Popen([sys.executable, "-m", "prefrl", "serve", str(run_dir), "--port",
+                               str(port), "--clip-size", "32"], env=env)  # fmt: skip
+    acknowledged: set[int] = set()
+    rng = np.random.default_rng(0)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+            while len(acknowledged) < 60:
+                assert time.time() < deadline, f"only {len(acknowledged)} labels in 120 s"
+                try:
+                    queries = client.get("/api/next?n=3").json()["queries"]
+                except httpx.TransportError:
+                    time.sleep(0.2)  # the server is still starting
+                    continue
+                for q in queries:
+                    label = ["left", "right", "equal", "skip"][rng.integers(4)]
+                    r = client.post("/api/label", json={"query_id": q["id"], "label": label})
+                    if r.status_code == 200:
+                        acknowledged.add(q["id"])
+                if not queries:
+                    time.sleep(0.1)
+            # Mid-labelling, both die without a chance to clean up.
+            for proc in (trainer, server):
+                proc.send_signal(signal.SIGKILL)
+            for proc in (trainer, server):
+                proc.wait(timeout=30)
+    finally:
+        for proc in (trainer, server):
+            if proc.poll() is None:
+                proc.kill()
+    with FeedbackStore(run_dir) as store:
+        stored = {x.query_id for x in store.labels(store.run_id("run"))}
+    assert acknowledged <= stored
+    # The resumed run takes every stored label, including those given after its checkpoint
+    # (resumed with the scripted teacher so that it does not wait for a person again).
+    ckpt_step = json.loads((latest_checkpoint(run_dir) / "loop.json").read_text())["step"]
+    steps = ckpt_step + 200
+    out = subprocess.run(
+        [sys.executable, "-m", "prefrl", "train", "--resume", str(run_dir), "--steps", str(steps),
+         "--teacher", "oracle"],
+        check=False, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    labels_line = next(line for line in out.stdout.splitlines() if line.startswith("labels:"))
+    assert int(labels_line.split()[1]) >= len(stored)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["steps"] == steps
