@@ -141,7 +141,10 @@ def test_skip_and_equal_thresholds_scale_with_recent_returns():
 
 
 def test_teacher_config_errors_name_the_bad_value():
-    with pytest.raises(ValueError, match="'perfect' does not exist; known: oracle, stoc"):
+    with pytest.raises(
+        ValueError,
+        match="'perfect' does not exist; scripted: oracle, stoc.*a person: web, terminal",
+    ):
         TeacherConfig("perfect")
     with pytest.raises(ValueError, match="gamma=1.5"):
         TeacherConfig("oracle", gamma=1.5)
