@@ -457,7 +457,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                         loop.wait_for_first_labels(progress, stop)
                 if since_first >= 0 and step % 100 == 0:
                     loop.collect_answers()
-                if loop.fit_due():
+                if step % 100 == 0 and loop.fit_due():  # (may ask the store: not every step)
                     was_fitted = loop.fitted
                     fit_metrics = loop.fit_reward()
                     run.after_fit(first=not was_fitted)
