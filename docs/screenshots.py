@@ -14,13 +14,11 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import uvicorn
 from playwright.sync_api import sync_playwright
 
-from prefrl.data import SegmentRecorder, Segments
-from prefrl.envs import make_env
 from prefrl.feedback.store import FeedbackStore
+from prefrl.loops.collect import random_segments
 from prefrl.render.clips import ClipRenderer, render_pending
 from prefrl.web.app import create_app, run_info
 
@@ -32,21 +30,7 @@ def main() -> None:
     run_dir = Path(tempfile.mkdtemp()) / "hopper-demo"
     run_dir.mkdir()
     (run_dir / "config.json").write_text(json.dumps({"env": ENV}))
-    env, rng, rec = make_env(ENV, seed=0), np.random.default_rng(0), SegmentRecorder(50)
-    parts, step = [], 0
-    while sum(len(p) for p in parts) < 4:
-        obs, _ = env.reset(seed=step)
-        done = False
-        while not done:
-            state = env.get_state()
-            action = rng.uniform(-0.5, 0.5, env.action_dim).astype(np.float32)
-            nxt, r, term, trunc, _ = env.step(action)
-            rec.record(step, obs, action, r, state)
-            obs, done, step = nxt, term or trunc, step + 1
-        seg = rec.end_episode(rng, step)
-        if seg is not None:
-            parts.append(seg)
-    segs = Segments.concatenate(parts)
+    segs = random_segments(ENV, count=4, length=50, action_scale=0.5)
     with FeedbackStore(run_dir) as store:
         run_id = store.run_id(run_dir.name, env=ENV)
         store.add_queries(run_id, run_dir, [0, 1], segs[[0, 2]], segs[[1, 3]])

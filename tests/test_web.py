@@ -15,30 +15,19 @@ import av
 import numpy as np
 import pytest
 
-from prefrl.data import SegmentRecorder, Segments
+from prefrl.data import Segments
 from prefrl.envs import make_env
 from prefrl.feedback.store import FeedbackStore
 from prefrl.feedback.terminal import label_in_terminal
+from prefrl.loops.collect import random_segments
 from prefrl.render.clips import ClipRenderer, render_pending, side_by_side
 from prefrl.web.app import create_app, run_info
 
 ENV = "toy:point-reach"
 
 
-def rollout_segments(n_episodes: int = 4, length: int = 10, seed: int = 0) -> Segments:
-    env, rng = make_env(ENV, seed=seed), np.random.default_rng(seed)
-    rec, parts = SegmentRecorder(length), []
-    for ep in range(n_episodes):
-        obs, _ = env.reset(seed=seed + ep)
-        done, step = False, 0
-        while not done:
-            state = env.get_state()
-            action = rng.uniform(-1, 1, env.action_dim).astype(np.float32)
-            nxt, reward, term, trunc, _ = env.step(action)
-            rec.record(step, obs, action, reward, state)
-            obs, done, step = nxt, term or trunc, step + 1
-        parts.append(rec.end_episode(rng, ep))
-    return Segments.concatenate(parts)
+def rollout_segments() -> Segments:
+    return random_segments(ENV, count=12, length=10)
 
 
 @pytest.fixture

@@ -70,7 +70,7 @@ class FeedbackChannel:
         return self.store.next_query_key(self.run_id)
 
     def unanswered(self) -> int:
-        return len(self.store.open_queries(self.run_id))
+        return self.store.query_count(self.run_id, status="open")
 
     def state_dict(self) -> dict:
         scripted = self.scripted.state_dict() if self.scripted else None

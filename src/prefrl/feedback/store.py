@@ -387,12 +387,12 @@ class FeedbackStore:
             s.add_all(rows)
         return [r.id for r in rows]
 
-    def query_count(self, run_id: int) -> int:
+    def query_count(self, run_id: int, status: str | None = None) -> int:
+        """Queries of the run with `status` (default: all but the dropped ones)."""
+        cond = QueryRow.status == status if status else QueryRow.status != "dropped"
         with self._session() as s:
             return s.scalar(
-                select(func.count())
-                .select_from(QueryRow)
-                .where(QueryRow.run_id == run_id, QueryRow.status != "dropped")
+                select(func.count()).select_from(QueryRow).where(QueryRow.run_id == run_id, cond)
             )
 
     def next_query_key(self, run_id: int) -> int:

@@ -121,14 +121,14 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
         rows = read_metrics(run.run_dir)
         fits = [r for r in rows if "reward/val_accuracy" in r]
         evals = [r for r in rows if "eval/return_mean" in r]
-        open_queries = store.open_queries(run_id)
+        open_queries = store.query_count(run_id, status="open")
         return {
             "run": run.name,
             "env": run.env,
             "labels": sum(counts.values()),
             "counts": counts,
-            "open_queries": len(open_queries),
-            "waiting_for_first_labels": bool(open_queries) and not fits,
+            "open_queries": open_queries,
+            "waiting_for_first_labels": open_queries > 0 and not fits,
             "reward_val_accuracy": fits[-1]["reward/val_accuracy"] if fits else None,
             "reward_fits": len(fits),
             "step": rows[-1]["step"] if rows else 0,
