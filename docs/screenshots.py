@@ -17,10 +17,10 @@ from pathlib import Path
 import uvicorn
 from playwright.sync_api import sync_playwright
 
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.loops.collect import random_segments
 from prefrl.render.clips import ClipRenderer, render_pending
-from prefrl.web.app import create_app, run_info
+from prefrl.web.app import create_app
 
 ENV = "Hopper-v5"
 OUT = Path(__file__).parent / "img" / "compare.png"

@@ -17,11 +17,11 @@ import pytest
 
 from prefrl.data import Segments
 from prefrl.envs import make_env
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
 from prefrl.loops.collect import random_segments
 from prefrl.render.clips import ClipRenderer, render_pending, side_by_side
-from prefrl.web.app import create_app, run_info
+from prefrl.web.app import create_app
 
 ENV = "toy:point-reach"
 

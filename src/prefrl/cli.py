@@ -206,7 +206,8 @@ def _start_renderer(run, size: int, queue: int):
 def cmd_serve(args: list[str]) -> int:
     import uvicorn
 
-    from prefrl.web.app import create_app, run_info
+    from prefrl.feedback.store import run_info
+    from prefrl.web.app import create_app
 
     opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
     run = run_info(opts.run_dir, opts.store)
@@ -241,8 +242,7 @@ class AnnotatorArgs:
 
 
 def cmd_annotators(args: list[str]) -> int:
-    from prefrl.feedback.store import FeedbackStore
-    from prefrl.web.app import run_info
+    from prefrl.feedback.store import FeedbackStore, run_info
 
     opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
     run = run_info(opts.run_dir, opts.store)
@@ -274,9 +274,8 @@ class LabelArgs:
 
 
 def cmd_label(args: list[str]) -> int:
-    from prefrl.feedback.store import FeedbackStore
+    from prefrl.feedback.store import FeedbackStore, run_info
     from prefrl.feedback.terminal import label_in_terminal
-    from prefrl.web.app import run_info
 
     opts = tyro.cli(LabelArgs, args=args, prog="prefrl label")
     run = run_info(opts.run_dir, opts.store)
@@ -291,6 +290,52 @@ def cmd_label(args: list[str]) -> int:
         if renderer is not None:
             renderer.terminate()
     print("" if n is None else f"{n} labels stored")
+    return 0
+
+
+@dataclass(frozen=True)
+class LabelsArgs:
+    """Share labels between runs as JSON: `export RUN_DIR [--out FILE]`, `import FILE RUN_DIR`.
+    (`prefrl train --load-labels RUN_DIR_OR_FILE` starts a new run with them.)"""
+
+    action: Annotated[str, tyro.conf.Positional]
+    """export or import."""
+    paths: Annotated[tuple[Path, ...], tyro.conf.Positional]
+    """export: the run directory; import: the labels file, then the run directory."""
+    out: Path | None = None
+    """export: write here (default: labels.json in the run directory)."""
+    store: str | None = None
+    """The run's feedback store URL (default: the one in its config)."""
+
+
+def cmd_labels(args: list[str]) -> int:
+    from prefrl.envs import make_env
+    from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
+    from prefrl.feedback.store import FeedbackStore, run_info
+
+    opts = tyro.cli(LabelsArgs, args=args, prog="prefrl labels")
+    wanted = {"export": 1, "import": 2}
+    if opts.action not in wanted:
+        raise ValueError(f"prefrl labels {opts.action!r}: expected export or import")
+    if len(opts.paths) != wanted[opts.action]:
+        usage = "export RUN_DIR" if opts.action == "export" else "import FILE RUN_DIR"
+        raise ValueError(f"prefrl labels {opts.action}: expected `prefrl labels {usage}`")
+    run = run_info(opts.paths[-1], opts.store)
+    with FeedbackStore(run.store, create=False) as store:
+        if opts.action == "export":
+            doc = export_labels(store, run.name, run.run_dir)
+            out = opts.out or run.run_dir / "labels.json"
+            write_labels(doc, out)
+            print(f"{len(doc['labels'])} labels of {run.name} ({doc['env']}) written to {out}")
+        else:
+            doc = read_labels(opts.paths[0])
+            env = make_env(run.env, seed=0)
+            try:
+                n = import_labels(store, run.name, run.run_dir, doc, env.obs_dim, env.action_dim)
+            finally:
+                env.close()
+            note = "" if n else f" (the labels of {doc.get('run')!r} were imported before)"
+            print(f"{n} labels imported into {run.name}{note}; a resumed run trains on them")
     return 0
 
 
@@ -334,6 +379,7 @@ COMMANDS = {  # name -> (handler, one-line description)
     "eval": (cmd_eval, "evaluate a run or checkpoint: returns table and a video"),
     "serve": (cmd_serve, "label a run's pairs and rate clips in the browser"),
     "label": (cmd_label, "label a run's pairs in the terminal"),
+    "labels": (cmd_labels, "export a run's labels as JSON, or import them into a run"),
     "annotators": (cmd_annotators, "add annotators (prints their links) or list them"),
     "envs": (cmd_envs, "list environment ids"),
 }

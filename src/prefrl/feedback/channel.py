@@ -58,6 +58,9 @@ class FeedbackChannel:
         self.cursor = new[-1].id
         return LabelledPairs(left, right, [x.label for x in new], [x.source for x in new])
 
+    def has_unseen_labels(self) -> bool:
+        return bool(self.store.labels(self.run_id, after_id=self.cursor))
+
     def observe_episode(self, episode_return: float, length: int) -> None:
         if self.scripted is not None:
             self.scripted.observe_episode(episode_return, length)

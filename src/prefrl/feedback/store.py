@@ -12,6 +12,7 @@ them), so whoever renders or fits from the store needs the run directory too.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import secrets
 from collections.abc import Sequence
@@ -180,6 +181,25 @@ class StoredLabel:
     annotator: str | None
     response_ms: int | None
     created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    run_dir: Path
+    name: str
+    store: str
+    env: str
+
+
+def run_info(run_dir: str | Path, store: str | None = None) -> RunInfo:
+    """Where a run keeps its feedback: from its config.json (or the defaults)."""
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.json"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a prefrl run directory (no config.json)")
+    config = json.loads(config_path.read_text())
+    return RunInfo(run_dir, run_dir.name, store or config.get("store") or str(run_dir),
+                   config.get("env", ""))  # fmt: skip
 
 
 def store_url(target: str | Path) -> str:
@@ -388,11 +408,14 @@ class FeedbackStore:
         return [r.id for r in rows]
 
     def query_count(self, run_id: int, status: str | None = None) -> int:
-        """Queries of the run with `status` (default: all but the dropped ones)."""
+        """The run's own queries with `status` (default: all but the dropped ones); imported
+        pairs (negative keys) were never asked by this run and are not counted."""
         cond = QueryRow.status == status if status else QueryRow.status != "dropped"
         with self._session() as s:
             return s.scalar(
-                select(func.count()).select_from(QueryRow).where(QueryRow.run_id == run_id, cond)
+                select(func.count())
+                .select_from(QueryRow)
+                .where(QueryRow.run_id == run_id, QueryRow.key >= 0, cond)
             )
 
     def next_query_key(self, run_id: int) -> int:
@@ -534,6 +557,52 @@ class FeedbackStore:
                 .where(QueryRow.id.in_([int(q) for q in query_ids]))
                 .values(status="labelled")
             )
+
+    def add_imported_pairs(
+        self,
+        run_id: int,
+        run_dir: Path,
+        left: Segments,
+        right: Segments,
+        labels: Sequence,
+        sources: Sequence[str],
+        response_ms: Sequence[int | None],
+        origin: str,
+    ) -> int:
+        """Store labelled pairs that another run (`origin`) collected. They get negative segment
+        and query keys, below any the run holds, so they never collide with the run's own
+        (non-negative) keys and are not counted as asked. The labels and the note of `origin`
+        in the run's info are committed together. Returns how many were stored."""
+        parsed = [Label.parse(x) for x in labels]
+        n = len(parsed)
+        if not (len(left) == len(right) == n == len(sources) == len(response_ms)):
+            raise ValueError("left, right, labels, sources and response_ms differ in length")
+        with self._session() as s:
+            lowest_seg = s.scalar(
+                select(func.min(SegmentRow.key)).where(SegmentRow.run_id == run_id)
+            )
+            lowest_q = s.scalar(select(func.min(QueryRow.key)).where(QueryRow.run_id == run_id))
+        seg0 = min(0, lowest_seg or 0) - 1
+        q0 = min(0, lowest_q or 0) - 1
+        both = Segments.concatenate([left, right])
+        both.id = seg0 - np.arange(2 * n, dtype=np.int64)
+        seg_ids = self.add_segments(run_id, run_dir, both)
+        with self._session.begin() as s:
+            for i, (label, source, ms) in enumerate(zip(parsed, sources, response_ms)):
+                q = QueryRow(run_id=run_id, key=q0 - i, left_id=seg_ids[i],
+                             right_id=seg_ids[n + i], status="labelled")  # fmt: skip
+                s.add(q)
+                s.flush()
+                s.add(LabelRow(query_id=q.id, value=label.name.lower(), source=source[:64],
+                               response_ms=None if ms is None else int(ms)))  # fmt: skip
+            run = s.get(RunRow, run_id)
+            run.info = {**run.info, "imported": [*run.info.get("imported", []), origin]}
+        return n
+
+    def imported_from(self, run_id: int) -> list[str]:
+        """Origins (a run's name) whose labels were imported into the run, in order."""
+        with self._session() as s:
+            return list(s.get(RunRow, run_id).info.get("imported", []))
 
     def _label(self, s: Session, row: LabelRow) -> StoredLabel:
         q = s.get(QueryRow, row.query_id)

@@ -30,6 +30,7 @@ from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
 from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
 from prefrl.feedback.channel import FeedbackChannel
+from prefrl.feedback.exchange import import_labels, read_labels
 from prefrl.feedback.selection import check_method
 from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
@@ -59,11 +60,15 @@ class OnlineConfig:
     store: str | None = None
     """Feedback store: a SQLite file in the run directory by default, or postgresql://..."""
     refit_labels: int = 10
+    """With a person answering: refit after this many new labels (or when all are answered)."""
     poll_seconds: float = 1.0
+    """How often the trainer looks for a person's first labels while it waits for them."""
     web_port: int = 8000
     """With --teacher web: the port of the labelling app the trainer starts (on 127.0.0.1)."""
-    """How often the trainer looks for a person's first labels while it waits for them."""
-    """With a person answering: refit after this many new labels (or when all are answered)."""
+    load_labels: Path | None = None
+    """Start with the labels of another run (its directory) or of a labels .json file
+    (`prefrl labels export`); they are trained on at the first feedback step, on top of the
+    schedule's budget."""
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     selection: str = "disagreement"
     """Query selection: uniform, disagreement or entropy."""
@@ -224,6 +229,7 @@ class _Loop:
         self.ask_due = False
         self.last_eval: float | None = None
         self.reward_metrics: dict[str, float] = {}
+        self.feedback_seconds = 0.0  # asking and collecting since the last fit (overhead)
         self._eval_envs: list[PrefrlEnv] | None = None
 
     # ------------------------------------------------------------------ feedback
@@ -237,17 +243,21 @@ class _Loop:
             return True
         if len(self.pool) < 2:
             return False
+        t0 = time.perf_counter()
         model = self.model if self.fitted else None
         left, right = select_pairs(cfg.selection, self.pool, n, self.rng, model, cfg.oversample)
         ids = self.next_query_id + np.arange(n)
         self.next_query_id += n
         self.requested += n
         self.teacher.submit(Query(ids, left, right))
+        self.feedback_seconds += time.perf_counter() - t0
         return True
 
     def collect_answers(self) -> int:
         """Take the labels that arrived; returns how many."""
+        t0 = time.perf_counter()
         new = self.teacher.poll()
+        self.feedback_seconds += time.perf_counter() - t0
         if new is None:
             return 0
         self.labels.add(new.left, new.right, new.labels)
@@ -271,6 +281,8 @@ class _Loop:
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
         metrics["reward/relabel_seconds"] = time.perf_counter() - t0
+        metrics["feedback/seconds"] = self.feedback_seconds
+        self.feedback_seconds = 0.0
         pool = self.pool.all()
         sample = pool[self.rng.choice(len(pool), min(len(pool), 1000), replace=False)]
         predicted = self.model.predict(sample.obs, sample.action).sum(-1)
@@ -385,8 +397,20 @@ def train_online(config: OnlineConfig) -> OnlineResult:
         check_env(config, env)  # before anything is written
     finally:
         env.close()
+    shared = None
+    if config.load_labels is not None and config.resume is None:  # (a resumed run has them)
+        shared = read_labels(config.load_labels)
+        if shared["env"] != config.env:
+            raise ValueError(
+                f"--load-labels {config.load_labels}: its labels are of {shared['env']!r}, this "
+                f"run is of {config.env!r}"
+            )
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
     loop, metrics = start_run(_Loop, config, name)
+    if shared is not None:
+        n = import_labels(loop.store, loop.run_dir.name, loop.run_dir, shared,
+                          loop.env.obs_dim, loop.env.action_dim)  # fmt: skip
+        print(f"loaded {n} labels from {config.load_labels}", flush=True)
     server = _start_web_app(config, loop.run_dir) if config.teacher.preset == "web" else None
     try:
         return _run(loop, metrics)
@@ -453,7 +477,12 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     loop.ask_due = True
                 if loop.ask_due and step % 100 == 0:
                     loop.ask_due = not loop.ask()  # retried while the pool is too small
-                    if not loop.ask_due and not loop.fitted and loop.teacher.is_human:
+                    if (
+                        not loop.ask_due
+                        and not loop.fitted
+                        and loop.teacher.is_human
+                        and not loop.teacher.has_unseen_labels()  # (e.g. loaded ones)
+                    ):
                         loop.wait_for_first_labels(progress, stop)
                 if since_first >= 0 and step % 100 == 0:
                     loop.collect_answers()

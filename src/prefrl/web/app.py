@@ -9,8 +9,6 @@ each annotator needs the link with their token (`prefrl annotators add NAME`).
 # No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, and
 # the dependency alias `Who` exists only inside create_app.
 import contextlib
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,30 +18,17 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel
 
-from prefrl.feedback.store import FeedbackStore, LabelConflict, NotFound, StoreError
+from prefrl.feedback.store import (
+    FeedbackStore,
+    LabelConflict,
+    NotFound,
+    RunInfo,
+    StoreError,
+)
 from prefrl.rundir.metrics import read_metrics
 
 HERE = Path(__file__).parent
 LOCAL_ANNOTATOR = "local"
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    run_dir: Path
-    name: str
-    store: str
-    env: str
-
-
-def run_info(run_dir: str | Path, store: str | None = None) -> RunInfo:
-    """Where a run keeps its feedback: from its config.json (or the defaults)."""
-    run_dir = Path(run_dir)
-    config_path = run_dir / "config.json"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a prefrl run directory (no config.json)")
-    config = json.loads(config_path.read_text())
-    return RunInfo(run_dir, run_dir.name, store or config.get("store") or str(run_dir),
-                   config.get("env", ""))  # fmt: skip
 
 
 class LabelIn(BaseModel):

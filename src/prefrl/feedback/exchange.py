@@ -1,0 +1,158 @@
+"""Sharing labels between runs and people: a run's labelled pairs as one JSON document.
+
+The document holds everything a label needs to be trained on elsewhere: both segments' arrays
+(observations, actions, true rewards where known, simulator states for re-rendering) and the
+label with who gave it. Arrays are base64 of little-endian bytes with dtype and shape, so a
+document is exact and about a third larger than the raw arrays.
+
+    {"format": "prefrl-labels", "version": 1, "env": "Hopper-v5", "run": "...",
+     "segments": {"obs": {"dtype": "float32", "shape": [N, H, D], "base64": "..."}, ...},
+     "labels": [{"left": 0, "right": 1, "label": "left", "source": "web",
+                 "annotator": "ann", "response_ms": 812, "time": "2026-..."}, ...]}
+
+`left`/`right` index the segments (a segment in several pairs is stored once).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.data.segments import Label, Segments
+from prefrl.feedback.store import FeedbackStore, run_info
+
+FORMAT = "prefrl-labels"
+VERSION = 1
+_ARRAYS = ("obs", "action", "reward", "state")
+
+
+def _encode(a: np.ndarray) -> dict:
+    a = np.ascontiguousarray(a)
+    little = a.astype(a.dtype.newbyteorder("<"), copy=False)
+    return {
+        "dtype": a.dtype.name,
+        "shape": list(a.shape),
+        "base64": base64.b64encode(little.tobytes()).decode("ascii"),
+    }
+
+
+def _decode(name: str, d: dict) -> np.ndarray:
+    try:
+        dtype = np.dtype(d["dtype"]).newbyteorder("<")
+        raw = base64.b64decode(d["base64"], validate=True)
+        return np.frombuffer(raw, dtype).reshape(d["shape"]).astype(dtype.newbyteorder("="))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(
+            f"labels document: segments.{name} is unreadable ({e}); expected "
+            "{'dtype': ..., 'shape': [...], 'base64': ...}"
+        ) from None
+
+
+def export_labels(store: FeedbackStore, run_name: str, run_dir: Path) -> dict:
+    """Every label of the run (skips included) with its pair's segments."""
+    run_id = store.run_id(run_name, create=False)
+    labels = store.labels(run_id)
+    doc = {"format": FORMAT, "version": VERSION, "env": store.run_env(run_id), "run": run_name}
+    if not labels:
+        doc.update(segments={}, labels=[])
+        return doc
+    left, right = store.query_pairs(run_dir, [x.query_id for x in labels])
+    both = Segments.concatenate([left, right])
+    _, first, index = np.unique(both.id, return_index=True, return_inverse=True)
+    unique = both[first]
+    n = len(labels)
+    doc["segments"] = {k: _encode(getattr(unique, k)) for k in _ARRAYS}
+    doc["labels"] = [
+        {
+            "left": int(index[i]),
+            "right": int(index[n + i]),
+            "label": x.label.name.lower(),
+            "source": x.source,
+            "annotator": x.annotator,
+            "response_ms": x.response_ms,
+            "time": x.created_at.isoformat() if x.created_at else None,
+        }
+        for i, x in enumerate(labels)
+    ]
+    return doc
+
+
+def write_labels(doc: dict, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(doc))
+
+
+def read_labels(source: str | Path) -> dict:
+    """A labels document from a .json file, or exported on the fly from a run directory."""
+    path = Path(source)
+    if path.is_dir():
+        run = run_info(path, None)
+        with FeedbackStore(run.store, create=False) as store:
+            return export_labels(store, run.name, run.run_dir)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"labels source {str(source)!r} does not exist: expected a run directory or a "
+            "labels .json file (prefrl labels export RUN_DIR)"
+        )
+    try:
+        doc = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a prefrl labels document (no format: {FORMAT!r})")
+    if doc.get("version") != VERSION:
+        raise ValueError(
+            f"{path}: labels document version {doc.get('version')!r} is not readable by this "
+            f"prefrl (reads version {VERSION})"
+        )
+    return doc
+
+
+def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments]:
+    arrays = {k: _decode(k, doc["segments"][k]) for k in _ARRAYS}
+    obs, action = arrays["obs"], arrays["action"]
+    if obs.ndim != 3 or obs.shape[2] != obs_dim or action.shape[2:] != (action_dim,):
+        raise ValueError(
+            f"labels document: segments have observations {obs.shape[2:]} and actions "
+            f"{action.shape[2:]}; this environment has ({obs_dim},) and ({action_dim},)"
+        )
+    n_seg = obs.shape[0]
+    idx = np.array([[x["left"], x["right"]] for x in doc["labels"]], np.int64).reshape(-1, 2)
+    bad = idx[(idx < 0) | (idx >= n_seg)]
+    if bad.size:
+        raise ValueError(
+            f"labels document: segment index {int(bad[0])} is out of range (0..{n_seg - 1})"
+        )
+    zeros = np.zeros(n_seg, np.int64)
+    segs = Segments(**arrays, id=np.arange(n_seg), step=zeros, episode=zeros, start=zeros)
+    return segs[idx[:, 0]], segs[idx[:, 1]]
+
+
+def import_labels(
+    store: FeedbackStore, run_name: str, run_dir: Path, doc: dict, obs_dim: int, action_dim: int
+) -> int:
+    """Add a document's labelled pairs to a run; returns how many were added (0 when the run
+    already holds this document's run's labels: importing twice adds nothing)."""
+    run_id = store.run_id(run_name, create=False)
+    env = store.run_env(run_id)
+    if doc["env"] != env:
+        raise ValueError(
+            f"the labels are of {doc['env']!r}, the run {run_name!r} is of {env!r}: labels are "
+            "only shared between runs of the same environment"
+        )
+    origin = str(doc.get("run") or "unnamed")
+    if origin in store.imported_from(run_id):
+        return 0
+    entries = doc["labels"]
+    labels = [Label.parse(x.get("label")) for x in entries]  # names a bad value before storing
+    if entries:
+        left, right = _pairs(doc, obs_dim, action_dim)
+    else:
+        left = right = None
+    sources = [f"import:{x.get('annotator') or x.get('source') or origin}" for x in entries]
+    ms = [x.get("response_ms") for x in entries]
+    if left is None:
+        return 0
+    return store.add_imported_pairs(run_id, run_dir, left, right, labels, sources, ms, origin)

@@ -1,0 +1,147 @@
+"""Sharing labels: export a run's labels as JSON, import them into another run, start a run with
+another run's labels (`--load-labels`)."""
+
+import json
+
+import numpy as np
+import pytest
+from test_online import _config
+
+from prefrl.cli import main
+from prefrl.data import PreferenceData
+from prefrl.feedback import ScheduleConfig
+from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
+from prefrl.feedback.store import FeedbackStore
+from prefrl.loops.online import train_online
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+OBS, ACT = 6, 2  # toy:point-reach
+
+
+@pytest.fixture(scope="module")
+def source_run(tmp_path_factory):
+    """A finished run with 40 scripted labels."""
+    tmp = tmp_path_factory.mktemp("source")
+    cfg = _config(tmp, name="source", steps=900,
+                  schedule=ScheduleConfig(budget=40, session_size=20, interval=300))  # fmt: skip
+    return train_online(cfg).run_dir
+
+
+def _fresh_run(tmp_path, name="target") -> str:
+    """A run row (and directory) with no labels yet."""
+    run_dir = tmp_path / name
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach"}))
+    with FeedbackStore(run_dir) as store:
+        store.run_id(name, env="toy:point-reach")
+    return run_dir
+
+
+def test_export_then_import_keeps_every_label_and_array(source_run, tmp_path):
+    with FeedbackStore(source_run, create=False) as store:
+        doc = export_labels(store, "source", source_run)
+        run_id = store.run_id("source", create=False)
+        stored = store.labels(run_id)
+        left, right = store.query_pairs(source_run, [x.query_id for x in stored])
+    assert len(doc["labels"]) == 40
+    path = tmp_path / "labels.json"
+    write_labels(doc, path)
+    doc = read_labels(path)  # through the file, as people share it
+
+    target = _fresh_run(tmp_path)
+    with FeedbackStore(target) as store:
+        assert import_labels(store, "target", target, doc, OBS, ACT) == 40
+        assert import_labels(store, "target", target, doc, OBS, ACT) == 0  # once only
+        run_id = store.run_id("target", create=False)
+        got = store.labels(run_id)
+        assert [x.label for x in got] == [x.label for x in stored]
+        assert all(x.source.startswith("import:") for x in got)
+        assert store.query_count(run_id) == 0  # imported pairs were never asked by this run
+        assert store.next_query_key(run_id) == 0
+        got_left, got_right = store.query_pairs(target, [x.query_id for x in got])
+    for a, b in ((left, got_left), (right, got_right)):
+        np.testing.assert_array_equal(a.obs, b.obs)
+        np.testing.assert_array_equal(a.action, b.action)
+        np.testing.assert_array_equal(a.state, b.state)
+        np.testing.assert_array_equal(a.reward, b.reward)
+
+
+def test_a_run_started_with_loaded_labels_trains_on_them_and_its_own(source_run, tmp_path):
+    cfg = _config(tmp_path, name="reuse", steps=600, load_labels=source_run,
+                  schedule=ScheduleConfig(budget=20, session_size=20, interval=300))  # fmt: skip
+    result = train_online(cfg)
+    assert result.labels == 40 + 20
+    fits = [r for r in read_metrics(result.run_dir) if "feedback/labels" in r]
+    assert fits[0]["feedback/labels"] == 60  # the loaded ones were in the first fit
+    labels = PreferenceData.load(latest_checkpoint(result.run_dir) / "labels.npz")
+    assert len(labels) == 60
+    with FeedbackStore(result.run_dir, create=False) as store:
+        run_id = store.run_id("reuse", create=False)
+        assert store.query_count(run_id) == 20  # its own asks: the budget is untouched
+        assert store.imported_from(run_id) == ["source"]
+
+    # Resuming does not import them again.
+    more = train_online(_config(tmp_path, name="reuse", steps=900, resume=result.run_dir,
+                                load_labels=source_run,
+                                schedule=ScheduleConfig(budget=20, session_size=20,
+                                                        interval=300)))  # fmt: skip
+    assert more.labels == 60
+
+
+def test_cli_export_and_import(source_run, tmp_path, capsys):
+    out = tmp_path / "shared.json"
+    assert main(["labels", "export", str(source_run), "--out", str(out)]) == 0
+    assert "40 labels of source" in capsys.readouterr().out
+    target = _fresh_run(tmp_path)
+    assert main(["labels", "import", str(out), str(target)]) == 0
+    assert "40 labels imported" in capsys.readouterr().out
+    assert main(["labels", "import", str(out), str(target)]) == 0
+    assert "imported before" in capsys.readouterr().out
+
+
+def _doc(source_run):
+    with FeedbackStore(source_run, create=False) as store:
+        return export_labels(store, "source", source_run)
+
+
+def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
+    target = _fresh_run(tmp_path)
+    good = _doc(source_run)
+    bad_label = json.loads(json.dumps(good))
+    bad_label["labels"][3]["label"] = "maybe"
+    bad_index = json.loads(json.dumps(good))
+    bad_index["labels"][0]["right"] = 10_000
+    other_env = dict(good, env="Hopper-v5")
+    cases = [
+        (bad_label, "label 'maybe' is invalid: expected one of left, right, equal, skip"),
+        (bad_index, "segment index 10000 is out of range"),
+        (other_env, "labels are of 'Hopper-v5'.*of 'toy:point-reach'"),
+    ]
+    with FeedbackStore(target) as store:
+        run_id = store.run_id("target", create=False)
+        for doc, message in cases:
+            with pytest.raises(ValueError, match=message):
+                import_labels(store, "target", target, doc, OBS, ACT)
+        with pytest.raises(ValueError, match=r"observations \(6,\).*this environment has \(7,\)"):
+            import_labels(store, "target", target, good, OBS + 1, ACT)
+        assert store.labels(run_id) == [] and store.imported_from(run_id) == []
+
+    (tmp_path / "old.json").write_text(json.dumps(dict(good, version=0)))
+    (tmp_path / "other.json").write_text(json.dumps({"labels": []}))
+    with pytest.raises(ValueError, match="version 0 is not readable"):
+        read_labels(tmp_path / "old.json")
+    with pytest.raises(ValueError, match="not a prefrl labels document"):
+        read_labels(tmp_path / "other.json")
+    with pytest.raises(FileNotFoundError, match="expected a run directory or a labels .json"):
+        read_labels(tmp_path / "missing.json")
+
+
+def test_load_labels_of_another_env_fails_before_the_run_starts(source_run, tmp_path, capsys):
+    code = main(["train", "--env", "Pendulum-v1", "--load-labels", str(source_run),
+                 "--runs-dir", str(tmp_path), "--name", "x", "--no-progress"])  # fmt: skip
+    assert code == 2
+    assert "its labels are of 'toy:point-reach', this run is of 'Pendulum-v1'" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "x").exists()
