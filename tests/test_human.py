@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+import httpx2
 import numpy as np
 from test_online import _config
 
@@ -99,12 +99,12 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     acknowledged: set[int] = set()
     rng = np.random.default_rng(0)
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             while len(acknowledged) < 60:
                 assert time.time() < deadline, f"only {len(acknowledged)} labels in 120 s"
                 try:
                     queries = client.get("/api/next?n=3").json()["queries"]
-                except httpx.TransportError:
+                except httpx2.TransportError:
                     time.sleep(0.2)  # the server is still starting
                     continue
                 for q in queries:

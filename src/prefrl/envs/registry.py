@@ -28,7 +28,8 @@ class RenderSettings:
     width: int = 256
     height: int = 256
     fast: bool = True
-    """Smaller shadow map and no multisampling (2-4x faster on the CPU)."""
+    """No shadows, reflections, skybox, haze or multisampling: about 4x faster than MuJoCo's
+    default quality on the CPU (benchmarks/clip_render.py)."""
     camera_id: int = 0
     """dm_control camera id; Gymnasium MuJoCo envs use a camera that follows moving robots."""
 
@@ -73,7 +74,7 @@ def _make_dmc(name: str, render: RenderSettings | None):
         prepare_offscreen(dm_env.physics.model.ptr, render.width, render.height, render.fast)
     env = DmControlCompatibilityV0(dm_env, render_mode="rgb_array" if render else None)
     settings = render or RenderSettings()
-    return env, DmcBackend(env, settings.width, settings.height, settings.camera_id)
+    return env, DmcBackend(env, settings.width, settings.height, settings.camera_id, settings.fast)
 
 
 def _gym_ids() -> list[str]:
@@ -108,7 +109,7 @@ def _make_gym(name: str, render: RenderSettings | None):
     env = gym.make(name)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
     if render is not None:
         prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
-    return env, GymMujocoBackend(env, settings.width, settings.height)
+    return env, GymMujocoBackend(env, settings.width, settings.height, settings.fast)
 
 
 FAMILIES: dict[str, Family] = {

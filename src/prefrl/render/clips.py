@@ -21,8 +21,8 @@ CLIP_DIR = "clips"
 class ClipRenderer:
     """Renders segments of one environment from their per-step simulator states."""
 
-    def __init__(self, env_id: str, size: int = 256):
-        self.settings = RenderSettings(width=size, height=size, fast=True)
+    def __init__(self, env_id: str, size: int = 256, fast: bool = True):
+        self.settings = RenderSettings(width=size, height=size, fast=fast)
         self.env = make_env(env_id, seed=0, render=self.settings)
 
     @property
