@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 import pytest
-from sqlalchemy import text
+from sqlalchemy import inspect, text
 
 from prefrl.data import Label, Segments
 from prefrl.feedback import Query, ScriptedTeacher, TeacherConfig
@@ -184,6 +184,24 @@ def test_a_store_from_a_newer_prefrl_is_refused(tmp_path):
         c.execute(text("UPDATE prefrl_meta SET value = :v"), {"v": str(SCHEMA_VERSION + 1)})
     with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1}.*upgrade prefrl"):
         FeedbackStore(tmp_path)
+
+
+def test_a_version_1_store_is_upgraded_in_place(store, tmp_path):
+    """Version 1 (prefrl before the query indexes) still opens: the migration adds the indexes
+    and every row is kept."""
+    run, rows, _, _ = _queries(store, tmp_path)
+    store.add_label(rows[0], "left", "web")
+    with store.engine.begin() as c:  # make it a version-1 store
+        c.execute(text("DROP INDEX ix_queries_open"))
+        c.execute(text("DROP INDEX ix_queries_assigned_to"))
+        c.execute(text("UPDATE prefrl_meta SET value = '1' WHERE key = 'schema_version'"))
+    target = str(tmp_path) if store.is_sqlite else store.url
+    with FeedbackStore(target, create=False) as upgraded:
+        assert upgraded.schema_version() == SCHEMA_VERSION == 2
+        names = {ix["name"] for ix in inspect(upgraded.engine).get_indexes("queries")}
+        assert {"ix_queries_open", "ix_queries_assigned_to"} <= names
+        assert [x.label for x in upgraded.labels(run)] == [Label.LEFT]
+        assert upgraded.query_count(run, status="open") == len(rows) - 1
 
 
 def test_unreachable_and_malformed_stores_fail_clearly(tmp_path):

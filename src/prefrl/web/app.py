@@ -61,6 +61,8 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
     async def _store_down(_request, exc):  # the database went away under us
         return JSONResponse({"detail": str(exc)}, status_code=503)
 
+    known_tokens: dict[str, tuple[int, str]] = {}
+
     def annotator(
         token: Annotated[str | None, Query()] = None,
         x_prefrl_token: Annotated[str | None, Header()] = None,
@@ -71,10 +73,12 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
                 raise HTTPException(401, "this page needs your annotator link (?token=...); "
                                          "ask the run's owner for it: prefrl annotators add NAME")  # fmt: skip
             given = local_token
-        try:
-            who, name = store.annotator(given)
-        except NotFound:
-            raise HTTPException(403, "unknown annotator token") from None
+        if given not in known_tokens:  # tokens are never reassigned: look each up once
+            try:
+                known_tokens[given] = store.annotator(given)
+            except NotFound:
+                raise HTTPException(403, "unknown annotator token") from None
+        who, name = known_tokens[given]
         return who, name, given
 
     Who = Annotated[tuple[int, str, str], Depends(annotator)]
@@ -127,20 +131,17 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
             ],
         }
 
-    def clip_url(segment_id: int, token: str) -> str | None:
-        path = store.clip(segment_id)
-        return None if path is None else f"/{path}?token={token}"
+    def clip_urls(segment_ids: list[int], token: str) -> dict[int, str | None]:
+        paths = store.clips(segment_ids)
+        return {i: f"/{paths[i]}?token={token}" if i in paths else None for i in segment_ids}
 
     @app.get("/api/next")
     def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
         queries = store.assign_queries(run_id, who[0], n=n, need_clips=True)
+        urls = clip_urls([i for q in queries for i in (q.left_segment, q.right_segment)], who[2])
         return {
             "queries": [
-                {
-                    "id": q.id,
-                    "left": clip_url(q.left_segment, who[2]),
-                    "right": clip_url(q.right_segment, who[2]),
-                }
+                {"id": q.id, "left": urls[q.left_segment], "right": urls[q.right_segment]}
                 for q in queries
             ],
             "labels": sum(store.label_counts(run_id).values()),
@@ -165,7 +166,8 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
     @app.get("/api/rate/next")
     def next_to_rate(who: Who, n: Annotated[int, Query(ge=1, le=20)] = 4) -> dict:
         todo = store.segments_to_rate(run_id, who[0], n)
-        return {"segments": [{"id": s, "clip": clip_url(s, who[2])} for s in todo]}
+        urls = clip_urls(todo, who[2])
+        return {"segments": [{"id": s, "clip": urls[s]} for s in todo]}
 
     @app.post("/api/rating")
     def post_rating(body: RatingIn, who: Who) -> dict:
