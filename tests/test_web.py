@@ -20,7 +20,7 @@ from prefrl.envs import make_env
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
 from prefrl.loops.collect import random_segments
-from prefrl.render.clips import ClipRenderer, render_pending, side_by_side
+from prefrl.render.clips import ClipRenderer, pair_clip, render_pending, side_by_side
 from prefrl.web.app import create_app
 
 ENV = "toy:point-reach"
@@ -48,7 +48,7 @@ def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(r
     with FeedbackStore(run.store) as store:
         run_id = store.run_id(run.name)
         counts = render_pending(store, run_id, run.run_dir, renderer, queue=2)
-        assert counts == {"rendered": 4, "dropped": 4}
+        assert counts == {"rendered": 4, "dropped": 4, "pairs": 0}
         open_ids = [q.id for q in store.open_queries(run_id)]
         assert len(open_ids) == 2 and open_ids == sorted(open_ids)[-2:]  # the newest kept
         q = store.query(open_ids[0])
@@ -149,6 +149,26 @@ def test_terminal_labeller(run):
     assert {x.source for x in labels} == {"terminal"}
     text = out.getvalue()
     assert "'x' is not an answer" in text and ".mp4" in text
+
+
+def test_side_by_side_pair_videos_for_the_terminal(run):
+    renderer = ClipRenderer(ENV, size=64)
+    with FeedbackStore(run.store) as store:
+        run_id = store.run_id(run.name)
+        counts = render_pending(store, run_id, run.run_dir, renderer, queue=3, pairs=True)
+        assert counts["pairs"] == 3
+        again = render_pending(store, run_id, run.run_dir, renderer, queue=3, pairs=True)
+        assert again["pairs"] == 0  # written once
+        newest = store.open_queries(run_id)[-1]
+        out = io.StringIO()
+        label_in_terminal(store, run.name, run.run_dir, inp=io.StringIO("r\n"), out=out,
+                          open_clips=False, side_by_side=True, max_labels=1)  # fmt: skip
+    renderer.close()
+    assert f"pair {newest.id}\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
+    with av.open(str(run.run_dir / pair_clip(newest.id))) as f:
+        frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
+    assert len(frames) == 10 and frames[0].shape == (64, 64 * 2 + 8, 3)
+    assert (frames[0][:, 64:72] > 240).all()  # the white bar between the two clips
 
 
 def _free_port() -> int:

@@ -185,9 +185,11 @@ class ServeArgs:
     clip_size: int = 256
     queue: int = 20
     """Open queries kept rendered; older unrendered ones are dropped as stale."""
+    side_by_side: bool = False
+    """Also write each open query as one video, both clips side by side (clips/pair*.mp4)."""
 
 
-def _start_renderer(run, size: int, queue: int):
+def _start_renderer(run, size: int, queue: int, pairs: bool = False):
     import multiprocessing
 
     from prefrl.loops.renderer import run_renderer
@@ -196,6 +198,7 @@ def _start_renderer(run, size: int, queue: int):
     proc = ctx.Process(
         target=run_renderer,
         args=(run.store, str(run.run_dir), run.name, size, queue),
+        kwargs={"pairs": pairs},
         daemon=True,
         name="prefrl-renderer",
     )
@@ -213,7 +216,9 @@ def cmd_serve(args: list[str]) -> int:
     run = run_info(opts.run_dir, opts.store)
     local = opts.host in ("127.0.0.1", "localhost", "::1")
     app = create_app(run, require_token=not local)
-    renderer = _start_renderer(run, opts.clip_size, opts.queue) if opts.render else None
+    renderer = (
+        _start_renderer(run, opts.clip_size, opts.queue, opts.side_by_side) if opts.render else None
+    )
     where = f"http://{opts.host}:{opts.port}"
     if local:
         print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
@@ -271,6 +276,8 @@ class LabelArgs:
     render: bool = True
     """Run the clip renderer while labelling."""
     clip_size: int = 256
+    side_by_side: bool = False
+    """Show (and open) each pair as one video, both clips side by side."""
 
 
 def cmd_label(args: list[str]) -> int:
@@ -279,11 +286,12 @@ def cmd_label(args: list[str]) -> int:
 
     opts = tyro.cli(LabelArgs, args=args, prog="prefrl label")
     run = run_info(opts.run_dir, opts.store)
-    renderer = _start_renderer(run, opts.clip_size, 20) if opts.render else None
+    renderer = _start_renderer(run, opts.clip_size, 20, opts.side_by_side) if opts.render else None
     try:
         with FeedbackStore(run.store, create=False) as store:
             n = label_in_terminal(store, run.name, run.run_dir, opts.annotator,
-                                  open_clips=opts.open_clips)  # fmt: skip
+                                  open_clips=opts.open_clips,
+                                  side_by_side=opts.side_by_side)  # fmt: skip
     except KeyboardInterrupt:
         n = None
     finally:

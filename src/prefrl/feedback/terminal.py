@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from prefrl.feedback.store import FeedbackStore, LabelConflict
+from prefrl.render.clips import pair_clip
 
 KEYS = {"l": "left", "r": "right", "e": "equal", "": "skip"}
 
@@ -40,8 +41,11 @@ def label_in_terminal(
     open_clips: bool = True,
     wait_seconds: float = 2.0,
     max_labels: int | None = None,
+    side_by_side: bool = False,
 ) -> int:
-    """Label until Q, end of input or `max_labels`; returns the number of labels stored."""
+    """Label until Q, end of input or `max_labels`; returns the number of labels stored. With
+    `side_by_side`, a pair's side-by-side video is shown instead of its two clips once the
+    renderer has written it (`prefrl label --side-by-side` asks it to)."""
     run_id = store.run_id(run_name, create=False)
     who, _ = store.annotator(store.add_annotator(annotator))
     stored = 0
@@ -58,7 +62,12 @@ def label_in_terminal(
         said_waiting = False
         q = queries[0]
         clips = [run_dir / store.clip(q.left_segment), run_dir / store.clip(q.right_segment)]
-        print(f"\npair {q.id}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
+        pair = run_dir / pair_clip(q.id)
+        if side_by_side and pair.exists():
+            clips = [pair]
+            print(f"\npair {q.id}\n  L | R: {pair}", file=out)
+        else:
+            print(f"\npair {q.id}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
         if open_clips:
             open_with_viewer(clips)
         shown = time.monotonic()

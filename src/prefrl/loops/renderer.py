@@ -18,6 +18,7 @@ def run_renderer(
     queue: int = 20,
     poll_seconds: float = 1.0,
     once: bool = False,
+    pairs: bool = False,
 ) -> None:
     """Render until killed (or one pass with `once`)."""
     store = FeedbackStore(store_target, create=False)
@@ -26,10 +27,10 @@ def run_renderer(
         renderer = ClipRenderer(store.run_env(run_id), size)
         try:
             while True:
-                counts = render_pending(store, run_id, Path(run_dir), renderer, queue)
+                counts = render_pending(store, run_id, Path(run_dir), renderer, queue, pairs)
                 if once:
                     return
-                if not counts["rendered"]:
+                if not counts["rendered"] and not counts["pairs"]:
                     time.sleep(poll_seconds)
         finally:
             renderer.close()

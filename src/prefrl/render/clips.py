@@ -59,9 +59,17 @@ def side_by_side(left: list[np.ndarray], right: list[np.ndarray], gap: int = 8) 
     return [np.concatenate([pad(a), bar, pad(b)], axis=1) for a, b in zip(left, right)]
 
 
-def render_pending(store, run_id: int, run_dir: Path, renderer: ClipRenderer, queue: int) -> dict:
+def pair_clip(query_id: int) -> str:
+    """Where the side-by-side video of a query goes, relative to the run directory."""
+    return f"{CLIP_DIR}/pair{query_id:09d}.mp4"
+
+
+def render_pending(
+    store, run_id: int, run_dir: Path, renderer: ClipRenderer, queue: int, pairs: bool = False
+) -> dict:
     """One pass: render the clips of the newest `queue` open queries that lack them, and drop
-    the older unrendered open queries (stale candidates). Returns counts."""
+    the older unrendered open queries (stale candidates). With `pairs`, also write each of
+    those queries as one side-by-side video (`pair_clip`). Returns counts."""
     run_dir = Path(run_dir)
     todo = store.segments_to_render(run_id, limit=queue)
     rendered = 0
@@ -73,4 +81,14 @@ def render_pending(store, run_id: int, run_dir: Path, renderer: ClipRenderer, qu
                        renderer.fps)  # fmt: skip
         rendered += 1
     dropped = store.drop_stale_queries(run_id, keep=queue)
-    return {"rendered": rendered, "dropped": dropped}
+    side = 0
+    if pairs:
+        for q in store.open_queries(run_id)[-queue:]:
+            path = run_dir / pair_clip(q.id)
+            if path.exists():
+                continue
+            both = store.segments(run_dir, [q.left_segment, q.right_segment]).state
+            frames = side_by_side(renderer.frames(both[0]), renderer.frames(both[1]))
+            write_video(path, frames, fps=renderer.fps)
+            side += 1
+    return {"rendered": rendered, "dropped": dropped, "pairs": side}
