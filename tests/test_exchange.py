@@ -10,6 +10,7 @@ from test_online import _config
 from prefrl.cli import main
 from prefrl.data import PreferenceData
 from prefrl.feedback import ScheduleConfig
+from prefrl.feedback.channel import FeedbackChannel
 from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
 from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.online import train_online
@@ -87,6 +88,17 @@ def test_a_run_started_with_loaded_labels_trains_on_them_and_its_own(source_run,
                                 schedule=ScheduleConfig(budget=20, session_size=20,
                                                         interval=300)))  # fmt: skip
     assert more.labels == 60
+
+
+def test_a_person_is_not_waited_for_when_loaded_labels_are_there(source_run, tmp_path):
+    target = _fresh_run(tmp_path)
+    with FeedbackStore(target) as store:
+        channel = FeedbackChannel(store, "target", target, "toy:point-reach", scripted=None)
+        assert channel.is_human and not channel.has_unseen_labels()
+        import_labels(store, "target", target, _doc(source_run), OBS, ACT)
+        assert channel.has_unseen_labels()  # the trainer fits on these instead of waiting
+        assert len(channel.poll().labels) == 40 and not channel.has_unseen_labels()
+        assert channel.unanswered() == 0 and channel.asked() == 0
 
 
 def test_cli_export_and_import(source_run, tmp_path, capsys):
