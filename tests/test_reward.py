@@ -1,5 +1,7 @@
 """The MLP reward ensemble: fitting, validation, normalisation, persistence, the Gym wrapper."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -71,6 +73,23 @@ def test_split_and_bootstrap_are_stable_as_labels_arrive():
     np.testing.assert_array_equal(val_a, val_b[:50])
     np.testing.assert_array_equal(w_a, w_b[:50])
     assert abs(w_b.mean() - 1.0) < 0.3  # Poisson(1) weights
+
+
+def test_refits_take_at_most_refit_epochs_but_min_steps():
+    cfg = RewardConfig(hidden_dims=(16,), max_epochs=12, refit_epochs=2, min_steps=10,
+                       stop_accuracy=2.0, batch_size=32)  # fmt: skip
+    model = MLPRewardEnsemble(cfg, OBS, ACT, seed=0)
+    data = _labelled(100)
+    first = model.fit(data)
+    assert first["reward/epochs"] == 12  # the first fit: max_epochs
+    batches = -(-int(first["reward/labels_train"]) // 32)
+    assert batches < 5  # so 2 epochs are fewer than min_steps
+    assert model.fit(data)["reward/epochs"] == -(-10 // batches)  # a refit: min_steps rule
+    model = MLPRewardEnsemble(dataclasses.replace(cfg, min_steps=0), OBS, ACT, seed=0)
+    model.fit(data)
+    assert model.fit(data)["reward/epochs"] == 2
+    with pytest.raises(ValueError, match="refit_epochs=0 is invalid"):
+        RewardConfig(refit_epochs=0)
 
 
 def test_skip_is_ignored_and_equal_is_trained_towards_one_half():

@@ -44,8 +44,12 @@ class RewardConfig:
     max_epochs: int = 20
     """Passes over the labels per fit at most (the model is warm-started from the last fit;
     a fit also stops at `stop_accuracy`)."""
+    refit_epochs: int | None = None
+    """Passes at most in every fit after the first (None: `max_epochs`). The model is warm-started,
+    so a refit only has to take in the labels that arrived since the last one; imitation's
+    preference comparisons uses 3 epochs per round. Caps the cost of fits as labels accumulate."""
     min_steps: int = 50
-    """Gradient steps per fit at least (more epochs while labels are few)."""
+    """Gradient steps per fit at least, refits included (more epochs while labels are few)."""
     stop_accuracy: float = 0.97
     """A fit stops once the ensemble's training accuracy reaches this (PEBBLE); above 1: never."""
     val_fraction: float = 1.0 / math.e
@@ -72,6 +76,10 @@ class RewardConfig:
             "dropout": (0 <= self.dropout < 1, "a rate in [0, 1)"),
             "batch_size": (self.batch_size >= 1, "a positive integer"),
             "max_epochs": (self.max_epochs >= 1, "a positive integer"),
+            "refit_epochs": (
+                self.refit_epochs is None or self.refit_epochs >= 1,
+                "a positive integer or None",
+            ),
             "min_steps": (self.min_steps >= 0, ">= 0"),
             "stop_accuracy": (self.stop_accuracy > 0, "a positive value (above 1: never stop)"),
             "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
@@ -197,7 +205,9 @@ class MLPRewardEnsemble(RewardModel):
         # Fewer labels than a batch: a smaller padded batch (one compile per power of two).
         b = min(cfg.batch_size, _bucket(len(train_idx)))
         batches_per_epoch = -(-len(train_idx) // b)
-        max_epochs = max(cfg.max_epochs, -(-cfg.min_steps // batches_per_epoch))
+        first = self.fits == 0 or cfg.refit_epochs is None
+        epochs_cap = cfg.max_epochs if first else cfg.refit_epochs
+        max_epochs = max(epochs_cap, -(-cfg.min_steps // batches_per_epoch))
         epochs, acc, loss = 0, 0.0, float("nan")
         for epochs in range(1, max_epochs + 1):
             order = rng.permutation(train_idx)
