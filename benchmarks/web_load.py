@@ -94,6 +94,7 @@ async def annotator(base: str, token: str, seconds: float, seed: int, log: dict)
             t0 = time.perf_counter()
             r = await client.get("/api/next", params={"n": 2})
             log["latency"]["next"].append(time.perf_counter() - t0)
+            log["done_at"].append(time.perf_counter())
             if r.status_code != 200:
                 log["errors"].append(f"GET /api/next: {r.status_code} {r.text[:200]}")
                 continue
@@ -110,6 +111,7 @@ async def annotator(base: str, token: str, seconds: float, seed: int, log: dict)
                     json={"query_id": q["id"], "label": label, "response_ms": 900},
                 )
                 log["latency"]["label"].append(time.perf_counter() - t0)
+                log["done_at"].append(time.perf_counter())
                 if r.status_code == 200 and r.json().get("saved"):
                     log["acknowledged"].append((q["id"], label))
                 else:
@@ -118,7 +120,13 @@ async def annotator(base: str, token: str, seconds: float, seed: int, log: dict)
 
 async def load(base: str, tokens: list[str], seconds: float) -> list[dict]:
     logs = [
-        {"latency": {"next": [], "label": []}, "acknowledged": [], "errors": [], "starved": 0}
+        {
+            "latency": {"next": [], "label": []},
+            "done_at": [],
+            "acknowledged": [],
+            "errors": [],
+            "starved": 0,
+        }
         for _ in tokens
     ]
     await asyncio.gather(
@@ -158,6 +166,8 @@ def main() -> None:
              ("next", "label")}  # fmt: skip
     every = np.concatenate(list(times.values()))
     per_query = Counter(q for q, _ in acked)
+    done = np.sort([t for log in logs for t in log["done_at"]])
+    windows = np.histogram(done - done[0], bins=np.arange(0, args.seconds + 10, 10))[0]
     result = {
         "command": "python benchmarks/web_load.py " + " ".join(sys.argv[1:]),
         "store": "postgresql" if args.store else "sqlite",
@@ -169,6 +179,7 @@ def main() -> None:
         "p95_next_ms": float(np.percentile(times["next"], 95)),
         "p95_label_ms": float(np.percentile(times["label"], 95)),
         "requests_per_s": len(every) / args.seconds,
+        "requests_per_10s_window": windows.tolist(),
         "acknowledged": len(acked),
         "stored": len(stored),
         "lost": sum(1 for q, label in acked if stored.get(q) != label),

@@ -75,6 +75,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _children(pid: int) -> list[int]:
+    tasks = Path(f"/proc/{pid}/task")
+    return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
+
+
+def _alive(pid: int) -> bool:
+    try:  # a zombie (exited, not yet reaped by whoever adopted it) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     common = [
@@ -114,6 +126,8 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
                         acknowledged.add(q["id"])
                 if not queries:
                     time.sleep(0.1)
+            renderers = _children(server.pid)
+            assert renderers, "prefrl serve started no clip renderer"
             # Mid-labelling, both die without a chance to clean up.
             for proc in (trainer, server):
                 proc.send_signal(signal.SIGKILL)
@@ -126,6 +140,11 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     with FeedbackStore(run_dir) as store:
         stored = {x.query_id for x in store.labels(store.run_id("run"))}
     assert acknowledged <= stored
+    # The server's renderer does not outlive it.
+    deadline = time.time() + 30
+    while any(_alive(pid) for pid in renderers):
+        assert time.time() < deadline, f"renderer {renderers} still running after its server died"
+        time.sleep(0.2)
     # The resumed run takes every stored label, including those given after its checkpoint
     # (resumed with the scripted teacher so that it does not wait for a person again).
     ckpt_step = json.loads((latest_checkpoint(run_dir) / "loop.json").read_text())["step"]

@@ -1,8 +1,10 @@
 """The renderer worker: a process of its own beside the trainer and the web server, sharing only
-the feedback store and the run directory with them."""
+the feedback store and the run directory with them. It ends with the process that started it,
+however that one ended (a `kill -9` included): it never outlives its server."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -20,7 +22,8 @@ def run_renderer(
     once: bool = False,
     pairs: bool = False,
 ) -> None:
-    """Render until killed (or one pass with `once`)."""
+    """Render until killed or orphaned (or one pass with `once`)."""
+    parent = os.getppid()
     store = FeedbackStore(store_target, create=False)
     try:
         run_id = store.run_id(run_name, create=False)
@@ -29,6 +32,8 @@ def run_renderer(
             while True:
                 counts = render_pending(store, run_id, Path(run_dir), renderer, queue, pairs)
                 if once:
+                    return
+                if os.getppid() != parent:  # the server is gone (its children are re-parented)
                     return
                 if not counts["rendered"] and not counts["pairs"]:
                     time.sleep(poll_seconds)

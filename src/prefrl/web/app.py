@@ -143,8 +143,7 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
             "queries": [
                 {"id": q.id, "left": urls[q.left_segment], "right": urls[q.right_segment]}
                 for q in queries
-            ],
-            "labels": sum(store.label_counts(run_id).values()),
+            ]
         }
 
     @app.post("/api/label")

@@ -25,7 +25,6 @@ async function fetchPairs() {
   try { r = await fetch("/api/next?n=3", { headers }); } catch (e) { return say("Server unreachable; retrying…"); }
   if (!r.ok) { return say((await r.json()).detail || `error ${r.status}`); }
   const data = await r.json();
-  labels = data.labels;
   const known = new Set([current && current.id, ...upcoming.map(q => q.id)]);
   for (const q of data.queries) {
     if (!known.has(q.id)) upcoming.push({ ...q, videos: [video(q.left), video(q.right)] });
@@ -88,4 +87,13 @@ document.addEventListener("keydown", e => {
   const label = keys[e.key];
   if (label) { e.preventDefault(); answer(label); }
 });
-advance();
+
+// The run's label count once (everyone's); after that this page counts its own.
+async function start() {
+  try {
+    const r = await fetch("/api/status", { headers });
+    if (r.ok) labels = (await r.json()).labels;
+  } catch (e) { /* the first fetch of pairs will say so */ }
+  await advance();
+}
+start();
