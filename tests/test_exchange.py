@@ -125,7 +125,11 @@ def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
     bad_index = json.loads(json.dumps(good))
     bad_index["labels"][0]["right"] = 10_000
     other_env = dict(good, env="Hopper-v5")
+    no_right = json.loads(json.dumps(good))
+    del no_right["labels"][5]["right"]
     cases = [
+        (no_right, "every label needs 'left', 'right' and 'label'"),
+        ({"labels": "all of them"}, "'env' .* is missing; 'labels' must be a list of objects"),
         (bad_label, "label 'maybe' is invalid: expected one of left, right, equal, skip"),
         (bad_index, "segment index 10000 is out of range"),
         (other_env, "labels are of 'Hopper-v5'.*of 'toy:point-reach'"),

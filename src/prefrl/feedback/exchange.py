@@ -130,11 +130,27 @@ def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments
     return segs[idx[:, 0]], segs[idx[:, 1]]
 
 
+def _check_fields(doc: dict) -> None:
+    problems = []
+    if not isinstance(doc.get("env"), str):
+        problems.append("'env' (the environment id) is missing")
+    entries = doc.get("labels")
+    if not isinstance(entries, list) or not all(isinstance(x, dict) for x in entries):
+        problems.append("'labels' must be a list of objects")
+    elif entries and not all(k in x for x in entries for k in ("left", "right", "label")):
+        problems.append("every label needs 'left', 'right' and 'label'")
+    elif entries and not all(k in doc.get("segments", {}) for k in _ARRAYS):
+        problems.append(f"'segments' needs {', '.join(_ARRAYS)}")
+    if problems:
+        raise ValueError(f"labels document: {'; '.join(problems)}")
+
+
 def import_labels(
     store: FeedbackStore, run_name: str, run_dir: Path, doc: dict, obs_dim: int, action_dim: int
 ) -> int:
     """Add a document's labelled pairs to a run; returns how many were added (0 when the run
     already holds this document's run's labels: importing twice adds nothing)."""
+    _check_fields(doc)
     run_id = store.run_id(run_name, create=False)
     env = store.run_env(run_id)
     if doc["env"] != env:
