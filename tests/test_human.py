@@ -102,7 +102,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
                                 *common], env=env)  # fmt: skip
     run_dir = tmp_path / "run"
     port = _free_port()
-    deadline = time.time() + 120
+    deadline = time.time() + 300  # generous: a loaded machine starts three Python processes here
     while not (run_dir / "feedback.db").exists():
         assert time.time() < deadline and trainer.poll() is None, "the trainer did not start"
         time.sleep(0.2)
@@ -113,7 +113,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     try:
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
             while len(acknowledged) < 60:
-                assert time.time() < deadline, f"only {len(acknowledged)} labels in 120 s"
+                assert time.time() < deadline, f"only {len(acknowledged)} labels in 300 s"
                 try:
                     queries = client.get("/api/next?n=3").json()["queries"]
                 except httpx2.TransportError:
@@ -141,7 +141,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
         stored = {x.query_id for x in store.labels(store.run_id("run"))}
     assert acknowledged <= stored
     # The server's renderer does not outlive it.
-    deadline = time.time() + 30
+    deadline = time.time() + 120  # (the renderer may still be importing when its server dies)
     while any(_alive(pid) for pid in renderers):
         assert time.time() < deadline, f"renderer {renderers} still running after its server died"
         time.sleep(0.2)
