@@ -44,6 +44,10 @@ def test_knn_reward_is_larger_for_isolated_states():
     knn = KnnEntropyReward(k=5, reference_size=1000)
     r = knn(np.array([[0.0, 0.0], [30.0, 30.0]], np.float32), buffer, rng)
     assert r[1] > 100 * r[0]
+    # The k-th neighbour distance itself, against a sort.
+    x = rng.normal(0, 1, (7, 2)).astype(np.float32)
+    brute = np.sort(((x[:, None] - states[None]) ** 2).sum(-1), axis=1)[:, 5] ** 0.5
+    np.testing.assert_allclose(np.asarray(knn._dist(x, states)), brute, rtol=1e-5, atol=1e-6)
     state = knn.state_dict()
     assert state["count"] == 2
     again = KnnEntropyReward(k=5)

@@ -167,9 +167,20 @@ class KnnEntropyReward:
         self._dist = jax.jit(self._dist_impl)
 
     def _dist_impl(self, x, ref):
+        """Distance to the (k+1)-th nearest stored state (+1: x itself may be among them), by
+        k+1 passes of min: `lax.top_k` sorts every row on the CPU, 7x slower here (a PEBBLE
+        walker run spent 0.5 s per step in it)."""
         d2 = ((x[:, None, :] - ref[None, :, :]) ** 2).sum(-1)
-        neg_kth = jax.lax.top_k(-d2, self.k + 1)[0][:, -1]  # +1: x itself may be in ref
-        return jnp.sqrt(jnp.maximum(-neg_kth, 0.0))
+        rows = jnp.arange(d2.shape[0])
+
+        def take_min(_, carry):
+            d, _ = carry
+            idx = d.argmin(-1)
+            return d.at[rows, idx].set(jnp.inf), d[rows, idx]
+
+        init = (d2, jnp.zeros(d2.shape[0], d2.dtype))
+        _, kth = jax.lax.fori_loop(0, self.k + 1, take_min, init)
+        return jnp.sqrt(jnp.maximum(kth, 0.0))
 
     def __call__(self, obs: np.ndarray, buffer: ReplayBuffer, rng: np.random.Generator):
         ref = buffer.obs[rng.integers(0, len(buffer), self.reference_size)]
