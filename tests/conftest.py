@@ -17,7 +17,8 @@ def _postgres_bin() -> str | None:
     return os.path.dirname(found[-1]) if found else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port nobody listens on now (for servers started by tests)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -36,7 +37,7 @@ def postgres_server():
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root
         shutil.chown(root, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
-    port = _free_port()
+    port = free_port()
 
     def run(*cmd: str) -> None:
         subprocess.run([*as_user, *cmd], check=True, capture_output=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx2
 import numpy as np
+from conftest import free_port
 from test_online import _config
 
 from prefrl.feedback import ScheduleConfig, TeacherConfig
@@ -69,12 +69,6 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
     assert fits[-1]["feedback/labels"] == 40
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _children(pid: int) -> list[int]:
     tasks = Path(f"/proc/{pid}/task")
     return [int(c) for t in tasks.iterdir() for c in (t / "children").read_text().split()]
@@ -101,7 +95,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     trainer = subprocess.Popen([sys.executable, "-m", "prefrl", "train", "--steps", "100000",
                                 *common], env=env)  # fmt: skip
     run_dir = tmp_path / "run"
-    port = _free_port()
+    port = free_port()
     deadline = time.time() + 300  # generous: a loaded machine starts three Python processes here
     while not (run_dir / "feedback.db").exists():
         assert time.time() < deadline and trainer.poll() is None, "the trainer did not start"

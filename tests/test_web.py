@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import socket
 import threading
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from conftest import free_port
 
 from prefrl.data import Segments
 from prefrl.envs import make_env
@@ -171,19 +171,13 @@ def test_side_by_side_pair_videos_for_the_terminal(run):
     assert (frames[0][:, 64:72] > 240).all()  # the white bar between the two clips
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
 def test_compare_page_in_chromium(run, tmp_path):
     import uvicorn
     from playwright.sync_api import sync_playwright
 
     _rendered(run)
-    port = _free_port()
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(create_app(run), port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

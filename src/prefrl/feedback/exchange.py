@@ -130,6 +130,15 @@ def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments
     return segs[idx[:, 0]], segs[idx[:, 1]]
 
 
+def check_same_env(doc: dict, env: str, receiver: str, source: str = "labels document") -> None:
+    """Labels are only shared between runs of the same environment."""
+    if doc["env"] != env:
+        raise ValueError(
+            f"{source}: its labels are of {doc['env']!r}, {receiver} is of {env!r}; labels are "
+            "only shared between runs of the same environment"
+        )
+
+
 def _check_fields(doc: dict) -> None:
     problems = []
     if not isinstance(doc.get("env"), str):
@@ -152,23 +161,13 @@ def import_labels(
     already holds this document's run's labels: importing twice adds nothing)."""
     _check_fields(doc)
     run_id = store.run_id(run_name, create=False)
-    env = store.run_env(run_id)
-    if doc["env"] != env:
-        raise ValueError(
-            f"the labels are of {doc['env']!r}, the run {run_name!r} is of {env!r}: labels are "
-            "only shared between runs of the same environment"
-        )
+    check_same_env(doc, store.run_env(run_id), f"the run {run_name!r}")
     origin = str(doc.get("run") or "unnamed")
-    if origin in store.imported_from(run_id):
-        return 0
     entries = doc["labels"]
+    if not entries or origin in store.imported_from(run_id):
+        return 0
     labels = [Label.parse(x.get("label")) for x in entries]  # names a bad value before storing
-    if entries:
-        left, right = _pairs(doc, obs_dim, action_dim)
-    else:
-        left = right = None
+    left, right = _pairs(doc, obs_dim, action_dim)
     sources = [f"import:{x.get('annotator') or x.get('source') or origin}" for x in entries]
     ms = [x.get("response_ms") for x in entries]
-    if left is None:
-        return 0
     return store.add_imported_pairs(run_id, run_dir, left, right, labels, sources, ms, origin)

@@ -61,7 +61,8 @@ def label_in_terminal(
             continue
         said_waiting = False
         q = queries[0]
-        clips = [run_dir / store.clip(q.left_segment), run_dir / store.clip(q.right_segment)]
+        paths = store.clips([q.left_segment, q.right_segment])
+        clips = [run_dir / paths[q.left_segment], run_dir / paths[q.right_segment]]
         pair = run_dir / pair_clip(q.id)
         if side_by_side and pair.exists():
             clips = [pair]

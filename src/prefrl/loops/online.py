@@ -30,7 +30,7 @@ from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.registry import resolve
 from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
 from prefrl.feedback.channel import FeedbackChannel
-from prefrl.feedback.exchange import import_labels, read_labels
+from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import check_method
 from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
@@ -411,11 +411,7 @@ def train_online(config: OnlineConfig) -> OnlineResult:
     shared = None
     if config.load_labels is not None and config.resume is None:  # (a resumed run has them)
         shared = read_labels(config.load_labels)
-        if shared["env"] != config.env:
-            raise ValueError(
-                f"--load-labels {config.load_labels}: its labels are of {shared['env']!r}, this "
-                f"run is of {config.env!r}"
-            )
+        check_same_env(shared, config.env, "this run", f"--load-labels {config.load_labels}")
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
     loop, metrics = start_run(_Loop, config, name)
     if shared is not None:

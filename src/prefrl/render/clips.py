@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.envs import RenderSettings, make_env
-from prefrl.render.video import write_video
+from prefrl.render.video import read_video, write_video
 
 CLIP_DIR = "clips"
 
@@ -87,8 +87,11 @@ def render_pending(
             path = run_dir / pair_clip(q.id)
             if path.exists():
                 continue
-            both = store.segments(run_dir, [q.left_segment, q.right_segment]).state
-            frames = side_by_side(renderer.frames(both[0]), renderer.frames(both[1]))
-            write_video(path, frames, fps=renderer.fps)
+            # Both clips were rendered above: decoding them is far cheaper than rendering again.
+            clips = store.clips([q.left_segment, q.right_segment])
+            left, right = (
+                read_video(run_dir / clips[s]) for s in (q.left_segment, q.right_segment)
+            )
+            write_video(path, side_by_side(left, right), fps=renderer.fps)
             side += 1
     return {"rendered": rendered, "dropped": dropped, "pairs": side}

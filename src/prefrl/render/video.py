@@ -45,6 +45,12 @@ def write_video(
     return path
 
 
+def read_video(path: str | Path) -> list[np.ndarray]:
+    """The RGB frames of a video file."""
+    with av.open(str(path)) as f:
+        return [frame.to_ndarray(format="rgb24") for frame in f.decode(video=0)]
+
+
 def _chain(first, rest):
     yield first
     yield from rest
