@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from prefrl.envs import UnknownEnvError, known_env_ids, make_env
+from prefrl.envs.backends import FAST_RENDER_OFF
 
 STATEFUL = ["toy:point-reach", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
 
@@ -75,6 +76,30 @@ def test_offscreen_rendering_at_a_chosen_size(env_id):
     assert frame.shape == (64, 96, 3) and frame.dtype == np.uint8
     assert frame.std() > 0  # not a blank image
     env.close()
+
+
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "dmc:walker-walk"])
+def test_fast_quality_leaves_out_the_skybox_and_shadows(env_id):
+    from prefrl.envs import RenderSettings
+
+    corners = {}
+    for fast in (True, False):
+        env = make_env(env_id, seed=0, render=RenderSettings(width=64, height=64, fast=fast))
+        env.reset(seed=0)
+        corners[fast] = env.render()[:6, :6]  # sky
+        env.close()
+    assert corners[True].max() == 0 and corners[False].max() > 30  # no skybox when fast
+    fast_env = make_env(env_id, seed=0, render=RenderSettings(width=64, height=64))
+    fast_env.reset(seed=0)
+    fast_env.render()
+    backend = fast_env.backend
+    off = (
+        [backend._renderer.scene.flags[f] for f in FAST_RENDER_OFF]
+        if hasattr(backend, "_renderer")
+        else [backend.flags[f] for f in FAST_RENDER_OFF]
+    )
+    assert not any(off)  # shadows, reflections, skybox and haze all off
+    fast_env.close()
 
 
 def test_render_without_render_flag_is_a_clear_error():

@@ -1,6 +1,7 @@
 """Sharing labels: export a run's labels as JSON, import them into another run, start a run with
 another run's labels (`--load-labels`)."""
 
+import base64
 import json
 
 import numpy as np
@@ -125,10 +126,15 @@ def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
     bad_index = json.loads(json.dumps(good))
     bad_index["labels"][0]["right"] = 10_000
     other_env = dict(good, env="Hopper-v5")
+    nan_obs = json.loads(json.dumps(good))
+    obs = np.frombuffer(base64.b64decode(good["segments"]["obs"]["base64"]), np.float32).copy()
+    obs[7] = np.nan
+    nan_obs["segments"]["obs"]["base64"] = base64.b64encode(obs.tobytes()).decode()
     no_right = json.loads(json.dumps(good))
     del no_right["labels"][5]["right"]
     cases = [
         (no_right, "every label needs 'left', 'right' and 'label'"),
+        (nan_obs, "segment observations hold NaN or infinite values"),
         ({"labels": "all of them"}, "'env' .* is missing; 'labels' must be a list of objects"),
         (bad_label, "label 'maybe' is invalid: expected one of left, right, equal, skip"),
         (bad_index, "segment index 10000 is out of range"),

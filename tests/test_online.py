@@ -53,6 +53,7 @@ def test_labels_follow_the_schedule_and_metrics_are_logged(finished):
     fits = [r for r in rows if "reward/val_accuracy" in r]
     assert fits and all(0 <= r["reward/val_accuracy"] <= 1 for r in fits)
     assert all(-1 <= r["reward/segment_return_corr"] <= 1 for r in fits)
+    assert all(r["feedback/seconds"] > 0 for r in fits)  # query selection and labelling timed
     evals = [r for r in rows if "eval/return_mean" in r]
     assert [r["step"] for r in evals] == [750, 1500]
     assert all("eval/learned_return_mean" in r for r in evals)

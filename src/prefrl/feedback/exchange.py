@@ -118,6 +118,9 @@ def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments
             f"labels document: segments have observations {obs.shape[2:]} and actions "
             f"{action.shape[2:]}; this environment has ({obs_dim},) and ({action_dim},)"
         )
+    for name, a in (("observations", obs), ("actions", action)):
+        if not np.isfinite(a).all():
+            raise ValueError(f"labels document: segment {name} hold NaN or infinite values")
     n_seg = obs.shape[0]
     idx = np.array([[x["left"], x["right"]] for x in doc["labels"]], np.int64).reshape(-1, 2)
     bad = idx[(idx < 0) | (idx >= n_seg)]

@@ -168,8 +168,8 @@ class KnnEntropyReward:
 
     def _dist_impl(self, x, ref):
         """Distance to the (k+1)-th nearest stored state (+1: x itself may be among them), by
-        k+1 passes of min: `lax.top_k` sorts every row on the CPU, 7x slower here (a PEBBLE
-        walker run spent 0.5 s per step in it)."""
+        k+1 passes of min: `lax.top_k` sorts every row on the CPU, 6x slower here
+        (benchmarks/knn_entropy.py; a PEBBLE walker run spent 0.5 s per step in it)."""
         d2 = ((x[:, None, :] - ref[None, :, :]) ** 2).sum(-1)
         rows = jnp.arange(d2.shape[0])
 
