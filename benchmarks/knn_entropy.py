@@ -1,5 +1,6 @@
-"""PEBBLE's k-NN state-entropy reward, per SAC update: prefrl's k+1 passes of min against
-`lax.top_k` (the obvious formulation, which XLA sorts on the CPU), same inputs, same run.
+"""PEBBLE's k-NN state-entropy reward, per SAC update: prefrl's (distances by matmul, k+1 passes
+of min) against the obvious formulation (broadcast differences, `lax.top_k`, which XLA sorts on
+the CPU), same inputs, same run.
 
     python benchmarks/knn_entropy.py --batch 256 --reference 8192 --obs-dim 24 --repeats 30
 
@@ -54,7 +55,7 @@ def main() -> None:
     x = rng.normal(size=(args.batch, args.obs_dim)).astype(np.float32)
     ref = rng.normal(size=(args.reference, args.obs_dim)).astype(np.float32)
     ours, baseline = KnnEntropyReward(args.k)._dist, top_k_baseline(args.k)
-    np.testing.assert_allclose(ours(x, ref), baseline(x, ref), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ours(x, ref), baseline(x, ref), rtol=1e-4, atol=1e-4)
     result = {
         "command": "python benchmarks/knn_entropy.py " + " ".join(sys.argv[1:]),
         **vars(args),
