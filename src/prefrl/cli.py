@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
+import numpy as np
 import tyro
 
 from prefrl.presets import ONLINE_PRESETS, RL_PRESETS
@@ -347,6 +348,186 @@ def cmd_labels(args: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class DatasetCollectArgs:
+    """Make a D4RL-style dataset from a `prefrl rl` run (see prefrl.loops.datasets)."""
+
+    run: Annotated[Path, tyro.conf.Positional]
+    """The SAC run directory (train it with --keep-checkpoints 0 for medium datasets)."""
+    kind: str = "medium-replay"
+    """random, medium, medium-replay, expert or medium-expert."""
+    out: Path = Path("datasets/dataset")
+    """The Minari dataset directory to write."""
+    steps: int = 200_000
+    """Transitions of rollouts (not used by medium-replay: the buffer up to the medium step)."""
+    medium_step: int | None = None
+    """Use the checkpoint at this step as the medium policy (default: the one whose evaluation
+    return is nearest half the final one)."""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class DatasetImportArgs:
+    """Import a D4RL-layout HDF5 file as a Minari dataset."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    env: str
+    """The prefrl env id the data comes from (e.g. Hopper-v5)."""
+    out: Path = Path("datasets/imported")
+    ref_min_score: float | None = None
+    """Random-policy return for the normalised score (D4RL's REF_MIN_SCORE)."""
+    ref_max_score: float | None = None
+    """Expert return for the normalised score (D4RL's REF_MAX_SCORE)."""
+
+
+@dataclass(frozen=True)
+class DatasetQueriesArgs:
+    """Sample query pairs from a dataset and label them with a scripted teacher."""
+
+    dataset: Annotated[Path, tyro.conf.Positional]
+    num: int = 500
+    length: int = 100
+    teacher: str = "oracle"
+    """A scripted teacher preset (oracle, stoc, mistake, skip, equal, myopic), or none."""
+    out: Path = Path("queries.json")
+    seed: int = 0
+    queries: Path | None = None
+    """Label these queries (a query file of the same dataset) instead of sampling new ones."""
+
+
+@dataclass(frozen=True)
+class DatasetPTArgs:
+    """Import Preference Transformer's released labels (pickled indices and labels)."""
+
+    dataset: Annotated[Path, tyro.conf.Positional]
+    indices_1: Path
+    indices_2: Path
+    labels: Path
+    length: int = 100
+    out: Path = Path("queries.json")
+
+
+def cmd_dataset(args: list[str]) -> int:
+    actions = {
+        "collect": DatasetCollectArgs,
+        "import-d4rl": DatasetImportArgs,
+        "queries": DatasetQueriesArgs,
+        "import-pt-labels": DatasetPTArgs,
+        "info": None,
+    }
+    if not args or args[0] in ("-h", "--help") or args[0] not in actions:
+        if args and args[0] not in ("-h", "--help"):
+            print(f"prefrl dataset: unknown action {args[0]!r}", file=sys.stderr)
+        print("usage: prefrl dataset {" + ",".join(actions) + "} [--help] [flags]")
+        return 0 if not args or args[0] in ("-h", "--help") else 2
+    action, rest = args[0], args[1:]
+    from prefrl.data.dataset import OfflineDataset
+
+    if action == "info":
+        if not rest or rest[0].startswith("-"):
+            print("usage: prefrl dataset info DATASET_DIR")
+            return 0 if rest else 2
+        _print_dataset(OfflineDataset.load(rest[0]))
+        return 0
+    opts = tyro.cli(actions[action], args=rest, prog=f"prefrl dataset {action}")
+    if action == "collect":
+        from prefrl.loops.datasets import collect_dataset
+
+        data = collect_dataset(opts.run, opts.kind, opts.steps, opts.seed, opts.medium_step)
+        data.name = opts.out.name
+        data.save(opts.out)
+        _print_dataset(data)
+        print(f"written to {opts.out}")
+    elif action == "import-d4rl":
+        from prefrl.data.dataset import import_d4rl_hdf5
+        from prefrl.envs.registry import resolve
+
+        resolve(opts.env)
+        data = import_d4rl_hdf5(
+            opts.file, opts.env, opts.out.name, opts.ref_min_score, opts.ref_max_score
+        )
+        data.save(opts.out)
+        _print_dataset(data)
+        print(f"written to {opts.out}")
+    elif action == "queries":
+        from prefrl.feedback.dataset_queries import DatasetQueries, label_queries, sample_queries
+        from prefrl.feedback.teachers import TeacherConfig
+
+        data = OfflineDataset.load(opts.dataset)
+        if opts.queries is not None:
+            queries = DatasetQueries.load(opts.queries)
+            queries.check(data)
+        else:
+            queries = sample_queries(data, opts.num, opts.length, opts.seed)
+        if opts.teacher != "none":
+            queries = label_queries(queries, data, TeacherConfig(opts.teacher), opts.seed)
+        queries.save(opts.out)
+        what = f"labelled by the {opts.teacher} teacher" if opts.teacher != "none" else "unlabelled"
+        print(f"{len(queries)} queries of {queries.length} steps, {what}, written to {opts.out}")
+        if queries.labels is not None:
+            counts = np.bincount(queries.labels, minlength=4)
+            print(
+                f"labels: left {counts[0]}, right {counts[1]}, equal {counts[2]}, skip {counts[3]}"
+            )
+    else:
+        from prefrl.feedback.dataset_queries import import_pt_labels
+
+        data = OfflineDataset.load(opts.dataset)
+        queries = import_pt_labels(data, opts.indices_1, opts.indices_2, opts.labels, opts.length)
+        queries.save(opts.out)
+        print(f"{len(queries)} Preference Transformer labels written to {opts.out}")
+    return 0
+
+
+def _print_dataset(data) -> None:
+    starts, ends = data.episode_bounds()
+    returns = data.episode_returns()
+    print(
+        f"{data.name}: {data.env_id}, {len(data):,} transitions in {len(starts):,} episodes "
+        f"(length {np.mean(ends - starts):.0f} mean), episode return {returns.mean():.1f} "
+        f"mean, {returns.min():.1f} to {returns.max():.1f}"
+    )
+    if data.ref_min_score is not None and data.ref_max_score is not None:
+        score = data.normalized_score(returns)
+        print(
+            f"reference returns: random {data.ref_min_score:.1f}, expert {data.ref_max_score:.1f}"
+            f"; normalised episode score {score.mean():.1f} mean"
+        )
+
+
+def cmd_offline(args: list[str]) -> int:
+    from prefrl.loops.offline import OfflineConfig, train_offline
+
+    config = _parse_config(
+        OfflineConfig,
+        {},
+        args,
+        "prefrl offline",
+        "Offline learning from preferences: fit a reward model (mr, nmr, pt) to a dataset's "
+        "labelled queries, relabel the dataset, train IQL; reports the D4RL-normalised score.",
+    )
+    result = train_offline(config)
+    if result.stopped:
+        print(
+            f"stopped at step {result.steps:,}; continue with: prefrl offline --resume "
+            f"{result.run_dir}"
+        )
+        return 130
+    m = result.reward_metrics
+    if m:
+        print(
+            f"reward model ({config.reward}): validation accuracy "
+            f"{m.get('reward/val_accuracy', float('nan')):.2f}, correlation with the true "
+            f"episode returns {m.get('reward/episode_return_correlation', float('nan')):.2f}"
+        )
+    print(
+        f"IQL on the {config.reward} reward after {result.steps:,} steps: normalised score "
+        f"{result.score_mean:.1f} +- {result.score_std:.1f} (return {result.return_mean:.1f})"
+    )
+    print(f"run directory: {result.run_dir}")
+    return 0
+
+
 def cmd_envs(args: list[str]) -> int:
     from prefrl.envs import known_env_ids
 
@@ -389,6 +570,8 @@ COMMANDS = {  # name -> (handler, one-line description)
     "label": (cmd_label, "label a run's pairs in the terminal"),
     "labels": (cmd_labels, "export a run's labels as JSON, or import them into a run"),
     "annotators": (cmd_annotators, "add annotators (prints their links) or list them"),
+    "dataset": (cmd_dataset, "make, import and inspect offline datasets; sample and label queries"),
+    "offline": (cmd_offline, "offline preferences: reward model (mr/nmr/pt) + IQL on a dataset"),
     "envs": (cmd_envs, "list environment ids"),
 }
 

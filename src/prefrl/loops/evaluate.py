@@ -20,6 +20,8 @@ class EvalResult:
     frames: list[np.ndarray] = field(default_factory=list)
     learned_returns: np.ndarray | None = None
     """Returns under a learned reward, when `evaluate` was given one."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """More figures to log with the evaluation (e.g. the D4RL-normalised score)."""
 
     @property
     def summary(self) -> dict[str, float]:
@@ -30,7 +32,7 @@ class EvalResult:
         }
         if self.learned_returns is not None:
             out["eval/learned_return_mean"] = float(self.learned_returns.mean())
-        return out
+        return {**out, **self.extra}
 
 
 def make_eval_envs(env_id: str, episodes: int, render_size: int | None) -> list[PrefrlEnv]:

@@ -49,6 +49,9 @@ class RLConfig:
     render_size: int = 256
     checkpoint_interval: int = 50_000
     """Checkpoint (agent, replay buffer, loop state) every this many steps, and at the end."""
+    keep_checkpoints: int = 3
+    """Checkpoints kept (the newest); 0 keeps all, e.g. to pick a `medium` policy for a dataset
+    (`prefrl dataset collect`) from a run's history."""
     log_interval: int = 1_000
     buffer_size: int = 1_000_000
     name: str | None = None
@@ -77,6 +80,11 @@ class RLConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
+        if self.keep_checkpoints < 0:
+            raise ValueError(
+                f"--keep-checkpoints={self.keep_checkpoints} is invalid: expected 0 (keep all) "
+                "or a positive integer"
+            )
         if self.warmstart_steps < 0:
             raise ValueError(f"--warmstart-steps={self.warmstart_steps} is invalid: expected >= 0")
 
@@ -130,7 +138,7 @@ class _Loop:
                 "rng": self.rng.bit_generator.state,
             },
         )
-        return commit_checkpoint(tmp)
+        return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
 
     def restore(self, ckpt: Path) -> None:
         self.state = self.sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes())

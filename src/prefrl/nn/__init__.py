@@ -3,6 +3,7 @@
 from prefrl.nn.critic import Critic, CriticEnsemble, ValueNet
 from prefrl.nn.mlp import MLP
 from prefrl.nn.policy import (
+    BoundedMeanGaussianActor,
     GaussianActor,
     TanhGaussianActor,
     gaussian_log_prob,
@@ -13,6 +14,7 @@ from prefrl.nn.reward import RewardNet, RewardNetEnsemble
 
 __all__ = [
     "MLP",
+    "BoundedMeanGaussianActor",
     "Critic",
     "CriticEnsemble",
     "GaussianActor",

@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax
@@ -45,10 +45,11 @@ class CriticEnsemble(nn.Module):
 
 
 class ValueNet(nn.Module):
-    """V(s) -> scalar per sample (PPO)."""
+    """V(s) -> scalar per sample (PPO: tanh; IQL: relu)."""
 
     hidden_dims: Sequence[int]
+    activation: Callable[[jax.Array], jax.Array] = nn.tanh
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        return nn.Dense(1)(MLP(self.hidden_dims, activation=nn.tanh)(obs))[..., 0]
+        return nn.Dense(1)(MLP(self.hidden_dims, activation=self.activation)(obs))[..., 0]

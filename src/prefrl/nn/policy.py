@@ -77,3 +77,19 @@ class GaussianActor(nn.Module):
 def gaussian_log_prob(mean: jax.Array, log_std: jax.Array, x: jax.Array) -> jax.Array:
     z = (x - mean) * jnp.exp(-log_std)
     return (-0.5 * z**2 - log_std - _HALF_LOG_2PI).sum(-1)
+
+
+class BoundedMeanGaussianActor(nn.Module):
+    """Diagonal Gaussian with a tanh-bounded mean and a state-independent log std in [-5, 2]
+    (IQL's policy; the distribution itself is not squashed). Returns (mean, log_std)."""
+
+    action_dim: int
+    hidden_dims: Sequence[int]
+    dropout_rate: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
+        h = MLP(self.hidden_dims, dropout_rate=self.dropout_rate)(obs, train)
+        mean = jnp.tanh(nn.Dense(self.action_dim)(h))
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return mean, jnp.broadcast_to(jnp.clip(log_std, -5.0, 2.0), mean.shape)

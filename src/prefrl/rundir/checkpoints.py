@@ -31,7 +31,8 @@ def begin_checkpoint(run_dir: Path, step: int) -> Path:
 
 
 def commit_checkpoint(tmp: Path, keep: int = 3) -> Path:
-    """Make a checkpoint written with `begin_checkpoint` visible and point `latest` at it."""
+    """Make a checkpoint written with `begin_checkpoint` visible and point `latest` at it; keep
+    the newest `keep` checkpoints (0: all)."""
     for f in tmp.iterdir():
         fd = os.open(f, os.O_RDONLY)
         try:
@@ -61,7 +62,7 @@ def _prune(root: Path, keep: int) -> None:
     """Keep the newest `keep` checkpoints; drop older ones and leftovers of interrupted writes."""
     steps = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
     stale = [p for p in root.glob("step_*.tmp") if p.is_dir()]
-    for old in steps[:-keep] + stale:
+    for old in (steps[:-keep] if keep > 0 else []) + stale:
         shutil.rmtree(old, ignore_errors=True)
 
 

@@ -1,0 +1,276 @@
+"""Preference queries on a fixed dataset: pairs of segments named by their start indices.
+
+A query file (JSON, format "prefrl-dataset-queries") names the dataset and env it was sampled
+from, the segment length, both segments' start indices (flat transition indices, as in
+Preference Transformer's query files) and, once labelled, one label per pair with where the
+labels came from. Scripted teachers label a file in place of a person; Preference
+Transformer's released human labels (pickled index arrays + labels) import into the same format.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from prefrl.data.dataset import OfflineDataset
+from prefrl.data.segments import Label, PreferenceData, Segments
+from prefrl.feedback.teachers import TeacherConfig, scripted_labels
+from prefrl.rundir.atomic import atomic_write
+
+FORMAT = "prefrl-dataset-queries"
+VERSION = 1
+
+
+@dataclass
+class DatasetQueries:
+    dataset: str
+    env_id: str
+    length: int
+    start_left: np.ndarray  # (n,) int64
+    start_right: np.ndarray  # (n,) int64
+    labels: np.ndarray | None = None  # (n,) int8 Label values, None until labelled
+    source: str = ""
+    """Who labelled them: a teacher preset, "pt-human", ..."""
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.start_left = np.asarray(self.start_left, np.int64).reshape(-1)
+        self.start_right = np.asarray(self.start_right, np.int64).reshape(-1)
+        if len(self.start_left) != len(self.start_right):
+            raise ValueError(
+                f"{len(self.start_left)} left and {len(self.start_right)} right start indices: "
+                "expected one of each per query"
+            )
+        if self.labels is not None:
+            labels = np.asarray(self.labels).reshape(-1)
+            if len(labels) != len(self.start_left):
+                raise ValueError(
+                    f"{len(labels)} labels for {len(self.start_left)} queries: expected one "
+                    "label per query"
+                )
+            self.labels = np.asarray([Label.parse(x) for x in labels.tolist()], np.int8)
+
+    def __len__(self) -> int:
+        return len(self.start_left)
+
+    def check(self, dataset: OfflineDataset) -> None:
+        """Refuse queries made for another env, or whose segments do not fit the dataset."""
+        if self.env_id != dataset.env_id:
+            raise ValueError(
+                f"the queries were made on env {self.env_id!r} (dataset {self.dataset!r}); this "
+                f"dataset is {dataset.name!r} on {dataset.env_id!r}"
+            )
+        dataset.check_segments(self.start_left, self.length)
+        dataset.check_segments(self.start_right, self.length)
+
+    def preference_data(self, dataset: OfflineDataset) -> PreferenceData:
+        """The labelled pairs with their segments' arrays (true rewards where the dataset has
+        them, for reporting only)."""
+        if self.labels is None:
+            raise ValueError(
+                "the queries are not labelled yet: label them with `prefrl dataset label` or "
+                "import labels"
+            )
+        self.check(dataset)
+        data = PreferenceData()
+        data.add(
+            _segments(dataset, self.start_left, self.length),
+            _segments(dataset, self.start_right, self.length),
+            self.labels,
+        )
+        return data
+
+    # ------------------------------------------------------------------------------- files
+    def save(self, path: str | Path) -> None:
+        doc = {
+            "format": FORMAT,
+            "version": VERSION,
+            "dataset": self.dataset,
+            "env": self.env_id,
+            "length": self.length,
+            "start_left": self.start_left.tolist(),
+            "start_right": self.start_right.tolist(),
+            "labels": None if self.labels is None else [Label(x).name.lower() for x in self.labels],
+            "source": self.source,
+            "info": self.info,
+        }
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with atomic_write(Path(path), "w") as f:
+            json.dump(doc, f)
+
+    @classmethod
+    def load(cls, path: str | Path) -> DatasetQueries:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no such query file: {path}")
+        try:
+            doc = json.loads(path.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not JSON: {e}") from None
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a prefrl dataset query file (format {FORMAT!r})")
+        if doc.get("version") != VERSION:
+            raise ValueError(
+                f"{path} has version {doc.get('version')!r}; this prefrl reads {VERSION}"
+            )
+        missing = [
+            k for k in ("dataset", "env", "length", "start_left", "start_right") if k not in doc
+        ]
+        if missing:
+            raise ValueError(f"{path} lacks the field(s) {missing}")
+        return cls(
+            dataset=doc["dataset"],
+            env_id=doc["env"],
+            length=int(doc["length"]),
+            start_left=np.asarray(doc["start_left"], np.int64),
+            start_right=np.asarray(doc["start_right"], np.int64),
+            labels=None if doc.get("labels") is None else np.asarray(doc["labels"]),
+            source=doc.get("source", ""),
+            info=doc.get("info", {}),
+        )
+
+
+def _segments(dataset: OfflineDataset, starts: np.ndarray, length: int) -> Segments:
+    obs, action, reward = dataset.segments(starts, length)
+    n = len(starts)
+    zeros = np.zeros(n, np.int64)
+    return Segments(
+        obs=obs,
+        action=action,
+        reward=reward,
+        state=np.zeros((n, length, 0)),
+        id=np.asarray(starts, np.int64),
+        step=np.asarray(starts, np.int64),
+        episode=zeros,
+        start=zeros,
+    )
+
+
+def sample_queries(
+    dataset: OfflineDataset, num: int, length: int = 100, seed: int = 0
+) -> DatasetQueries:
+    """`num` pairs of `length`-step segments, each inside one episode, uniformly over the
+    dataset's possible start indices."""
+    if num < 1:
+        raise ValueError(f"--num={num} is invalid: expected a positive number of queries")
+    if length < 1:
+        raise ValueError(f"--length={length} is invalid: expected a positive integer")
+    valid = dataset.valid_segment_starts(length)
+    if len(valid) == 0:
+        longest = int(np.max(np.subtract(*dataset.episode_bounds()[::-1])))
+        raise ValueError(
+            f"no episode of dataset {dataset.name!r} is {length} steps long (the longest has "
+            f"{longest}); use a shorter --length"
+        )
+    rng = np.random.default_rng([seed, 11])
+    return DatasetQueries(
+        dataset=dataset.name,
+        env_id=dataset.env_id,
+        length=length,
+        start_left=rng.choice(valid, num),
+        start_right=rng.choice(valid, num),
+        info={"seed": seed},
+    )
+
+
+def label_queries(
+    queries: DatasetQueries, dataset: OfflineDataset, teacher: TeacherConfig, seed: int = 0
+) -> DatasetQueries:
+    """The queries labelled by a scripted B-Pref teacher from the dataset's true rewards. The
+    teachers' thresholds scale with the dataset's mean episode return (R̄ · H / T_ep)."""
+    if teacher.is_human:
+        raise ValueError(
+            f"teacher {teacher.preset!r} is a person; a dataset's queries are labelled by a "
+            "scripted teacher here (oracle, stoc, mistake, skip, equal, myopic), or exported "
+            "and labelled elsewhere"
+        )
+    queries.check(dataset)
+    starts, ends = dataset.episode_bounds()
+    scale = float(dataset.episode_returns().mean() * queries.length / np.mean(ends - starts))
+    labels = scripted_labels(
+        teacher.resolved(),
+        _segments(dataset, queries.start_left, queries.length),
+        _segments(dataset, queries.start_right, queries.length),
+        np.random.default_rng([seed, 7]),
+        scale,
+    )
+    return DatasetQueries(
+        dataset=queries.dataset,
+        env_id=queries.env_id,
+        length=queries.length,
+        start_left=queries.start_left,
+        start_right=queries.start_right,
+        labels=labels,
+        source=teacher.preset,
+        info={**queries.info, "label_seed": seed},
+    )
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays and plain containers only: a query file from elsewhere must not
+    be able to run code."""
+
+    ALLOWED: ClassVar[set[tuple[str, str]]] = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+    }
+
+    def find_class(self, module, name):
+        if (module, name) in self.ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a label file")
+
+
+def _load_array(path: Path) -> np.ndarray:
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    with path.open("rb") as f:
+        try:
+            return np.asarray(_ArrayUnpickler(f).load())
+        except (pickle.UnpicklingError, EOFError, ValueError) as e:
+            raise ValueError(f"{path} is not a pickled array: {e}") from None
+
+
+def import_pt_labels(
+    dataset: OfflineDataset,
+    indices_left: str | Path,
+    indices_right: str | Path,
+    labels: str | Path,
+    length: int = 100,
+) -> DatasetQueries:
+    """Preference Transformer's released human labels: two pickled arrays of segment start
+    indices (`indices_num*`, `indices_2_num*`) and one of labels (`label_human`: 0 = the first
+    segment is better, 1 = the second, -1 = equal), for a dataset in D4RL's flat layout."""
+    left = _load_array(Path(indices_left)).reshape(-1)
+    right = _load_array(Path(indices_right)).reshape(-1)
+    raw = _load_array(Path(labels)).reshape(-1)
+    if not (len(left) == len(right) == len(raw)):
+        raise ValueError(
+            f"{len(left)} first indices, {len(right)} second indices and {len(raw)} labels: "
+            "expected one of each per query"
+        )
+    bad = sorted(set(np.unique(raw).tolist()) - {0, 1, -1})
+    if bad:
+        raise ValueError(f"Preference Transformer labels are 0, 1 or -1; found {bad}")
+    mapping = {0: Label.LEFT, 1: Label.RIGHT, -1: Label.EQUAL}
+    queries = DatasetQueries(
+        dataset=dataset.name,
+        env_id=dataset.env_id,
+        length=length,
+        start_left=left,
+        start_right=right,
+        labels=np.asarray([mapping[int(x)] for x in raw], np.int8),
+        source="pt-human",
+        info={"imported_from": [str(indices_left), str(indices_right), str(labels)]},
+    )
+    queries.check(dataset)
+    return queries

@@ -1,0 +1,232 @@
+"""D4RL-style datasets made from a prefrl SAC run (`prefrl dataset collect`).
+
+- `random`: uniform-random actions.
+- `medium`: rollouts of the "medium" policy, the checkpoint whose evaluation return is nearest a
+  normalised score of 50 (halfway from the random policy's return to the run's final one; D4RL:
+  a policy stopped part-way through training).
+- `medium-replay`: the run's replay buffer up to the medium checkpoint's step.
+- `expert`: rollouts of the run's final policy.
+- `medium-expert`: medium and expert rollouts, half each.
+
+Rollouts sample from the stochastic policy, as D4RL's did. The reference returns of the
+normalised score are the mean return of the random policy (`ref_min_score`, measured here) and
+the run's final deterministic evaluation (`ref_max_score`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+from rich.progress import Progress
+
+from prefrl.data import ReplayBuffer
+from prefrl.data.dataset import OfflineDataset
+from prefrl.envs import make_env
+from prefrl.loops.rl import load_policy
+from prefrl.rundir.checkpoints import checkpoint_root, latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
+
+
+@dataclass
+class MediumChoice:
+    checkpoint: Path
+    step: int
+    eval_return: float
+    final_return: float
+
+
+def eval_returns(run_dir: Path) -> dict[int, float]:
+    return {
+        int(r["step"]): float(r["eval/return_mean"])
+        for r in read_metrics(run_dir)
+        if "eval/return_mean" in r
+    }
+
+
+def choose_medium(run_dir: Path, random_return: float, step: int | None = None) -> MediumChoice:
+    """The checkpoint whose evaluation return is nearest halfway from `random_return` to the
+    final one (or the one at `step`)."""
+    run_dir = Path(run_dir)
+    evals = eval_returns(run_dir)
+    if not evals:
+        raise ValueError(f"{run_dir} has no evaluations in metrics.jsonl; is it a SAC run?")
+    final = evals[max(evals)]
+    ckpts = {
+        int(p.name.removeprefix("step_")): p
+        for p in checkpoint_root(run_dir).glob("step_*")
+        if p.is_dir() and not p.name.endswith(".tmp")
+    }
+    usable = {s: p for s, p in ckpts.items() if s in evals}
+    if step is not None:
+        if step not in usable:
+            raise ValueError(
+                f"--medium-step {step}: {run_dir} has no evaluated checkpoint there; it has "
+                f"{sorted(usable)}"
+            )
+        chosen = step
+    else:
+        if not usable:
+            raise ValueError(f"{run_dir} has no evaluated checkpoints")
+        target = 0.5 * (random_return + final)
+        chosen = min(usable, key=lambda s: abs(evals[s] - target))
+        if abs(evals[chosen] - target) > 0.15 * abs(final - random_return):
+            raise ValueError(
+                f"{run_dir} has checkpoints at steps {sorted(usable)} (returns "
+                f"{[round(evals[s], 1) for s in sorted(usable)]}), none near {target:.1f}, "
+                f"halfway from the random policy's {random_return:.1f} to the final "
+                f"{final:.1f}; checkpoint more often (--checkpoint-interval, --keep-checkpoints 0) "
+                "or pass --medium-step"
+            )
+    return MediumChoice(usable[chosen], chosen, evals[chosen], final)
+
+
+def rollouts(env_id: str, policy, steps: int, seed: int, label: str) -> OfflineDataset:
+    """`steps` transitions of `policy(obs, step) -> action` (None: uniform random), whole
+    episodes except the last, which is cut at `steps`."""
+    env = make_env(env_id, seed=seed)
+    rng = np.random.default_rng(seed)
+    obs_dim, act_dim = env.obs_dim, env.action_dim
+    cols = {
+        "observations": np.zeros((steps, obs_dim), np.float32),
+        "actions": np.zeros((steps, act_dim), np.float32),
+        "rewards": np.zeros(steps, np.float32),
+        "next_observations": np.zeros((steps, obs_dim), np.float32),
+        "terminals": np.zeros(steps, bool),
+        "timeouts": np.zeros(steps, bool),
+    }
+    episode = 0
+    obs, _ = env.reset(seed=seed)
+    try:
+        with Progress(transient=True) as bar:
+            task = bar.add_task(f"rollouts: {label}", total=steps)
+            for t in range(steps):
+                if policy is None:
+                    action = rng.uniform(-1, 1, act_dim).astype(np.float32)
+                else:
+                    action = np.asarray(policy(obs, t), np.float32)
+                nxt, reward, terminated, truncated, _ = env.step(action)
+                cols["observations"][t], cols["actions"][t] = obs, action
+                cols["rewards"][t], cols["next_observations"][t] = reward, nxt
+                cols["terminals"][t], cols["timeouts"][t] = terminated, truncated
+                if terminated or truncated:
+                    episode += 1
+                    obs, _ = env.reset(seed=seed + episode)
+                else:
+                    obs = nxt
+                if t % 1000 == 0:
+                    bar.update(task, completed=t)
+    finally:
+        env.close()
+    return OfflineDataset(**cols, env_id=env_id, name=label)
+
+
+def random_reference(env_id: str, episodes: int = 10, seed: int = 0) -> float:
+    """Mean return of uniform-random actions (D4RL's 0 point)."""
+    env = make_env(env_id, seed=seed)
+    rng = np.random.default_rng([seed, 3])
+    returns = []
+    try:
+        for i in range(episodes):
+            env.reset(seed=seed + 10_000 + i)
+            done, total = False, 0.0
+            while not done:
+                _, r, terminated, truncated, _ = env.step(
+                    rng.uniform(-1, 1, env.action_dim).astype(np.float32)
+                )
+                total += r
+                done = terminated or truncated
+            returns.append(total)
+    finally:
+        env.close()
+    return float(np.mean(returns))
+
+
+def _sac_policy(checkpoint: Path, seed: int):
+    loaded = load_policy(checkpoint)
+    key = jax.random.key(seed)
+    params = loaded.state.actor_params
+    return loaded, lambda obs, t: loaded.sac.act(params, obs, key, t)
+
+
+def replay_dataset(buffer: ReplayBuffer, steps: int, env_id: str) -> OfflineDataset:
+    """The first `steps` transitions of a run's replay buffer (which must not have wrapped),
+    with episode ends found where the next stored observation is not the last next one."""
+    if buffer.size < buffer.capacity and steps > buffer.size:
+        raise ValueError(f"the buffer holds {buffer.size} transitions, fewer than {steps}")
+    if buffer.size == buffer.capacity and buffer.ptr != 0:
+        raise ValueError(
+            "the run's replay buffer wrapped around, so its early transitions are gone; "
+            "train with a --buffer-size of at least --steps to make medium-replay"
+        )
+    n = steps
+    obs, nxt = buffer.obs[:n], buffer.next_obs[:n]
+    terminals = buffer.terminated[:n] > 0
+    ends = np.zeros(n, bool)
+    ends[:-1] = np.any(nxt[:-1] != obs[1:], axis=1)
+    return OfflineDataset(
+        observations=obs,
+        actions=buffer.action[:n],
+        rewards=buffer.reward[:n],
+        next_observations=nxt,
+        terminals=terminals,
+        timeouts=ends & ~terminals,
+        env_id=env_id,
+    )
+
+
+def collect_dataset(
+    run_dir: Path,
+    kind: str,
+    steps: int = 200_000,
+    seed: int = 0,
+    medium_step: int | None = None,
+    reference_episodes: int = 10,
+) -> OfflineDataset:
+    if kind not in KINDS:
+        raise ValueError(f"dataset kind {kind!r} is invalid: expected one of {', '.join(KINDS)}")
+    if steps < 1:
+        raise ValueError(f"--steps={steps} is invalid: expected a positive integer")
+    run_dir = Path(run_dir)
+    final_ckpt = latest_checkpoint(run_dir)
+    if final_ckpt is None:
+        raise FileNotFoundError(f"{run_dir} has no checkpoint: is it a `prefrl rl` run?")
+    loaded, expert_policy = _sac_policy(final_ckpt, seed)
+    env_id = loaded.config.env
+    evals = eval_returns(run_dir)
+    if not evals:
+        raise ValueError(f"{run_dir} has no evaluations to take the expert reference from")
+    random_return = random_reference(env_id, reference_episodes, seed)
+    info = {"source_run": str(run_dir), "kind": kind, "seed": seed}
+    if kind == "random":
+        data = rollouts(env_id, None, steps, seed, kind)
+    elif kind == "expert":
+        data = rollouts(env_id, expert_policy, steps, seed, kind)
+        info["policy_step"] = int(max(evals))
+    else:
+        medium = choose_medium(run_dir, random_return, medium_step)
+        info.update(
+            medium_step=medium.step,
+            medium_eval_return=medium.eval_return,
+            final_eval_return=medium.final_return,
+        )
+        if kind == "medium":
+            data = rollouts(env_id, _sac_policy(medium.checkpoint, seed)[1], steps, seed, kind)
+        elif kind == "medium-expert":
+            half = steps // 2
+            parts = [
+                rollouts(env_id, _sac_policy(medium.checkpoint, seed)[1], half, seed, "medium"),
+                rollouts(env_id, expert_policy, steps - half, seed + 1, "expert"),
+            ]
+            data = OfflineDataset.concatenate(parts, name=kind)
+        else:  # medium-replay
+            buffer = ReplayBuffer.load(final_ckpt / "buffer.npz")
+            data = replay_dataset(buffer, medium.step, env_id)
+    data.ref_max_score = evals[max(evals)]
+    data.ref_min_score = random_return
+    data.info = {**info, "algorithm": "prefrl SAC", "description": f"{kind} data of {env_id}"}
+    return data

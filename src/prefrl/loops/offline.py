@@ -1,0 +1,277 @@
+"""Offline learning from preferences: dataset + labelled queries -> reward model -> relabelled
+dataset -> IQL, reported as the D4RL-normalised score of evaluation episodes.
+
+A run directory holds the fitted reward model (`reward_model/`), the relabelled rewards
+(`rewards.npy`, before scaling), IQL checkpoints and metrics; a resumed run reuses the first two
+and continues IQL from its latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents.iql import IQL, IQLConfig
+from prefrl.data.dataset import OfflineDataset
+from prefrl.envs import make_env
+from prefrl.feedback.dataset_queries import DatasetQueries
+from prefrl.loops.common import Cadence, run_name, start_run
+from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
+from prefrl.reward.base import pearson
+from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
+from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.progress import TrainingProgress
+from prefrl.rundir.stop import graceful_stop
+
+REWARDS = ("true", "mr", "nmr", "pt")
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    """Fit a reward model to a dataset's labelled queries, relabel the dataset, train IQL."""
+
+    dataset: Path = Path("datasets/hopper-medium-replay")
+    """A Minari dataset directory (`prefrl dataset collect` / `import-d4rl`)."""
+    labels: Path | None = None
+    """A labelled query file of this dataset (`prefrl dataset queries`); not needed for
+    --reward true."""
+    reward: str = "pt"
+    """true (the dataset's own rewards: the baseline), mr, nmr or pt."""
+    reward_model: SegmentRewardConfig = dataclasses.field(default_factory=SegmentRewardConfig)
+    iql: IQLConfig = dataclasses.field(default_factory=IQLConfig)
+    steps: int = 1_000_000
+    """IQL gradient steps (sets the actor's cosine schedule)."""
+    steps_per_call: int = 1000
+    """Gradient steps per jitted call; every interval below must be a multiple of it."""
+    eval_interval: int = 50_000
+    eval_episodes: int = 10
+    checkpoint_interval: int = 50_000
+    video: bool = False
+    """Write a video of the final evaluation (and every video-interval steps)."""
+    video_interval: int = 1_000_000
+    render_size: int = 256
+    seed: int = 0
+    name: str | None = None
+    runs_dir: Path = Path("runs")
+    resume: Path | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.reward not in REWARDS:
+            raise ValueError(f"--reward={self.reward!r} is invalid: expected one of {REWARDS}")
+        for name in ("steps", "steps_per_call", "eval_interval", "checkpoint_interval"):
+            if getattr(self, name) <= 0:
+                raise ValueError(
+                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
+                    "expected a positive integer"
+                )
+        for name in ("steps", "eval_interval", "checkpoint_interval", "video_interval"):
+            if getattr(self, name) % self.steps_per_call:
+                raise ValueError(
+                    f"--{name.replace('_', '-')}={getattr(self, name)} is not a multiple of "
+                    f"--steps-per-call={self.steps_per_call}"
+                )
+
+    @property
+    def log_interval(self) -> int:
+        return self.steps_per_call
+
+
+@dataclass
+class OfflineResult:
+    run_dir: Path
+    steps: int
+    score_mean: float
+    score_std: float
+    return_mean: float
+    reward_metrics: dict
+    stopped: bool
+
+
+def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries | None]:
+    """The dataset and its labelled queries, checked against each other before any training."""
+    dataset = OfflineDataset.load(config.dataset)
+    if dataset.ref_min_score is None or dataset.ref_max_score is None:
+        raise ValueError(
+            f"{config.dataset} has no reference returns, so no normalised score: re-import it "
+            "with --ref-min-score and --ref-max-score"
+        )
+    queries = None
+    if config.reward != "true":
+        if config.labels is None:
+            raise ValueError(
+                f"--reward {config.reward} learns from labels: give --labels QUERY_FILE (make "
+                "one with `prefrl dataset queries`), or use --reward true"
+            )
+        queries = DatasetQueries.load(config.labels)
+        queries.check(dataset)
+        if queries.labels is None:
+            raise ValueError(
+                f"{config.labels} holds queries without labels; label them first "
+                "(`prefrl dataset queries ... --teacher oracle`)"
+            )
+        if queries.length > config.reward_model.max_timestep:
+            raise ValueError(
+                f"the queries' segments are {queries.length} steps, longer than the reward "
+                f"model's timestep table (--reward-model.max-timestep "
+                f"{config.reward_model.max_timestep})"
+            )
+    return dataset, queries
+
+
+class _Loop:
+    def __init__(self, config: OfflineConfig, run_dir: Path):
+        self.config, self.run_dir = config, run_dir
+        self.dataset, self.queries = load_inputs(config)
+        self.env = make_env(self.dataset.env_id, seed=config.seed)
+        if (self.env.obs_dim, self.env.action_dim) != (
+            self.dataset.obs_dim,
+            self.dataset.action_dim,
+        ):
+            raise ValueError(
+                f"dataset {self.dataset.name!r} has obs/action sizes "
+                f"{self.dataset.obs_dim}/{self.dataset.action_dim}; env "
+                f"{self.dataset.env_id!r} has {self.env.obs_dim}/{self.env.action_dim}"
+            )
+        self.iql = IQL(
+            dataclasses.replace(config.iql, steps=config.steps),
+            self.dataset.obs_dim,
+            self.dataset.action_dim,
+        )
+        self.key = jax.random.key(config.seed)
+        self.state = self.iql.init(jax.random.fold_in(self.key, 1))
+        self.step = 0
+        self.last_eval: float | None = None
+        self._eval_envs = None
+        self.reward_metrics: dict = {}
+
+    # ------------------------------------------------------------------ rewards
+    def rewards(self, progress: TrainingProgress, metrics: MetricsLogger) -> np.ndarray:
+        """The dataset's rewards for IQL: fitted and relabelled once per run (kept in the run
+        directory), then scaled."""
+        cfg, ds = self.config, self.dataset
+        if cfg.reward == "true":
+            return scale_rewards(ds, ds.rewards, shift=0.0)
+        path = self.run_dir / "rewards.npy"
+        info_path = self.run_dir / "reward_metrics.json"
+        if path.exists() and info_path.exists():
+            self.reward_metrics = json.loads(info_path.read_text())
+            return scale_rewards(ds, np.load(path), shift=0.5)
+        model_cfg = dataclasses.replace(cfg.reward_model, kind=cfg.reward)
+        model = SegmentRewardModel(
+            model_cfg, ds.obs_dim, ds.action_dim, self.queries.length, cfg.seed
+        )
+        data = self.queries.preference_data(ds)
+        progress.say(
+            f"fitting the {cfg.reward} reward model on {len(self.queries)} labelled queries "
+            f"({model_cfg.epochs} epochs)"
+        )
+
+        def on_epoch(epoch, row):
+            if epoch % max(1, model_cfg.epochs // 20) == 0 or epoch == model_cfg.epochs:
+                metrics.log(0, {f"reward_fit/{k}": v for k, v in row.items() if k != "epoch"})
+                shown = ", ".join(f"{k} {v:.3f}" for k, v in row.items() if k != "epoch")
+                progress.say(f"  epoch {epoch}: {shown}")
+
+        fit = model.fit(data, progress=on_epoch)
+        model.save(self.run_dir / "reward_model")
+        progress.say(f"relabelling {len(ds)} transitions")
+        learned = model.relabel(ds)
+        true_returns, learned_returns = ds.episode_returns(), ds.episode_returns(learned)
+        self.reward_metrics = {
+            **fit,
+            "reward/episode_return_correlation": pearson(true_returns, learned_returns),
+            "reward/step_correlation": pearson(ds.rewards, learned),
+        }
+        metrics.log(0, self.reward_metrics)
+        np.save(path, learned)
+        write_json(info_path, self.reward_metrics)
+        return scale_rewards(ds, learned, shift=0.5)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.iql.state_to_bytes(self.state))
+        write_json(tmp / "loop.json", {"step": self.step, "last_eval": self.last_eval})
+        return commit_checkpoint(tmp)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.iql.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.last_eval = loop["step"], loop["last_eval"]
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, record: bool) -> EvalResult:
+        cfg = self.config
+        if self._eval_envs is None:
+            size = cfg.render_size if cfg.video else None
+            self._eval_envs = make_eval_envs(self.dataset.env_id, cfg.eval_episodes, size)
+        params = self.state.actor_params
+        result = evaluate(
+            lambda obs: self.iql.act(params, obs), self._eval_envs, cfg.seed + 1_000_000, record
+        )
+        score = self.dataset.normalized_score(result.returns)
+        result.extra = {
+            "eval/score_mean": float(score.mean()),
+            "eval/score_std": float(score.std()),
+        }
+        return result
+
+    def close(self) -> None:
+        self.env.close()
+        for env in self._eval_envs or []:
+            env.close()
+
+
+def train_offline(config: OfflineConfig) -> OfflineResult:
+    """Run (or resume) an offline run; returns the final evaluation's normalised score."""
+    name = config.name or run_name(Path(config.dataset).name, f"iql-{config.reward}", config.seed)
+    loop, metrics = start_run(_Loop, config, name)
+    try:
+        return _run(loop, metrics)
+    finally:
+        metrics.close()
+        loop.close()
+
+
+def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
+    cfg = loop.config
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
+    cadence = Cadence(loop, metrics, progress, title=f"IQL ({cfg.reward} reward) on {cfg.dataset}")
+    with progress, graceful_stop() as stop:
+        ds = loop.dataset
+        rewards = loop.rewards(progress, metrics)
+        data = IQL.to_device(
+            ds.observations, ds.actions, rewards, ds.next_observations, ds.terminals
+        )
+        cadence.restart_clock(loop.step)
+        try:
+            while loop.step < cfg.steps and not stop.requested:
+                loop.state, update_metrics = loop.iql.update(
+                    loop.state, data, loop.key, steps=cfg.steps_per_call
+                )
+                loop.step += cfg.steps_per_call
+                cadence.after_step(loop.step, update_metrics)
+            if stop.requested:
+                loop.save()
+        except KeyboardInterrupt:
+            stop.requested = True
+    final = cadence.final
+    summary = final.summary if final is not None else {}
+    return OfflineResult(
+        loop.run_dir,
+        loop.step,
+        summary.get("eval/score_mean", float("nan")),
+        summary.get("eval/score_std", float("nan")),
+        summary.get("eval/return_mean", float("nan")),
+        loop.reward_metrics,
+        stop.requested,
+    )
