@@ -36,6 +36,11 @@ def test_old_checkpoints_and_interrupted_writes_are_pruned(tmp_path):
         commit_checkpoint(begin_checkpoint(tmp_path, step), keep=2)
     names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert names == ["latest", "step_000000004", "step_000000005"]
+    # keep=0 keeps every checkpoint (`--keep-checkpoints 0`, to pick a medium policy later).
+    for step in range(6, 9):
+        commit_checkpoint(begin_checkpoint(tmp_path, step), keep=0)
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["latest"] + [f"step_{s:09d}" for s in (4, 5, 6, 7, 8)]
 
 
 def test_config_round_trip():

@@ -600,6 +600,7 @@ def main(argv: list[str] | None = None) -> int:
         FileExistsError,
         FloatingPointError,
         RuntimeError,
+        TypeError,
     ) as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2

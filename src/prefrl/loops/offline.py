@@ -102,6 +102,14 @@ def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries |
             f"{config.dataset} has no reference returns, so no normalised score: re-import it "
             "with --ref-min-score and --ref-max-score"
         )
+    env = make_env(dataset.env_id, seed=0)
+    sizes = (env.obs_dim, env.action_dim)
+    env.close()
+    if sizes != (dataset.obs_dim, dataset.action_dim):
+        raise ValueError(
+            f"dataset {dataset.name!r} has obs/action sizes {dataset.obs_dim}/"
+            f"{dataset.action_dim}; its env {dataset.env_id!r} has {sizes[0]}/{sizes[1]}"
+        )
     queries = None
     if config.reward != "true":
         if config.labels is None:
@@ -126,19 +134,10 @@ def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries |
 
 
 class _Loop:
-    def __init__(self, config: OfflineConfig, run_dir: Path):
+    def __init__(self, config: OfflineConfig, run_dir: Path, inputs=None):
         self.config, self.run_dir = config, run_dir
-        self.dataset, self.queries = load_inputs(config)
+        self.dataset, self.queries = inputs or load_inputs(config)
         self.env = make_env(self.dataset.env_id, seed=config.seed)
-        if (self.env.obs_dim, self.env.action_dim) != (
-            self.dataset.obs_dim,
-            self.dataset.action_dim,
-        ):
-            raise ValueError(
-                f"dataset {self.dataset.name!r} has obs/action sizes "
-                f"{self.dataset.obs_dim}/{self.dataset.action_dim}; env "
-                f"{self.dataset.env_id!r} has {self.env.obs_dim}/{self.env.action_dim}"
-            )
         self.iql = IQL(
             dataclasses.replace(config.iql, steps=config.steps),
             self.dataset.obs_dim,
@@ -232,7 +231,8 @@ class _Loop:
 def train_offline(config: OfflineConfig) -> OfflineResult:
     """Run (or resume) an offline run; returns the final evaluation's normalised score."""
     name = config.name or run_name(Path(config.dataset).name, f"iql-{config.reward}", config.seed)
-    loop, metrics = start_run(_Loop, config, name)
+    inputs = load_inputs(config)  # bad input fails here, before a run directory is made
+    loop, metrics = start_run(lambda c, d: _Loop(c, d, inputs), config, name)
     try:
         return _run(loop, metrics)
     finally:

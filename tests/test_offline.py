@@ -1,0 +1,341 @@
+"""Offline preferences: datasets (Minari, D4RL HDF5), dataset queries, MR/NMR/PT, IQL, the CLI."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import h5py
+import jax
+import numpy as np
+import pytest
+
+from prefrl.agents.iql import IQL, IQLConfig
+from prefrl.cli import main
+from prefrl.data.dataset import OfflineDataset, import_d4rl_hdf5
+from prefrl.data.segments import Label
+from prefrl.feedback.dataset_queries import (
+    DatasetQueries,
+    import_pt_labels,
+    label_queries,
+    sample_queries,
+)
+from prefrl.feedback.teachers import TeacherConfig
+from prefrl.reward.base import load_reward_model
+from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+
+
+def synthetic(n_episodes=12, length=40, obs_dim=4, action_dim=2, seed=0, env="toy:point-reach"):
+    """Episodes of random transitions whose reward is obs[0] + action[0] (some end early)."""
+    rng = np.random.default_rng(seed)
+    n = n_episodes * length
+    obs = rng.normal(size=(n, obs_dim)).astype(np.float32)
+    action = rng.uniform(-1, 1, (n, action_dim)).astype(np.float32)
+    timeouts = np.zeros(n, bool)
+    timeouts[length - 1 :: length] = True
+    terminals = np.zeros(n, bool)
+    terminals[length // 2] = True  # the first episode ends early, on a terminal state
+    return OfflineDataset(
+        observations=obs,
+        actions=action,
+        rewards=obs[:, 0] + action[:, 0],
+        next_observations=np.roll(obs, -1, 0),
+        terminals=terminals,
+        timeouts=timeouts,
+        env_id=env,
+        name="synthetic",
+        ref_min_score=-50.0,
+        ref_max_score=10.0,
+    )
+
+
+# ------------------------------------------------------------------------------------ datasets
+def test_dataset_minari_round_trip(tmp_path):
+    import minari
+
+    data = synthetic()
+    data.info = {"kind": "test"}
+    data.save(tmp_path / "ds")
+    back = OfflineDataset.load(tmp_path / "ds")
+    for key in ("observations", "actions", "next_observations", "terminals", "timeouts"):
+        np.testing.assert_array_equal(getattr(back, key), getattr(data, key))
+    np.testing.assert_allclose(back.rewards, data.rewards)
+    assert (back.env_id, back.ref_min_score, back.ref_max_score) == ("toy:point-reach", -50, 10)
+    assert back.info["kind"] == "test"
+    np.testing.assert_array_equal(back.episode_bounds()[0], data.episode_bounds()[0])
+    # Minari's own reader sees the same episodes.
+    m = minari.MinariDataset(tmp_path / "ds" / "data")
+    assert m.total_steps == len(data) and m.total_episodes == len(data.episode_bounds()[0])
+    with pytest.raises(FileExistsError, match="already holds a dataset"):
+        data.save(tmp_path / "ds")
+    with pytest.raises(FileNotFoundError, match="not a Minari dataset"):
+        OfflineDataset.load(tmp_path)
+
+
+def test_normalized_score_and_episodes():
+    data = synthetic()
+    np.testing.assert_allclose(data.normalized_score([-50.0, 10.0, -20.0]), [0.0, 100.0, 50.0])
+    starts, ends = data.episode_bounds()
+    assert starts[1] == 21 and ends[0] == 21  # the early terminal at index 20
+    np.testing.assert_allclose(data.episode_returns().sum(), data.rewards.sum(), rtol=1e-5)
+    assert data.episode_index()[21] == 0 and data.episode_index()[25] == 4
+    no_refs = OfflineDataset(**{k: getattr(data, k) for k in _ARRAYS}, env_id="toy:point-reach")
+    with pytest.raises(ValueError, match="no reference returns"):
+        no_refs.normalized_score([0.0])
+
+
+_ARRAYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+
+
+def test_d4rl_import_drops_timeout_steps_like_qlearning_dataset(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 30
+    obs = rng.normal(size=(n, 3)).astype(np.float32)
+    timeouts = np.zeros(n, bool)
+    timeouts[[9, 19]] = True  # episodes of 10 steps; step 9's successor is a reset
+    terminals = np.zeros(n, bool)
+    terminals[24] = True
+    path = tmp_path / "d4rl.hdf5"
+    with h5py.File(path, "w") as f:
+        f["observations"], f["actions"] = obs, rng.uniform(-1, 1, (n, 2)).astype(np.float32)
+        f["rewards"], f["terminals"], f["timeouts"] = (
+            np.arange(n, dtype=np.float32),
+            terminals,
+            timeouts,
+        )
+    data = import_d4rl_hdf5(path, "toy:point-reach", ref_min_score=0.0, ref_max_score=1.0)
+    kept = [i for i in range(n - 1) if not timeouts[i]]
+    np.testing.assert_array_equal(data.rewards, np.asarray(kept, np.float32))
+    np.testing.assert_array_equal(data.next_observations, obs[np.asarray(kept) + 1])
+    starts, ends = data.episode_bounds()
+    # 0-8 (step 9 dropped), 10-18, 20-24 (terminal), 25-28 (end of data).
+    assert list(ends - starts) == [9, 9, 5, 4]
+    with h5py.File(tmp_path / "bad.hdf5", "w") as f:
+        f["observations"] = obs
+    with pytest.raises(ValueError, match=r"lacks the D4RL key\(s\) \['actions'"):
+        import_d4rl_hdf5(tmp_path / "bad.hdf5", "toy:point-reach")
+
+
+# ------------------------------------------------------------------------------------ queries
+def test_queries_lie_inside_episodes_and_oracle_labels_follow_returns(tmp_path):
+    data = synthetic()
+    queries = sample_queries(data, 200, length=15, seed=1)
+    pos = data.episode_index()
+    _, ends = data.episode_bounds()
+    for starts in (queries.start_left, queries.start_right):
+        # Every segment's last step is in the same episode as its first.
+        assert np.all(pos[starts + 14] == pos[starts] + 14)
+    labelled = label_queries(queries, data, TeacherConfig("oracle"))
+    r_left = data.segments(queries.start_left, 15)[2].sum(1)
+    r_right = data.segments(queries.start_right, 15)[2].sum(1)
+    np.testing.assert_array_equal(labelled.labels == Label.RIGHT, r_right > r_left)
+    labelled.save(tmp_path / "q.json")
+    back = DatasetQueries.load(tmp_path / "q.json")
+    np.testing.assert_array_equal(back.labels, labelled.labels)
+    assert back.source == "oracle" and back.length == 15
+    pref = back.preference_data(data).arrays()
+    assert pref["obs_left"].shape == (200, 15, 4)
+    mistaken = label_queries(queries, data, TeacherConfig("mistake"), seed=3)
+    flipped = (mistaken.labels != labelled.labels).mean()
+    assert 0.03 < flipped < 0.2  # ε = 0.1
+
+
+def test_bad_queries_are_refused_with_the_bad_value(tmp_path):
+    data = synthetic()
+    q = sample_queries(data, 5, length=10)
+    with pytest.raises(ValueError, match="start index 100000 .* out of range"):
+        DatasetQueries("s", data.env_id, 10, [0, 100000], [1, 2], None).check(data)
+    with pytest.raises(ValueError, match="runs past the end of its episode"):
+        DatasetQueries("s", data.env_id, 10, [15], [0], None).check(data)
+    with pytest.raises(ValueError, match="3 labels for 5 queries"):
+        DatasetQueries("s", data.env_id, 10, q.start_left, q.start_right, ["left"] * 3)
+    with pytest.raises(ValueError, match="made on env 'Hopper-v5'"):
+        DatasetQueries("s", "Hopper-v5", 10, q.start_left, q.start_right).check(data)
+    with pytest.raises(ValueError, match="no episode .* is 500 steps long"):
+        sample_queries(data, 5, length=500)
+    with pytest.raises(ValueError, match="label 'better' is invalid"):
+        DatasetQueries("s", data.env_id, 10, [0], [1], ["better"])
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something"}))
+    with pytest.raises(ValueError, match="not a prefrl dataset query file"):
+        DatasetQueries.load(tmp_path / "other.json")
+
+
+def test_preference_transformer_label_import(tmp_path):
+    data = synthetic()
+    left, right = np.array([0, 45, 90]), np.array([50, 100, 130])
+    for name, arr in (("i1", left), ("i2", right), ("lab", np.array([0, 1, -1]))):
+        with (tmp_path / name).open("wb") as f:
+            pickle.dump(arr, f)
+    q = import_pt_labels(data, tmp_path / "i1", tmp_path / "i2", tmp_path / "lab", length=10)
+    assert list(q.labels) == [Label.LEFT, Label.RIGHT, Label.EQUAL] and q.source == "pt-human"
+    with (tmp_path / "lab2").open("wb") as f:
+        pickle.dump(np.array([0, 2, 1]), f)
+    with pytest.raises(ValueError, match=r"0, 1 or -1; found \[2\]"):
+        import_pt_labels(data, tmp_path / "i1", tmp_path / "i2", tmp_path / "lab2", length=10)
+
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with (tmp_path / "evil").open("wb") as f:
+        pickle.dump(Evil(), f)
+    with pytest.raises(ValueError, match="refusing to load builtins.print"):
+        import_pt_labels(data, tmp_path / "evil", tmp_path / "i2", tmp_path / "lab", length=10)
+
+
+# ------------------------------------------------------------------------------------ reward models
+@pytest.mark.parametrize("kind", ["mr", "nmr", "pt"])
+def test_reward_models_learn_and_relabel_consistently(kind, tmp_path):
+    data = synthetic(n_episodes=16, length=30)
+    queries = label_queries(sample_queries(data, 256, length=8, seed=2), data, TeacherConfig())
+    cfg = SegmentRewardConfig(kind=kind, embed_dim=32, heads=2, epochs=40, batch_size=64)
+    model = SegmentRewardModel(cfg, data.obs_dim, data.action_dim, seq_len=8, seed=0)
+    metrics = model.fit(queries.preference_data(data))
+    assert metrics["reward/val_accuracy"] >= 0.75, metrics
+    assert 1 <= metrics["reward/best_epoch"] <= 40
+    learned = model.relabel(data)
+    if kind != "pt":
+        # (PT's score is an attention-weighted mean of r̂, so r̂ of single steps need not follow
+        # the true reward; the paper's relabelling uses r̂ all the same.)
+        assert np.corrcoef(learned, data.rewards)[0, 1] > 0.5
+    # Windowed relabelling = the model run on the window alone: a full window ending at t...
+    t = 40  # episode 2, position 19
+    window = slice(t - 7, t + 1)
+    r = model.member_rewards(data.observations[None, window], data.actions[None, window])
+    np.testing.assert_allclose(learned[t], r[0, 0, -1], rtol=1e-4, atol=1e-4)
+    # ...and, at an episode's start, padding in front changes nothing: the unpadded prefix.
+    t = 33  # episode 2 starts at 31 (the first ended early at 20, the second at 30)
+    starts = data.episode_bounds()[0]
+    s = starts[starts <= t].max()
+    r = model.member_rewards(data.observations[None, s : t + 1], data.actions[None, s : t + 1])
+    np.testing.assert_allclose(learned[t], r[0, 0, -1], rtol=1e-4, atol=1e-4)
+    # Saved and loaded on its own, it predicts the same.
+    model.save(tmp_path / "rm")
+    back = load_reward_model(tmp_path / "rm")
+    np.testing.assert_allclose(back.relabel(data), learned, rtol=1e-5, atol=1e-5)
+
+
+def test_reward_scaling():
+    data = synthetic()
+    scaled = scale_rewards(data, data.rewards, shift=0.5)
+    returns = data.episode_returns(scaled - 0.5)
+    np.testing.assert_allclose(returns.max() - returns.min(), 1000.0, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------ IQL
+def test_iql_prefers_the_rewarded_actions_of_the_data():
+    """A one-step problem: uniform-random actions, reward -(a - 0.5)^2. IQL's policy must move
+    towards the data's best actions (behaviour cloning would stay near 0)."""
+    rng = np.random.default_rng(0)
+    n = 4096
+    obs = rng.normal(size=(n, 3)).astype(np.float32)
+    action = rng.uniform(-1, 1, (n, 1)).astype(np.float32)
+    reward = -((action[:, 0] - 0.5) ** 2) * 10
+    iql = IQL(IQLConfig(hidden_dims=(64, 64), steps=3000, batch_size=128), 3, 1)
+    state = iql.init(jax.random.key(0))
+    data = IQL.to_device(obs, action, reward, obs, np.ones(n))
+    state, metrics = iql.update(state, data, jax.random.key(1), steps=3000)
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+    mean_action = float(np.asarray(iql.act(state.actor_params, obs[:256])).mean())
+    assert 0.3 < mean_action < 0.7, mean_action
+    restored = iql.state_from_bytes(iql.state_to_bytes(state))
+    np.testing.assert_allclose(
+        np.asarray(iql.act(restored.actor_params, obs[:4])),
+        np.asarray(iql.act(state.actor_params, obs[:4])),
+    )
+
+
+# ------------------------------------------------------------------------------------ the CLI
+def test_offline_cli_end_to_end(tmp_path, capsys):
+    data = synthetic(n_episodes=20, length=50, obs_dim=6, action_dim=2)  # toy:point-reach's sizes
+    data.save(tmp_path / "ds")
+    synthetic(obs_dim=4).save(tmp_path / "wrong-size")
+    assert main(["dataset", "info", str(tmp_path / "ds")]) == 0
+    assert "1,000 transitions in 21 episodes" in capsys.readouterr().out
+    q = tmp_path / "q.json"
+    assert (
+        main(
+            [
+                "dataset",
+                "queries",
+                str(tmp_path / "ds"),
+                "--num",
+                "64",
+                "--length",
+                "10",
+                "--out",
+                str(q),
+            ]
+        )
+        == 0
+    )
+    common = [
+        "--dataset",
+        str(tmp_path / "ds"),
+        "--steps",
+        "2000",
+        "--steps-per-call",
+        "500",
+        "--eval-interval",
+        "1000",
+        "--checkpoint-interval",
+        "1000",
+        "--eval-episodes",
+        "2",
+        "--runs-dir",
+        str(tmp_path / "runs"),
+        "--no-progress",
+        "--iql.hidden-dims",
+        "32",
+        "32",
+    ]
+    assert (
+        main(
+            [
+                "offline",
+                *common,
+                "--reward",
+                "pt",
+                "--labels",
+                str(q),
+                "--name",
+                "pt",
+                "--reward-model.epochs",
+                "3",
+                "--reward-model.embed-dim",
+                "32",
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "IQL on the pt reward after 2,000 steps: normalised score" in out
+    run = tmp_path / "runs" / "pt"
+    assert (run / "reward_model" / "config.json").exists() and (run / "rewards.npy").exists()
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/score_mean" in r] == [1000, 2000]
+    # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
+    before = np.load(run / "rewards.npy")
+    assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0
+    np.testing.assert_array_equal(np.load(run / "rewards.npy"), before)
+    assert "after 3,000 steps" in capsys.readouterr().out
+    # Bad input: a query file of another length than the model can take, labels missing.
+    assert main(["offline", *common, "--reward", "mr", "--name", "x"]) == 2
+    assert "give --labels" in capsys.readouterr().err
+    assert (
+        main(
+            [
+                "offline",
+                *common,
+                "--dataset",
+                str(tmp_path / "wrong-size"),
+                "--reward",
+                "true",
+                "--name",
+                "y",
+            ]
+        )
+        == 2
+    )
+    assert "has obs/action sizes 4/2; its env 'toy:point-reach' has 6/2" in capsys.readouterr().err
+    assert not (tmp_path / "runs" / "x").exists() and not (tmp_path / "runs" / "y").exists()
