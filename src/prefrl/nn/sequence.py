@@ -57,20 +57,28 @@ class LSTMReward(nn.Module):
 
 
 class _CausalBlock(nn.Module):
-    """A GPT-2 block: pre-LayerNorm causal self-attention and MLP, each with a residual."""
+    """A GPT-2 block: pre-LayerNorm causal self-attention and MLP, each with a residual.
+    With `last_only`, only the last token's output is computed (it attends to every token)."""
 
     width: int
     heads: int
     dropout: float
 
     @nn.compact
-    def __call__(self, x, token_mask, train: bool):
+    def __call__(self, x, token_mask, train: bool, last_only: bool = False):
         t = x.shape[1]
-        causal = jnp.tril(jnp.ones((t, t), bool))
-        allowed = causal[None, None] & (token_mask[:, None, None, :] > 0)
-        h = nn.MultiHeadDotProductAttention(
+        h_in = nn.LayerNorm()(x)
+        attention = nn.MultiHeadDotProductAttention(
             num_heads=self.heads, dropout_rate=self.dropout, deterministic=not train
-        )(nn.LayerNorm()(x), mask=allowed)
+        )
+        if last_only:
+            allowed = token_mask[:, None, None, :] > 0
+            h = attention(h_in[:, -1:], h_in, mask=allowed)
+            x = x[:, -1:]
+        else:
+            causal = jnp.tril(jnp.ones((t, t), bool))
+            allowed = causal[None, None] & (token_mask[:, None, None, :] > 0)
+            h = attention(h_in, mask=allowed)
         x = x + nn.Dropout(self.dropout)(h, deterministic=not train)
         h = nn.Dense(4 * self.width)(nn.LayerNorm()(x))
         h = nn.Dense(self.width)(nn.gelu(h))
@@ -91,7 +99,9 @@ class PreferenceTransformer(nn.Module):
     max_timestep: int = 1000
 
     @nn.compact
-    def __call__(self, obs, action, timestep, mask, train: bool = False):
+    def __call__(self, obs, action, timestep, mask, train: bool = False, last_only: bool = False):
+        """(r̂, z, attention weights), each per step; with `last_only`, r̂ of the last step only
+        (b,), computing the last layer for that token alone (relabelling needs no more)."""
         b, t, _ = obs.shape
         time_emb = nn.Embed(self.max_timestep + 1, self.embed_dim)(timestep)
         s = nn.Dense(self.embed_dim)(obs) + time_emb
@@ -99,11 +109,15 @@ class PreferenceTransformer(nn.Module):
         tokens = jnp.stack([a, s], axis=2).reshape(b, 2 * t, self.embed_dim)
         token_mask = jnp.repeat(mask, 2, axis=1)
         x = nn.Dropout(self.dropout)(nn.LayerNorm()(tokens), deterministic=not train)
-        for _ in range(self.layers):
-            x = _CausalBlock(self.embed_dim, self.heads, self.dropout)(x, token_mask, train)
+        for i in range(self.layers):
+            last = last_only and i == self.layers - 1
+            x = _CausalBlock(self.embed_dim, self.heads, self.dropout)(x, token_mask, train, last)
         x = nn.LayerNorm()(x)
+        head = nn.Dense(2 * self.embed_dim + 1)
+        if last_only:
+            return head(x[:, -1])[..., -1]  # the last token is the last step's state
         state_out = x.reshape(b, t, 2, self.embed_dim)[:, :, 1]
-        qkr = nn.Dense(2 * self.embed_dim + 1)(state_out)
+        qkr = head(state_out)
         q, k = qkr[..., : self.embed_dim], qkr[..., self.embed_dim : 2 * self.embed_dim]
         r = qkr[..., -1]
         logits = jnp.einsum("btd,bsd->bts", q, k) / jnp.sqrt(self.embed_dim).astype(q.dtype)

@@ -133,6 +133,7 @@ class SegmentRewardModel(RewardModel):
         self.best_epoch = 0
         self._scores = jax.jit(self._scores_impl, static_argnames="train")
         self._rewards = jax.jit(self._rewards_impl)
+        self._last_rewards = jax.jit(self._last_rewards_impl)
 
     # ------------------------------------------------------------------------------- forward
     def _apply(self, params, obs, action, timestep, mask, train, key):
@@ -142,6 +143,12 @@ class SegmentRewardModel(RewardModel):
     def _rewards_impl(self, params, obs, action, timestep, mask):
         out = self._apply(params, obs, action, timestep, mask, False, None)
         return out[0] if isinstance(out, tuple) else out
+
+    def _last_rewards_impl(self, params, obs, action, timestep, mask):
+        """r̂ of each window's last step (PT computes its last layer for that step alone)."""
+        if self.kind == "pt":
+            return self.net.apply(params, obs, action, timestep, mask, False, True)
+        return self._rewards_impl(params, obs, action, timestep, mask)[:, -1]
 
     def _scores_impl(self, params, obs, action, key, train: bool = False):
         """A segment's score (the logit of preferring it, up to the other's)."""
@@ -293,7 +300,8 @@ class SegmentRewardModel(RewardModel):
         timestep = np.broadcast_to(np.arange(1, t + 1), (n, t)).astype(np.int32)
         return self._batched_rewards(obs, action, timestep, np.ones((n, t)))[None]
 
-    def _batched_rewards(self, obs, action, timestep, mask, chunk: int = 1024) -> np.ndarray:
+    def _batched_rewards(self, obs, action, timestep, mask, chunk=1024, last=False) -> np.ndarray:
+        fn = self._last_rewards if last else self._rewards
         out = []
         for s in range(0, len(obs), chunk):
             m = min(chunk, len(obs) - s)
@@ -301,7 +309,7 @@ class SegmentRewardModel(RewardModel):
             args = [
                 _pad_rows(np.asarray(x[s : s + m]), size) for x in (obs, action, timestep, mask)
             ]
-            out.append(np.asarray(self._rewards(self.params, *args))[:m])
+            out.append(np.asarray(fn(self.params, *args))[:m])
         return np.concatenate(out)
 
     def pair_probs(self, obs_left, action_left, obs_right, action_right) -> np.ndarray:
@@ -333,8 +341,8 @@ class SegmentRewardModel(RewardModel):
             action = np.where(valid[..., None], dataset.actions[idx], 0.0)
             # Timesteps 1..k over the k real steps, 0 at the padding in front.
             timestep = np.where(valid, np.cumsum(valid, axis=1), 0).astype(np.int32)
-            r = self._batched_rewards(obs, action, timestep, valid.astype(np.float32), chunk)
-            out[t] = r[:, -1]
+            mask = valid.astype(np.float32)
+            out[t] = self._batched_rewards(obs, action, timestep, mask, chunk, last=True)
             if progress is not None:
                 progress(int(t[-1]) + 1, n)
         return out
