@@ -121,7 +121,6 @@ def test_queries_lie_inside_episodes_and_oracle_labels_follow_returns(tmp_path):
     data = synthetic()
     queries = sample_queries(data, 200, length=15, seed=1)
     pos = data.episode_index()
-    _, ends = data.episode_bounds()
     for starts in (queries.start_left, queries.start_right):
         # Every segment's last step is in the same episode as its first.
         assert np.all(pos[starts + 14] == pos[starts] + 14)
@@ -339,3 +338,42 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     )
     assert "has obs/action sizes 4/2; its env 'toy:point-reach' has 6/2" in capsys.readouterr().err
     assert not (tmp_path / "runs" / "x").exists() and not (tmp_path / "runs" / "y").exists()
+
+
+def test_collect_datasets_from_a_sac_run(tmp_path):
+    from prefrl.loops.datasets import collect_dataset
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    run = train_rl(
+        RLConfig(
+            env="toy:point-reach",
+            steps=1500,
+            warmstart_steps=500,
+            eval_interval=500,
+            eval_episodes=3,
+            checkpoint_interval=500,
+            keep_checkpoints=0,
+            video=False,
+            progress=False,
+            runs_dir=tmp_path,
+            name="sac",
+        )
+    ).run_dir
+    replay = collect_dataset(run, "medium-replay", medium_step=1000, reference_episodes=3)
+    # The buffer up to the medium step, cut into the run's 50-step episodes.
+    assert len(replay) == 1000 and replay.info["medium_step"] == 1000
+    starts, ends = replay.episode_bounds()
+    assert set(ends - starts) == {50}
+    np.testing.assert_array_equal(
+        replay.next_observations[:-1][replay.episode_index()[1:] > 0],
+        replay.observations[1:][replay.episode_index()[1:] > 0],
+    )
+    assert replay.ref_min_score < replay.ref_max_score
+    rand = collect_dataset(run, "random", steps=120, reference_episodes=3)
+    assert len(rand) == 120 and rand.timeouts[-1]  # cut mid-episode: ends there
+    both = collect_dataset(run, "medium-expert", steps=200, medium_step=1000, reference_episodes=3)
+    assert len(both) == 200 and both.info["medium_step"] == 1000
+    with pytest.raises(ValueError, match="no evaluated checkpoint there"):
+        collect_dataset(run, "medium", steps=10, medium_step=700)
+    with pytest.raises(ValueError, match="dataset kind 'meduim' is invalid"):
+        collect_dataset(run, "meduim")
