@@ -1,0 +1,263 @@
+"""Offline learning from preferences: IQL on the PT, MR and NMR rewards against IQL on the true
+reward, same dataset, same queries, same IQL settings and seeds, in this invocation.
+
+    python benchmarks/offline.py --envs Hopper-v5 --teachers oracle --seeds 0
+    python benchmarks/offline.py --throughput
+
+For each env, the medium-replay dataset is made (once) from the SAC run
+runs/datasets/<env>_sac_s0 (`prefrl rl --env <env> --steps 300000 --keep-checkpoints 0
+--checkpoint-interval 25000 --runs-dir runs/datasets --name <env>_sac_s0`) into
+datasets/bench/<env>-medium-replay; 500 queries of 100 steps are sampled (seed 0) and labelled
+by each teacher. Runs go to runs/bench-offline/ and are reused when finished (resumed when not).
+Results are merged into benchmarks/results/offline.json, one row per dataset, teacher and reward.
+
+`--throughput` measures reward-model training (pairs/s, at the published sizes: 256-wide, batch
+256 pairs of 100-step segments) and IQL updates/s, written to
+benchmarks/results/offline_throughput.json.
+
+This CPU cannot run the published budgets (IQL 1M steps; PT trained for thousands of steps: one
+PT step on 256 pairs takes seconds here); --iql-steps and --reward-epochs say what was run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from prefrl.agents.iql import IQL, IQLConfig
+from prefrl.data.dataset import OfflineDataset
+from prefrl.feedback.dataset_queries import label_queries, sample_queries
+from prefrl.feedback.teachers import TeacherConfig
+from prefrl.loops.datasets import collect_dataset
+from prefrl.loops.offline import OfflineConfig, train_offline
+from prefrl.reward.segment_models import SegmentRewardConfig
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks/results/offline.json"
+THROUGHPUT = ROOT / "benchmarks/results/offline_throughput.json"
+REWARDS = ("true", "mr", "nmr", "pt")
+
+
+def dataset_for(env: str) -> Path:
+    out = ROOT / "datasets/bench" / f"{env}-medium-replay"
+    if not (out / "data").exists():
+        run = ROOT / "runs/datasets" / f"{env}_sac_s0"
+        data = collect_dataset(run, "medium-replay")
+        data.name = out.name
+        data.save(out)
+    return out
+
+
+def queries_for(dataset_dir: Path, teacher: str, num: int, length: int) -> Path:
+    path = dataset_dir.parent / f"{dataset_dir.name}_{teacher}_{num}x{length}.json"
+    if not path.exists():
+        data = OfflineDataset.load(dataset_dir)
+        queries = sample_queries(data, num, length, seed=0)
+        label_queries(queries, data, TeacherConfig(teacher), seed=0).save(path)
+    return path
+
+
+def finished_score(run_dir: Path, steps: int) -> float | None:
+    ckpt = latest_checkpoint(run_dir) if run_dir.exists() else None
+    if ckpt is None or json.loads((ckpt / "loop.json").read_text())["step"] < steps:
+        return None
+    rows = [r for r in read_metrics(run_dir) if "eval/score_mean" in r]
+    return float(rows[-1]["eval/score_mean"])
+
+
+def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) -> tuple[float, dict]:
+    name = f"{dataset.name}_{args_teacher(labels)}_{reward}_s{seed}"
+    run_dir = Path(args.runs_dir) / name
+    score = finished_score(run_dir, args.iql_steps)
+    if score is None:
+        config = OfflineConfig(
+            dataset=dataset,
+            labels=labels,
+            reward=reward,
+            reward_model=SegmentRewardConfig(
+                kind="pt" if reward == "true" else reward, epochs=args.reward_epochs
+            ),
+            steps=args.iql_steps,
+            eval_interval=args.eval_interval,
+            checkpoint_interval=args.eval_interval,
+            seed=seed,
+            runs_dir=Path(args.runs_dir),
+            name=name,
+            resume=run_dir if latest_checkpoint(run_dir) else None,
+            progress=False,
+        )
+        if config.resume is None and run_dir.exists():
+            import shutil
+
+            shutil.rmtree(run_dir)  # a run stopped before its first checkpoint: start over
+        result = train_offline(config)
+        if result.stopped:
+            raise SystemExit("interrupted; run the same command again to continue")
+        score = result.score_mean
+    info_path = run_dir / "reward_metrics.json"
+    info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    return score, info
+
+
+def args_teacher(labels: Path | None) -> str:
+    return "none" if labels is None else labels.stem.split("_")[1]
+
+
+def benchmark(args) -> None:
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    rows = {(r["dataset"], r["teacher"], r["reward"]): r for r in existing["results"]}
+    command = "python benchmarks/offline.py " + " ".join(sys.argv[1:])
+    for env in args.envs:
+        dataset = dataset_for(env)
+        true_scores = [run_one(dataset, None, "true", s, args)[0] for s in args.seeds]
+        for teacher in args.teachers:
+            labels = queries_for(dataset, teacher, args.queries, args.length)
+            for reward in args.rewards:
+                if reward == "true":
+                    scores, infos = true_scores, [{}] * len(true_scores)
+                else:
+                    scores, infos = zip(
+                        *(run_one(dataset, labels, reward, s, args) for s in args.seeds)
+                    )
+                row = {
+                    "dataset": dataset.name,
+                    "teacher": teacher if reward != "true" else "none",
+                    "queries": args.queries if reward != "true" else 0,
+                    "query_length": args.length,
+                    "reward": reward,
+                    "seeds": len(scores),
+                    "score_mean": float(np.mean(scores)),
+                    "score_std": float(np.std(scores)),
+                    "scores": [float(x) for x in scores],
+                    "iql_steps": args.iql_steps,
+                    "reward_epochs": args.reward_epochs if reward != "true" else None,
+                    "true_score_mean": float(np.mean(true_scores)),
+                    "ratio_to_true": float(np.mean(scores) / np.mean(true_scores)),
+                    "reward_val_accuracy": [i.get("reward/val_accuracy") for i in infos],
+                    "reward_return_correlation": [
+                        i.get("reward/episode_return_correlation") for i in infos
+                    ],
+                    "command": command,
+                }
+                key = (row["dataset"], row["teacher"], reward)
+                rows[key] = row
+                print(
+                    f"{dataset.name} {row['teacher']:>7} {reward:>4}: score "
+                    f"{row['score_mean']:.1f} +- {row['score_std']:.1f} over {len(scores)} seeds "
+                    f"({row['ratio_to_true']:.2f}x IQL on the true reward)"
+                )
+                RESULTS.parent.mkdir(parents=True, exist_ok=True)
+                RESULTS.write_text(
+                    json.dumps({"command": command, "results": list(rows.values())}, indent=2)
+                    + "\n"
+                )
+
+
+def throughput(args) -> None:
+    """Pairs/s of one training step per reward model at the published sizes, and IQL updates/s;
+    each function jitted and warmed up first, median of --repeats timed calls."""
+    from prefrl.nn.sequence import LSTMReward, MarkovReward, PreferenceTransformer
+
+    b, t, obs_dim, act_dim = args.batch, args.length, 11, 3  # Hopper's sizes
+    rng = np.random.default_rng(0)
+    obs = jnp.asarray(rng.normal(size=(2, b, t, obs_dim)), jnp.float32)
+    act = jnp.asarray(rng.uniform(-1, 1, (2, b, t, act_dim)), jnp.float32)
+    steps = jnp.broadcast_to(jnp.arange(1, t + 1), (b, t))
+    mask = jnp.ones((b, t))
+    y = jnp.asarray(rng.integers(0, 2, b), jnp.float32)
+    out = {
+        "command": "python benchmarks/offline.py " + " ".join(sys.argv[1:]),
+        "batch_pairs": b,
+        "segment_length": t,
+        "obs_dim": obs_dim,
+        "action_dim": act_dim,
+        "device": jax.devices()[0].device_kind,
+    }
+    nets = {"mr": MarkovReward(), "nmr": LSTMReward(), "pt": PreferenceTransformer()}
+    for kind in args.models:
+        net = nets[kind]
+        params = net.init(jax.random.key(0), obs[0], act[0], steps, mask)
+
+        def score(p, o, a, key, net=net):
+            r = net.apply(p, o, a, steps, mask, True, rngs={"dropout": key})
+            return r[1].mean(-1) if isinstance(r, tuple) else r.sum(-1)
+
+        def loss(p, key, score=score):
+            k1, k2 = jax.random.split(key)
+            logits = score(p, obs[1], act[1], k2) - score(p, obs[0], act[0], k1)
+            return jnp.mean(jnp.logaddexp(0, logits) - y * logits)
+
+        grad = jax.jit(jax.grad(loss))
+        seconds = _median_seconds(
+            lambda grad=grad, params=params: grad(params, jax.random.key(1)), args.repeats
+        )
+        out[f"{kind}_pairs_per_s"] = b / seconds
+        print(f"{kind}: {b / seconds:,.1f} pairs/s ({seconds * 1000:.0f} ms per step of {b} pairs)")
+    n = 200_000
+    iql = IQL(IQLConfig(), obs_dim, act_dim)
+    state = iql.init(jax.random.key(0))
+    data = IQL.to_device(
+        rng.normal(size=(n, obs_dim)),
+        rng.uniform(-1, 1, (n, act_dim)),
+        rng.normal(size=n),
+        rng.normal(size=(n, obs_dim)),
+        np.zeros(n),
+    )
+    calls = 1000
+
+    def step():
+        nonlocal state
+        state, _ = iql.update(state, data, jax.random.key(2), steps=calls)
+        return state
+
+    seconds = _median_seconds(step, args.repeats)
+    out["iql_updates_per_s"] = calls / seconds
+    print(f"IQL: {calls / seconds:,.0f} updates/s (batch 256, 2x256 nets, {calls} per call)")
+    THROUGHPUT.parent.mkdir(parents=True, exist_ok=True)
+    THROUGHPUT.write_text(json.dumps(out, indent=2) + "\n")
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    jax.block_until_ready(fn())
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn())
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="+", default=["Hopper-v5", "Walker2d-v5"])
+    parser.add_argument("--teachers", nargs="+", default=["oracle", "mistake"])
+    parser.add_argument("--rewards", nargs="+", default=list(REWARDS), choices=REWARDS)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--length", type=int, default=100)
+    parser.add_argument("--iql-steps", type=int, default=100_000)
+    parser.add_argument("--eval-interval", type=int, default=25_000)
+    parser.add_argument("--reward-epochs", type=int, default=30)
+    parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
+    parser.add_argument("--throughput", action="store_true")
+    parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    if args.throughput:
+        throughput(args)
+    else:
+        benchmark(args)
+
+
+if __name__ == "__main__":
+    main()
