@@ -54,10 +54,12 @@ def _parse_config(cls, presets, args: list[str], prog: str, summary: str):
     else:
         base = cls()
     listing = "\n".join(f"  {name}: {p.description}" for name, p in presets.items())
-    description = (
-        f"{summary}\n\n--preset NAME starts from a named published setting (flags given after "
-        f"it override it):\n{listing}"
-    )
+    description = summary
+    if presets:
+        description += (
+            "\n\n--preset NAME starts from a named published setting (flags given after it "
+            f"override it):\n{listing}"
+        )
     return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
 
 
@@ -385,8 +387,11 @@ class DatasetQueriesArgs:
     """Sample query pairs from a dataset and label them with a scripted teacher."""
 
     dataset: Annotated[Path, tyro.conf.Positional]
+    """The Minari dataset directory."""
     num: int = 500
+    """Query pairs to sample."""
     length: int = 100
+    """Steps per segment (each segment lies inside one episode)."""
     teacher: str = "oracle"
     """A scripted teacher preset (oracle, stoc, mistake, skip, equal, myopic), or none."""
     out: Path = Path("queries.json")
@@ -400,10 +405,15 @@ class DatasetPTArgs:
     """Import Preference Transformer's released labels (pickled indices and labels)."""
 
     dataset: Annotated[Path, tyro.conf.Positional]
+    """The dataset the labels were made on (D4RL's flat layout)."""
     indices_1: Path
+    """Pickled start indices of the first segments (PT's `indices_num*`)."""
     indices_2: Path
+    """Pickled start indices of the second segments (`indices_2_num*`)."""
     labels: Path
+    """Pickled labels (`label_human`): 0 first better, 1 second, -1 equal."""
     length: int = 100
+    """The queries' segment length."""
     out: Path = Path("queries.json")
 
 

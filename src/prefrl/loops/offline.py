@@ -44,6 +44,7 @@ class OfflineConfig:
     reward: str = "pt"
     """true (the dataset's own rewards: the baseline), mr, nmr or pt."""
     reward_model: SegmentRewardConfig = dataclasses.field(default_factory=SegmentRewardConfig)
+    """The reward model's settings (its kind is --reward's)."""
     iql: IQLConfig = dataclasses.field(default_factory=IQLConfig)
     steps: int = 1_000_000
     """IQL gradient steps (sets the actor's cosine schedule)."""
