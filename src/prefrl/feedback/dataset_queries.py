@@ -19,6 +19,7 @@ import numpy as np
 
 from prefrl.data.dataset import OfflineDataset
 from prefrl.data.segments import Label, PreferenceData, Segments
+from prefrl.feedback.exchange import read_document
 from prefrl.feedback.teachers import TeacherConfig, scripted_labels
 from prefrl.rundir.atomic import atomic_write
 
@@ -108,16 +109,7 @@ class DatasetQueries:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no such query file: {path}")
-        try:
-            doc = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not JSON: {e}") from None
-        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ValueError(f"{path} is not a prefrl dataset query file (format {FORMAT!r})")
-        if doc.get("version") != VERSION:
-            raise ValueError(
-                f"{path} has version {doc.get('version')!r}; this prefrl reads {VERSION}"
-            )
+        doc = read_document(path, FORMAT, VERSION, "dataset query file")
         missing = [
             k for k in ("dataset", "env", "length", "start_left", "start_right") if k not in doc
         ]

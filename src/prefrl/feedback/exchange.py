@@ -96,16 +96,22 @@ def read_labels(source: str | Path) -> dict:
             f"labels source {str(source)!r} does not exist: expected a run directory or a "
             "labels .json file (prefrl labels export RUN_DIR)"
         )
+    return read_document(path, FORMAT, VERSION, "labels document")
+
+
+def read_document(path: Path, fmt: str, version: int, what: str) -> dict:
+    """A prefrl JSON document of format `fmt`, refused with a clear error when it is not JSON,
+    of another format or of another version."""
     try:
         doc = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{path} is not JSON ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a prefrl labels document (no format: {FORMAT!r})")
-    if doc.get("version") != VERSION:
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise ValueError(f"{path} is not a prefrl {what} (no format: {fmt!r})")
+    if doc.get("version") != version:
         raise ValueError(
-            f"{path}: labels document version {doc.get('version')!r} is not readable by this "
-            f"prefrl (reads version {VERSION})"
+            f"{path}: {what} version {doc.get('version')!r} is not readable by this prefrl "
+            f"(reads version {version})"
         )
     return doc
 
