@@ -377,3 +377,45 @@ def test_collect_datasets_from_a_sac_run(tmp_path):
         collect_dataset(run, "medium", steps=10, medium_step=700)
     with pytest.raises(ValueError, match="dataset kind 'meduim' is invalid"):
         collect_dataset(run, "meduim")
+
+
+def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
+    """`--teacher web` makes a labelling run whose clips render from the dataset's states; the
+    answers come back as a query file (unanswered queries left out)."""
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.loops.datasets import rollouts
+    from prefrl.render.clips import ClipRenderer, render_pending
+
+    env = "toy:point-reach"
+    data = rollouts(env, None, 300, seed=0, label="random")
+    data.ref_min_score, data.ref_max_score = -50.0, 0.0
+    data.save(tmp_path / "ds")
+    back = OfflineDataset.load(tmp_path / "ds")
+    np.testing.assert_array_equal(back.states, data.states)  # kept as Minari infos
+    q, run = tmp_path / "q.json", tmp_path / "q-labelling"
+    assert main(["dataset", "queries", str(tmp_path / "ds"), "--num", "5", "--length", "10",
+                 "--teacher", "web", "--out", str(q)]) == 0  # fmt: skip
+    assert f"prefrl serve {run}" in capsys.readouterr().out
+    queries = DatasetQueries.load(q)
+    with FeedbackStore(run) as store:
+        run_id = store.run_id(run.name)
+        open_queries = store.open_queries(run_id)
+        assert [x.key for x in open_queries] == [0, 1, 2, 3, 4]
+        left, _ = store.query_pairs(run, [open_queries[2].id])
+        start = queries.start_left[2]
+        np.testing.assert_array_equal(left.state[0], data.states[start : start + 10])
+        counts = render_pending(store, run_id, run, ClipRenderer(env, size=32), queue=5)
+        assert counts["rendered"] >= 5
+        store.add_label(open_queries[1].id, "right", "human")
+        store.add_label(open_queries[3].id, "equal", "human")
+    out = tmp_path / "labelled.json"
+    assert main(["dataset", "queries", str(tmp_path / "ds"), "--queries", str(q), "--from-run",
+                 str(run), "--out", str(out)]) == 0  # fmt: skip
+    labelled = DatasetQueries.load(out)
+    assert list(labelled.labels) == [Label.RIGHT, Label.EQUAL] and labelled.source == "human"
+    np.testing.assert_array_equal(labelled.start_left, queries.start_left[[1, 3]])
+    # A dataset without states (e.g. medium-replay, from a replay buffer) cannot be shown.
+    synthetic(obs_dim=6).save(tmp_path / "no-states")
+    assert main(["dataset", "queries", str(tmp_path / "no-states"), "--num", "2", "--length",
+                 "5", "--teacher", "web", "--out", str(tmp_path / "x.json")]) == 2  # fmt: skip
+    assert "has no simulator states" in capsys.readouterr().err

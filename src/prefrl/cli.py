@@ -393,11 +393,18 @@ class DatasetQueriesArgs:
     length: int = 100
     """Steps per segment (each segment lies inside one episode)."""
     teacher: str = "oracle"
-    """A scripted teacher preset (oracle, stoc, mistake, skip, equal, myopic), or none."""
+    """A scripted teacher preset (oracle, stoc, mistake, skip, equal, myopic); web or terminal
+    (a person: makes a labelling run for `prefrl serve` / `prefrl label`); or none."""
     out: Path = Path("queries.json")
     seed: int = 0
     queries: Path | None = None
     """Label these queries (a query file of the same dataset) instead of sampling new ones."""
+    label_dir: Path | None = None
+    """With --teacher web/terminal: the labelling run to make (default: OUT without .json,
+    plus -labelling)."""
+    from_run: Path | None = None
+    """Take the labels a person gave in this labelling run (with --queries: the file it was
+    made from); unanswered queries are left out."""
 
 
 @dataclass(frozen=True)
@@ -460,7 +467,13 @@ def cmd_dataset(args: list[str]) -> int:
         _print_dataset(data)
         print(f"written to {opts.out}")
     elif action == "queries":
-        from prefrl.feedback.dataset_queries import DatasetQueries, label_queries, sample_queries
+        from prefrl.feedback.dataset_queries import (
+            DatasetQueries,
+            label_queries,
+            labels_from_store,
+            sample_queries,
+            send_to_store,
+        )
         from prefrl.feedback.teachers import TeacherConfig
 
         data = OfflineDataset.load(opts.dataset)
@@ -469,10 +482,30 @@ def cmd_dataset(args: list[str]) -> int:
             queries.check(data)
         else:
             queries = sample_queries(data, opts.num, opts.length, opts.seed)
-        if opts.teacher != "none":
+        if opts.from_run is not None:
+            if opts.queries is None:
+                raise ValueError(
+                    "--from-run needs --queries: the file the labelling run was made from"
+                )
+            queries = labels_from_store(queries, opts.from_run)
+            what = f"answered in {opts.from_run} (of {queries.info['asked']} asked)"
+        elif opts.teacher in ("web", "terminal"):
+            label_dir = opts.label_dir or opts.out.with_name(opts.out.stem + "-labelling")
+            send_to_store(queries, data, label_dir)
+            queries.save(opts.out)
+            tool = "prefrl serve" if opts.teacher == "web" else "prefrl label"
+            print(
+                f"{len(queries)} queries written to {opts.out} and put up for labelling in "
+                f"{label_dir}\nlabel them: {tool} {label_dir}\nthen: prefrl dataset queries "
+                f"{opts.dataset} --queries {opts.out} --from-run {label_dir} --out LABELLED.json"
+            )
+            return 0
+        elif opts.teacher != "none":
             queries = label_queries(queries, data, TeacherConfig(opts.teacher), opts.seed)
+            what = f"labelled by the {opts.teacher} teacher"
+        else:
+            what = "unlabelled"
         queries.save(opts.out)
-        what = f"labelled by the {opts.teacher} teacher" if opts.teacher != "none" else "unlabelled"
         print(f"{len(queries)} queries of {queries.length} steps, {what}, written to {opts.out}")
         if queries.labels is not None:
             counts = np.bincount(queries.labels, minlength=4)

@@ -38,6 +38,9 @@ class OfflineDataset:
     ref_max_score: float | None = None
     info: dict = field(default_factory=dict)
     """How the dataset was made (source run, policy steps, noise...), stored in its metadata."""
+    states: np.ndarray | None = None
+    """(N, state_dim) simulator state before each step, where the dataset was rolled out by
+    prefrl (stored as Minari infos "state"): what re-renders a segment's clip for a person."""
 
     def __post_init__(self) -> None:
         self.observations = np.asarray(self.observations, np.float32)
@@ -54,6 +57,12 @@ class OfflineDataset:
                 raise ValueError(
                     f"dataset {self.name!r}: {key} has {len(getattr(self, key))} rows, "
                     f"observations {n}; every key needs one row per transition"
+                )
+        if self.states is not None:
+            self.states = np.asarray(self.states, np.float64)
+            if len(self.states) != n:
+                raise ValueError(
+                    f"dataset {self.name!r}: states has {len(self.states)} rows, observations {n}"
                 )
         if self.next_observations.shape[1:] != self.observations.shape[1:]:
             raise ValueError(
@@ -162,7 +171,14 @@ class OfflineDataset:
             t = np.asarray(e["truncations"], bool).copy()
             t[-1] = t[-1] or not bool(e["terminations"][-1])  # the episode ends here either way
             trunc.append(t)
+        has_states = all("state" in (e.get("infos") or {}) for e in episodes)
+        states = (
+            np.concatenate([np.asarray(e["infos"]["state"])[:-1] for e in episodes])
+            if has_states
+            else None
+        )
         return cls(
+            states=states,
             observations=obs,
             actions=np.concatenate([e["actions"] for e in episodes]),
             rewards=np.concatenate([e["rewards"] for e in episodes]),
@@ -185,6 +201,10 @@ class OfflineDataset:
                     "rewards": self.rewards[s:e],
                     "terminations": self.terminals[s:e],
                     "truncations": self.timeouts[s:e] & ~self.terminals[s:e],
+                    # Minari infos have a row per observation: the last state is repeated.
+                    "infos": {}
+                    if self.states is None
+                    else {"state": np.concatenate([self.states[s:e], self.states[e - 1 : e]])},
                 }
             )
         return out
@@ -195,6 +215,8 @@ class OfflineDataset:
         if len(envs) != 1:
             raise ValueError(f"cannot join datasets of different envs: {sorted(envs)}")
         cat = {k: np.concatenate([getattr(p, k) for p in parts]) for k in _ARRAY_KEYS}
+        if all(p.states is not None for p in parts):
+            cat["states"] = np.concatenate([p.states for p in parts])
         return cls(**cat, env_id=parts[0].env_id, name=name, **kw)
 
     def with_rewards(self, rewards: np.ndarray) -> OfflineDataset:
@@ -245,7 +267,7 @@ class OfflineDataset:
                 rewards=e["rewards"].astype(np.float64),
                 terminations=e["terminations"],
                 truncations=e["truncations"],
-                infos={},
+                infos=e["infos"],
             )
             for e in self.episodes()
         )

@@ -131,11 +131,15 @@ def _segments(dataset: OfflineDataset, starts: np.ndarray, length: int) -> Segme
     obs, action, reward = dataset.segments(starts, length)
     n = len(starts)
     zeros = np.zeros(n, np.int64)
+    if dataset.states is not None:
+        state = dataset.states[np.asarray(starts)[:, None] + np.arange(length)[None, :]]
+    else:
+        state = np.zeros((n, length, 0))
     return Segments(
         obs=obs,
         action=action,
         reward=reward,
-        state=np.zeros((n, length, 0)),
+        state=state,
         id=np.asarray(starts, np.int64),
         step=np.asarray(starts, np.int64),
         episode=zeros,
@@ -200,6 +204,68 @@ def label_queries(
         labels=labels,
         source=teacher.preset,
         info={**queries.info, "label_seed": seed},
+    )
+
+
+def send_to_store(queries: DatasetQueries, dataset: OfflineDataset, run_dir: Path) -> Path:
+    """Make `run_dir` a labelling run holding the queries as open pairs, for `prefrl serve` (the
+    browser) or `prefrl label` (the terminal); clips are rendered from the dataset's states."""
+    from prefrl.feedback.store import FeedbackStore
+
+    if dataset.states is None:
+        raise ValueError(
+            f"dataset {dataset.name!r} has no simulator states, so its segments cannot be "
+            "rendered for a person (datasets rolled out by `prefrl dataset collect` have them; "
+            "medium-replay comes from a replay buffer, which keeps none)"
+        )
+    queries.check(dataset)
+    run_dir = Path(run_dir)
+    if (run_dir / "config.json").exists():
+        raise FileExistsError(f"{run_dir} already holds a run; choose another --label-dir")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    doc = {"env": dataset.env_id, "dataset": dataset.name, "queries": len(queries)}
+    with atomic_write(run_dir / "config.json", "w") as f:
+        json.dump(doc, f, indent=2)
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id(run_dir.name, env=dataset.env_id)
+        store.add_queries(
+            run_id,
+            run_dir,
+            np.arange(len(queries)),
+            _segments(dataset, queries.start_left, queries.length),
+            _segments(dataset, queries.start_right, queries.length),
+        )
+    return run_dir
+
+
+def labels_from_store(queries: DatasetQueries, run_dir: Path) -> DatasetQueries:
+    """The queries a person answered in a labelling run (`send_to_store`), with their labels
+    (the latest per query); unanswered queries are left out."""
+    from prefrl.feedback.store import FeedbackStore, run_info
+
+    run = run_info(run_dir)
+    with FeedbackStore(run.store, create=False) as store:
+        run_id = store.run_id(run.name, env=run.env, create=False)
+        latest = {x.query_key: (x.label, x.source) for x in store.labels(run_id)}
+    if run.env != queries.env_id:
+        raise ValueError(f"{run_dir} labels env {run.env!r}; the queries are {queries.env_id!r}")
+    keys = np.asarray(sorted(k for k in latest if 0 <= k < len(queries)), np.int64)
+    if len(keys) == 0:
+        raise ValueError(f"no query of {run_dir} is answered yet")
+    return DatasetQueries(
+        dataset=queries.dataset,
+        env_id=queries.env_id,
+        length=queries.length,
+        start_left=queries.start_left[keys],
+        start_right=queries.start_right[keys],
+        labels=np.asarray([latest[int(k)][0] for k in keys], np.int8),
+        source="human",
+        info={
+            **queries.info,
+            "labelled_in": str(run_dir),
+            "answered": len(keys),
+            "asked": len(queries),
+        },
     )
 
 

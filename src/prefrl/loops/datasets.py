@@ -8,7 +8,9 @@
 - `expert`: rollouts of the run's final policy.
 - `medium-expert`: medium and expert rollouts, half each.
 
-Rollouts sample from the stochastic policy, as D4RL's did. The reference returns of the
+Rollouts sample from the stochastic policy, as D4RL's did, and keep the simulator state of every
+step, so a person can label the dataset's queries from rendered clips (medium-replay comes from a
+replay buffer, which keeps no states). The reference returns of the
 normalised score are the mean return of the random policy (`ref_min_score`, measured here) and
 the run's final deterministic evaluation (`ref_max_score`).
 """
@@ -99,6 +101,7 @@ def rollouts(env_id: str, policy, steps: int, seed: int, label: str) -> OfflineD
         "terminals": np.zeros(steps, bool),
         "timeouts": np.zeros(steps, bool),
     }
+    states = None
     episode = 0
     obs, _ = env.reset(seed=seed)
     try:
@@ -109,6 +112,10 @@ def rollouts(env_id: str, policy, steps: int, seed: int, label: str) -> OfflineD
                     action = rng.uniform(-1, 1, act_dim).astype(np.float32)
                 else:
                     action = np.asarray(policy(obs, t), np.float32)
+                state = env.get_state()
+                if states is None:
+                    states = np.zeros((steps, len(state)), np.float64)
+                states[t] = state
                 nxt, reward, terminated, truncated, _ = env.step(action)
                 cols["observations"][t], cols["actions"][t] = obs, action
                 cols["rewards"][t], cols["next_observations"][t] = reward, nxt
@@ -122,7 +129,7 @@ def rollouts(env_id: str, policy, steps: int, seed: int, label: str) -> OfflineD
                     bar.update(task, completed=t)
     finally:
         env.close()
-    return OfflineDataset(**cols, env_id=env_id, name=label)
+    return OfflineDataset(**cols, env_id=env_id, name=label, states=states)
 
 
 def random_reference(env_id: str, episodes: int = 10, seed: int = 0) -> float:
