@@ -105,8 +105,10 @@ class Cadence:
         if step % 100 == 0:
             self.progress.update(step, info=info)
         if step % cfg.log_interval == 0 and update_metrics is not None:
-            now = time.perf_counter()
+            # Read the metrics first: that waits for the update's asynchronous dispatch to finish,
+            # so the clock below counts the work, not just its dispatch.
             row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
+            now = time.perf_counter()
             if step > self.step_last:  # (the clock restarts after evaluations and fits)
                 row["train/steps_per_s"] = (step - self.step_last) / (now - self.t_last)
             self.restart_clock(step)
