@@ -419,3 +419,16 @@ def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
     assert main(["dataset", "queries", str(tmp_path / "no-states"), "--num", "2", "--length",
                  "5", "--teacher", "web", "--out", str(tmp_path / "x.json")]) == 2  # fmt: skip
     assert "has no simulator states" in capsys.readouterr().err
+
+
+def test_offline_presets_hold_the_published_iql_settings():
+    from prefrl.cli import _parse_config
+    from prefrl.loops.offline import OfflineConfig
+    from prefrl.presets import OFFLINE_PRESETS
+
+    args = ["--preset", "iql-adroit", "--iql.temperature", "0.7"]
+    config = _parse_config(OfflineConfig, OFFLINE_PRESETS, args, "prefrl offline", "")
+    assert (config.iql.expectile, config.iql.actor_dropout) == (0.7, 0.1)
+    assert config.iql.temperature == 0.7  # a flag after the preset overrides it
+    antmaze = OFFLINE_PRESETS["iql-antmaze"].config.iql
+    assert (antmaze.expectile, antmaze.temperature) == (0.9, 10.0)

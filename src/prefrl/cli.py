@@ -12,7 +12,7 @@ from typing import Annotated
 import numpy as np
 import tyro
 
-from prefrl.presets import ONLINE_PRESETS, RL_PRESETS
+from prefrl.presets import OFFLINE_PRESETS, ONLINE_PRESETS, RL_PRESETS
 
 
 def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
@@ -543,7 +543,7 @@ def cmd_offline(args: list[str]) -> int:
 
     config = _parse_config(
         OfflineConfig,
-        {},
+        OFFLINE_PRESETS,
         args,
         "prefrl offline",
         "Offline learning from preferences: fit a reward model (mr, nmr, pt) to a dataset's "

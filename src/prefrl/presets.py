@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from prefrl.agents import SACConfig
+from prefrl.agents.iql import IQL_PRESETS
 from prefrl.feedback import ScheduleConfig
+from prefrl.loops.offline import OfflineConfig
 from prefrl.loops.online import OnlineConfig
 from prefrl.loops.rl import RLConfig
 from prefrl.reward import RewardConfig
@@ -14,7 +16,7 @@ from prefrl.reward import RewardConfig
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: RLConfig | OnlineConfig
+    config: RLConfig | OnlineConfig | OfflineConfig
 
 
 RL_PRESETS: dict[str, Preset] = {
@@ -99,5 +101,22 @@ ONLINE_PRESETS: dict[str, Preset] = {
             schedule=ScheduleConfig(kind="decay", budget=1000, interval=5_000),
             reward=_CHRISTIANO_REWARD,
         ),
+    ),
+}
+
+
+# Preference Transformer's IQL settings per domain (Kim et al. 2023, after Kostrikov et al. 2022).
+OFFLINE_PRESETS: dict[str, Preset] = {
+    "iql-mujoco": Preset(
+        "IQL for MuJoCo locomotion: expectile 0.7, temperature 3.0, 1M steps",
+        OfflineConfig(iql=IQL_PRESETS["mujoco"]),
+    ),
+    "iql-antmaze": Preset(
+        "IQL for AntMaze: expectile 0.9, temperature 10.0",
+        OfflineConfig(iql=IQL_PRESETS["antmaze"]),
+    ),
+    "iql-adroit": Preset(
+        "IQL for Adroit: expectile 0.7, temperature 0.5, actor dropout 0.1",
+        OfflineConfig(iql=IQL_PRESETS["adroit"]),
     ),
 }
