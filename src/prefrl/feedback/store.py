@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import math
 import secrets
 import threading
 from collections.abc import Iterator, Sequence
@@ -45,6 +44,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from prefrl.data.segments import Label, Segments, load_segments, save_segments
+from prefrl.feedback.ratings import parse_rating
 
 SCHEMA_VERSION = 2
 STORE_FILE = "feedback.db"
@@ -803,16 +803,6 @@ class FeedbackStore:
                     .order_by(RatingRow.id)
                 ).all()
             ]
-
-
-def parse_rating(value) -> int:
-    try:
-        number = float("nan") if isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        number = float("nan")
-    if not (math.isfinite(number) and number.is_integer() and 1 <= number <= 100):
-        raise ValueError(f"rating {value!r} is invalid: expected a whole number from 1 to 100")
-    return int(number)
 
 
 @lru_cache(maxsize=64)

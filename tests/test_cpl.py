@@ -1,0 +1,123 @@
+"""CPL: the loss, the update with its regularisers, ratings -> pairs, the scripted rater."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
+from prefrl.agents.sac import SAC, SACConfig
+from prefrl.data.segments import Label
+from prefrl.feedback.ratings import ratings_to_pairs, scripted_ratings
+
+
+def test_cpl_loss_matches_its_definition():
+    a_left, a_right = jnp.array([1.0, -2.0, 0.3]), jnp.array([0.5, 1.0, 0.3])
+    target, weight = jnp.array([1.0, 0.0, 0.5]), jnp.ones(3)
+    lam = 0.5
+
+    # -log(exp A+ / (exp A+ + exp(λ A-))) for the preferred A+; equal: half each order.
+    def nll(plus, minus):
+        return -np.log(np.exp(plus) / (np.exp(plus) + np.exp(lam * minus)))
+
+    expected = [nll(0.5, 1.0), nll(-2.0, 1.0), 0.5 * (nll(0.3, 0.3) + nll(0.3, 0.3))]
+    got = float(cpl_loss(a_left, a_right, target, weight, lam))
+    np.testing.assert_allclose(got, np.mean(expected), rtol=1e-6)
+    # Padding rows (weight 0) do not count.
+    padded = cpl_loss(jnp.append(a_left, 9.0), jnp.append(a_right, -9.0),
+                      jnp.append(target, 1.0), jnp.append(weight, 0.0), lam)  # fmt: skip
+    np.testing.assert_allclose(float(padded), got, rtol=1e-6)
+
+
+def _pairs(rng, n=64, t=10, obs_dim=3):
+    """Segments whose actions are +0.5 (preferred) or -0.5 (not), with a little noise."""
+    obs = rng.normal(size=(2, n, t, obs_dim)).astype(np.float32)
+    good = 0.5 + 0.05 * rng.normal(size=(n, t, 1))
+    bad = -0.5 + 0.05 * rng.normal(size=(n, t, 1))
+    right_good = rng.random(n) < 0.5
+    action_right = np.where(right_good[:, None, None], good, bad).astype(np.float32)
+    action_left = np.where(right_good[:, None, None], bad, good).astype(np.float32)
+    return {
+        "obs_left": obs[0], "action_left": action_left, "obs_right": obs[1],
+        "action_right": action_right, "target": right_good.astype(np.float32),
+        "weight": np.ones(n, np.float32),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("conservative", ["none", "mse", "kl", "bc"])
+def test_cpl_moves_the_policy_towards_the_preferred_actions(conservative):
+    rng = np.random.default_rng(0)
+    sac = SAC(SACConfig(hidden_dims=(32, 32)), 3, 1)
+    original = sac.init(jax.random.key(0)).actor_params
+    weight = 0.0 if conservative == "none" else 0.01
+    cpl = CPL(
+        CPLConfig(lr=1e-3, conservative=conservative, conservative_weight=weight), 1, (32, 32)
+    )
+    state = cpl.init(original)
+    batch = _pairs(rng)
+    before = float(np.asarray(sac.act(original, batch["obs_left"][:, 0], None, 0, True)).mean())
+    for _ in range(150):
+        state, metrics = cpl.update(state, original, batch)
+    after = float(np.asarray(sac.act(state.params, batch["obs_left"][:, 0], None, 0, True)).mean())
+    assert after > before + 0.2, (before, after)
+    assert float(metrics["accuracy"]) > 0.9
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+    if conservative in ("mse", "kl"):
+        assert float(metrics["conservative_loss"]) > 0  # it has moved away, and is pulled back
+    # The original parameters are untouched (own copies).
+    leaves = jax.tree.leaves(jax.tree.map(lambda a, b: jnp.abs(a - b).max(), original,
+                                          sac.init(jax.random.key(0)).actor_params))  # fmt: skip
+    assert max(float(x) for x in leaves) == 0.0
+
+
+def test_a_strong_conservative_term_keeps_the_policy_close():
+    rng = np.random.default_rng(1)
+    sac = SAC(SACConfig(hidden_dims=(32, 32)), 3, 1)
+    original = sac.init(jax.random.key(0)).actor_params
+    batch = _pairs(rng)
+    moved = {}
+    for weight in (0.0, 100.0):
+        cpl = CPL(CPLConfig(lr=1e-3, conservative="mse", conservative_weight=weight), 1, (32, 32))
+        state = cpl.init(original)
+        for _ in range(100):
+            state, _ = cpl.update(state, original, batch)
+        a0 = np.asarray(sac.act(original, batch["obs_left"][:, 0], None, 0, True))
+        a1 = np.asarray(sac.act(state.params, batch["obs_left"][:, 0], None, 0, True))
+        moved[weight] = float(np.abs(a1 - a0).mean())
+    assert moved[100.0] < 0.3 * moved[0.0], moved
+
+
+def test_bad_cpl_settings_are_refused():
+    with pytest.raises(ValueError, match="CPL bias=1.5 is invalid"):
+        CPLConfig(bias=1.5)
+    with pytest.raises(ValueError, match="CPL conservative='l2' is invalid"):
+        CPLConfig(conservative="l2")
+
+
+def test_ratings_become_every_pair_once():
+    pairs = ratings_to_pairs([10, 11, 12, 13], [80, 20, 80, 50])
+    assert len(pairs.labels) == 6  # 4 * 3 / 2
+    as_dict = {(int(a), int(b)): Label(int(x)) for a, b, x in zip(*pairs, strict=True)}
+    assert as_dict[(10, 11)] == Label.LEFT
+    assert as_dict[(10, 12)] == Label.EQUAL
+    assert as_dict[(11, 13)] == Label.RIGHT
+    # A segment rated twice counts once, with its mean rating.
+    twice = ratings_to_pairs([1, 1, 2], [90, 10, 60])
+    assert len(twice.labels) == 1 and twice.labels[0] == Label.RIGHT  # mean 50 < 60
+    with pytest.raises(ValueError, match="rating 0 is invalid"):
+        ratings_to_pairs([1, 2], [0, 50])
+    with pytest.raises(ValueError, match="rating 101 is invalid"):
+        ratings_to_pairs([1, 2], [101, 50])
+    with pytest.raises(ValueError, match="all have the same rating"):
+        ratings_to_pairs([1, 2, 3], [40, 40, 40])
+
+
+def test_scripted_ratings_follow_the_score():
+    scores = np.array([3.0, -1.0, 10.0, 4.0])
+    exact = scripted_ratings(scores)
+    assert exact.tolist() == [37, 1, 100, 46]  # 1 + 99 * (s - min) / (max - min)
+    noisy = scripted_ratings(np.linspace(0, 1, 200), noise=0.1, seed=0)
+    assert noisy.min() >= 1 and noisy.max() <= 100
+    assert 0.9 < np.corrcoef(noisy, np.linspace(0, 1, 200))[0, 1] < 1.0
