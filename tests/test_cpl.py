@@ -121,3 +121,73 @@ def test_scripted_ratings_follow_the_score():
     noisy = scripted_ratings(np.linspace(0, 1, 200), noise=0.1, seed=0)
     assert noisy.min() >= 1 and noisy.max() <= 100
     assert 0.9 < np.corrcoef(noisy, np.linspace(0, 1, 200))[0, 1] < 1.0
+
+
+def test_collect_rate_and_finetune_end_to_end(tmp_path):
+    """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
+    CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""
+    from prefrl.cli import main
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.loops.collect import policy_segments
+    from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    run = train_rl(
+        RLConfig(
+            env="toy:point-reach",
+            steps=1000,
+            warmstart_steps=500,
+            eval_interval=500,
+            eval_episodes=2,
+            checkpoint_interval=500,
+            keep_checkpoints=0,
+            video=False,
+            progress=False,
+            runs_dir=tmp_path,
+            name="sac",
+        )  # fmt: skip
+    ).run_dir
+    ckpts = sorted((run / "checkpoints").glob("step_*"))
+    segments, infos = policy_segments(ckpts, [0.0, 0.3], count=12, length=10)
+    assert len(segments) == 12 and {i["noise"] for i in infos} == {0.0, 0.3}
+    assert {i["checkpoint"] for i in infos} == {str(c) for c in ckpts}
+    rating_run = make_rating_run(tmp_path / "rate", "toy:point-reach", segments, infos, 32)
+    assert len(list((rating_run / "clips").glob("*.mp4"))) == 12
+    assert rate_scripted(rating_run, "return") == 12
+    with FeedbackStore(rating_run) as store:
+        assert len(store.ratings(store.run_id("rate"))) == 12
+    result = finetune(
+        FinetuneConfig(
+            policy=run,
+            ratings=rating_run,
+            steps=30,
+            eval_episodes=2,
+            log_interval=10,
+            runs_dir=tmp_path,
+            name="cpl",
+            cpl=CPLConfig(batch_size=8),
+        )  # fmt: skip
+    )
+    assert result.pairs == 66  # 12 * 11 / 2 (minus equal-rating pairs, which stay as "equal")
+    assert np.isfinite(result.finetuned_returns).all()
+    assert main(["eval", str(result.run_dir), "--episodes", "2"]) == 0
+    # Bad input: checkpoints of two envs in one collect; a policy of another env than the ratings.
+    other = train_rl(
+        RLConfig(
+            env="Pendulum-v1",
+            steps=300,
+            warmstart_steps=300,
+            eval_interval=300,
+            eval_episodes=1,
+            checkpoint_interval=300,
+            video=False,
+            progress=False,
+            runs_dir=tmp_path,
+            name="pendulum",
+        )  # fmt: skip
+    ).run_dir
+    with pytest.raises(ValueError, match="different environments"):
+        policy_segments([ckpts[0], other], [0.0], count=2, length=5)
+    with pytest.raises(ValueError, match="ratings in .* are of 'toy:point-reach' segments"):
+        finetune(FinetuneConfig(policy=other, ratings=rating_run, runs_dir=tmp_path, name="x"))
+    assert not (tmp_path / "x").exists()

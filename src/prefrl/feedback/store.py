@@ -667,6 +667,15 @@ class FeedbackStore:
         return counts
 
     # ------------------------------------------------------------------ arrays
+    def segment_ids(self, run_id: int) -> list[int]:
+        """Row ids of every segment of the run, oldest first."""
+        with self._session() as s:
+            return list(
+                s.scalars(
+                    select(SegmentRow.id).where(SegmentRow.run_id == run_id).order_by(SegmentRow.id)
+                )
+            )
+
     def segments(self, run_dir: Path, segment_ids: Sequence[int]) -> Segments:
         """The arrays of stored segments, in the order asked."""
         with self._session() as s:

@@ -1,6 +1,10 @@
-"""Segments from rollouts outside training (demos, screenshots, tests)."""
+"""Segments from rollouts outside training: random actions (demos, screenshots, tests) and a
+trained policy's checkpoints at several action-noise levels (clips to rate for CPL)."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import numpy as np
 
@@ -36,3 +40,62 @@ def random_segments(
     finally:
         env.close()
     return Segments.concatenate(parts)
+
+
+def policy_segments(
+    checkpoints: list[Path],
+    noises: list[float],
+    count: int,
+    length: int = 50,
+    seed: int = 0,
+) -> tuple[Segments, list[dict]]:
+    """About `count` segments in all, an equal share from each (checkpoint, action-noise) pair:
+    the policy's deterministic action plus Gaussian noise of that std, clipped to [-1, 1].
+    Returns the segments (with simulator states) and, per segment, where it came from."""
+    from prefrl.loops.rl import load_policy
+
+    if not checkpoints:
+        raise ValueError("give one or more --checkpoints (run directories or checkpoints)")
+    if any(n < 0 for n in noises) or not noises:
+        raise ValueError(f"--noise {noises} is invalid: expected one or more values >= 0")
+    policies = [load_policy(Path(c)) for c in checkpoints]
+    envs = {p.config.env for p in policies}
+    if len(envs) > 1:
+        raise ValueError(
+            f"the checkpoints are of different environments ({', '.join(sorted(envs))}); "
+            "collect from one environment at a time"
+        )
+    env_id = policies[0].config.env
+    combos = [(p, n) for p in policies for n in noises]
+    share = -(-count // len(combos))
+    recorder, rng = SegmentRecorder(length), np.random.default_rng([seed, 17])
+    parts, infos, episode = [], [], 0
+    env = make_env(env_id, seed=seed)
+    try:
+        for policy, noise in combos:
+            params, got = policy.state.actor_params, 0
+            while got < share:
+                obs, _ = env.reset(seed=seed + episode)
+                done = False
+                while not done:
+                    state = env.get_state()
+                    action = np.asarray(policy.sac.act(params, obs, None, 0, deterministic=True))
+                    action = np.clip(action + noise * rng.normal(size=action.shape), -1, 1)
+                    nxt, reward, term, trunc, _ = env.step(action.astype(np.float32))
+                    recorder.record(0, obs, action, reward, state)
+                    obs, done = nxt, term or trunc
+                episode += 1
+                seg = recorder.end_episode(rng, episode)
+                if seg is None:
+                    continue
+                seg = seg[: share - got]
+                parts.append(seg)
+                got += len(seg)
+                infos += [
+                    {"checkpoint": str(policy.checkpoint), "noise": float(noise),
+                     "episode": episode, "collected_at": time.time()}
+                    for _ in range(len(seg))
+                ]  # fmt: skip
+    finally:
+        env.close()
+    return Segments.concatenate(parts), infos
