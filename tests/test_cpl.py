@@ -145,7 +145,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
             progress=False,
             runs_dir=tmp_path,
             name="sac",
-        )  # fmt: skip
+        )
     ).run_dir
     ckpts = sorted((run / "checkpoints").glob("step_*"))
     segments, infos = policy_segments(ckpts, [0.0, 0.3], count=12, length=10)
@@ -166,7 +166,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
             runs_dir=tmp_path,
             name="cpl",
             cpl=CPLConfig(batch_size=8),
-        )  # fmt: skip
+        )
     )
     assert result.pairs == 66  # 12 * 11 / 2 (minus equal-rating pairs, which stay as "equal")
     assert np.isfinite(result.finetuned_returns).all()
@@ -184,7 +184,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
             progress=False,
             runs_dir=tmp_path,
             name="pendulum",
-        )  # fmt: skip
+        )
     ).run_dir
     with pytest.raises(ValueError, match="different environments"):
         policy_segments([ckpts[0], other], [0.0], count=2, length=5)
