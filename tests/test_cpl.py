@@ -191,3 +191,49 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
     with pytest.raises(ValueError, match="ratings in .* are of 'toy:point-reach' segments"):
         finetune(FinetuneConfig(policy=other, ratings=rating_run, runs_dir=tmp_path, name="x"))
     assert not (tmp_path / "x").exists()
+    # The same through the CLI.
+    out = tmp_path / "cli-rate"
+    assert (
+        main(
+            [
+                "collect",
+                "--checkpoints",
+                str(ckpts[-1]),
+                "--noise",
+                "0",
+                "0.5",
+                "--segments",
+                "6",
+                "--length",
+                "10",
+                "--out",
+                str(out),
+                "--clip-size",
+                "0",
+            ]
+        )
+        == 0
+    )
+    assert main(["rate", str(out), "--rater", "low-action"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "--policy",
+                str(run),
+                "--ratings",
+                str(out),
+                "--steps",
+                "10",
+                "--eval-episodes",
+                "2",
+                "--runs-dir",
+                str(tmp_path),
+                "--name",
+                "cli-cpl",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "cli-cpl" / "summary.json").exists()
+    assert main(["rate", str(out), "--rater", "obs:99"]) == 2  # toy observations have 6 dims

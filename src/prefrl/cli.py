@@ -571,6 +571,97 @@ def cmd_offline(args: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class CollectArgs:
+    """Roll out checkpoints of a run at several action-noise levels into a rating run (segments
+    with their provenance, and clips) for people or a scripted rater to rate 1-100."""
+
+    checkpoints: tuple[Path, ...]
+    """Run directories (their latest checkpoint) or checkpoint directories, of one env."""
+    noise: tuple[float, ...] = (0.0, 0.1, 0.3)
+    """Std of the Gaussian noise added to the policy's deterministic action."""
+    segments: int = 150
+    """Segments in all, an equal share per (checkpoint, noise)."""
+    length: int = 50
+    out: Path = Path("runs/ratings")
+    clip_size: int = 256
+    """Clip size in pixels; 0 renders no clips (scripted raters need none)."""
+    seed: int = 0
+
+
+def cmd_collect(args: list[str]) -> int:
+    from prefrl.loops.collect import policy_segments
+    from prefrl.loops.finetune import make_rating_run
+    from prefrl.loops.rl import load_policy
+
+    opts = tyro.cli(CollectArgs, args=args, prog="prefrl collect")
+    segments, infos = policy_segments(
+        list(opts.checkpoints), list(opts.noise), opts.segments, opts.length, opts.seed
+    )
+    env_id = load_policy(opts.checkpoints[0]).config.env
+    make_rating_run(opts.out, env_id, segments, infos, opts.clip_size or None)
+    print(
+        f"{len(segments)} segments of {opts.length} steps from {len(opts.checkpoints)} "
+        f"checkpoint(s) x noise {list(opts.noise)} in {opts.out}\nrate them: prefrl serve "
+        f"{opts.out} (then /rate), or prefrl rate {opts.out} --rater return"
+    )
+    return 0
+
+
+@dataclass(frozen=True)
+class RateArgs:
+    """Rate every segment of a rating run 1-100 with a scripted rater."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional]
+    rater: str = "return"
+    """return (true return), low-action (smaller actions), obs:I (higher observation I on
+    average) or low-obs:I (lower)."""
+    noise: float = 0.0
+    """Std of the rating noise, as a share of the 1-100 scale."""
+    seed: int = 0
+
+
+def cmd_rate(args: list[str]) -> int:
+    from prefrl.loops.finetune import rate_scripted
+
+    opts = tyro.cli(RateArgs, args=args, prog="prefrl rate")
+    n = rate_scripted(opts.run_dir, opts.rater, opts.noise, opts.seed)
+    print(f"{n} segments of {opts.run_dir} rated by the scripted {opts.rater} rater")
+    return 0
+
+
+def cmd_finetune(args: list[str]) -> int:
+    from prefrl.loops.finetune import FinetuneConfig, finetune
+
+    config = tyro.cli(
+        FinetuneConfig,
+        args=args,
+        prog="prefrl finetune",
+        description="Fine-tune a SAC policy with Contrastive Preference Learning from the "
+        "ratings of its clips (every pair of differently rated clips is a preference).",
+    )
+    result = finetune(config)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"CPL on {result.pairs} pairs from {config.ratings}")
+    for col in ("policy", "return mean", "return std", "min", "max"):
+        table.add_column(col, justify="right")
+    for label, r in (("original", result.start_returns), ("fine-tuned", result.finetuned_returns)):
+        table.add_row(
+            label, f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}", f"{r.max():.1f}"
+        )
+    Console().print(table)
+    acc = result.metrics.get("cpl/val_accuracy")
+    if acc is not None:
+        print(
+            f"held-out pairs: implied preference accuracy {acc:.2f} (original policy "
+            f"{result.metrics['cpl/val_accuracy_start']:.2f})"
+        )
+    print(f"run directory: {result.run_dir} (prefrl eval {result.run_dir} --video out.mp4)")
+    return 0
+
+
 def cmd_envs(args: list[str]) -> int:
     from prefrl.envs import known_env_ids
 
@@ -615,6 +706,9 @@ COMMANDS = {  # name -> (handler, one-line description)
     "annotators": (cmd_annotators, "add annotators (prints their links) or list them"),
     "dataset": (cmd_dataset, "make, import and inspect offline datasets; sample and label queries"),
     "offline": (cmd_offline, "offline preferences: reward model (mr/nmr/pt) + IQL on a dataset"),
+    "collect": (cmd_collect, "roll out checkpoints x action noise into clips to rate"),
+    "rate": (cmd_rate, "rate a rating run's clips with a scripted rater"),
+    "finetune": (cmd_finetune, "fine-tune a SAC policy with CPL from ratings of its clips"),
     "envs": (cmd_envs, "list environment ids"),
 }
 
