@@ -103,6 +103,8 @@ class FinetuneConfig:
     cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
     steps: int = 2000
     """CPL gradient steps."""
+    max_pairs: int | None = None
+    """Train on a random subset of this many pairs (None: every pair the ratings give)."""
     val_fraction: float = 0.1
     """Share of the pairs held out to measure the implied preference's accuracy."""
     eval_episodes: int = 10
@@ -118,6 +120,8 @@ class FinetuneConfig:
                     f"--{field.replace('_', '-')}={getattr(self, field)} is invalid: expected a "
                     "positive integer"
                 )
+        if self.max_pairs is not None and self.max_pairs < 1:
+            raise ValueError(f"--max-pairs={self.max_pairs} is invalid: expected >= 1 or None")
         if not 0 <= self.val_fraction < 1:
             raise ValueError(f"--val-fraction={self.val_fraction} is invalid: expected [0, 1)")
 
@@ -178,6 +182,9 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
     usable = np.flatnonzero(labels != Label.SKIP)
     rng = np.random.default_rng([config.seed, 21])
     order = rng.permutation(usable)
+    if config.max_pairs is not None:
+        order = order[: config.max_pairs]
+        usable = order
     n_val = round(config.val_fraction * len(order)) if len(order) >= 10 else 0
     val, train = order[:n_val], order[n_val:]
     data = {

@@ -1,0 +1,132 @@
+"""CPL fine-tuning from scripted ratings, with and without the conservative term, against the
+starting checkpoint's return, in one invocation.
+
+    python benchmarks/cpl.py --envs Hopper-v5 --seeds 0 1 2
+
+For each env, the SAC run runs/datasets/<env>_sac_s0 (every checkpoint kept) gives the start:
+the checkpoint whose evaluation return is nearest half the final one. Segments are collected
+from the start checkpoint and its two neighbours at action noise 0, 0.1 and 0.3, rated 1-100 by a
+scripted rater (true return, noise 0.05), and a random 500 of the pairs they give are used. Each
+seed fine-tunes with the conservative term (MSE to the original, weight 0.01) and without it;
+returns are over 10 evaluation episodes on the same seeds for the start and fine-tuned policies.
+Results are merged into benchmarks/results/cpl.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.agents.cpl import CPLConfig
+from prefrl.loops.collect import policy_segments
+from prefrl.loops.datasets import eval_returns
+from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+from prefrl.rundir.checkpoints import checkpoint_root
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks/results/cpl.json"
+
+
+def start_checkpoints(run: Path) -> tuple[Path, list[Path]]:
+    """(the checkpoint nearest half the final return, it and its two neighbours)."""
+    evals = eval_returns(run)
+    final = evals[max(evals)]
+    ckpts = sorted(
+        (int(p.name.removeprefix("step_")), p)
+        for p in checkpoint_root(run).glob("step_*")
+        if p.is_dir() and not p.name.endswith(".tmp") and int(p.name[5:]) in evals
+    )
+    i = min(range(len(ckpts)), key=lambda k: abs(evals[ckpts[k][0]] - 0.5 * final))
+    around = [ckpts[k][1] for k in range(max(0, i - 1), min(len(ckpts), i + 2))]
+    return ckpts[i][1], around
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--envs", nargs="+", default=["Hopper-v5"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--segments", type=int, default=150)
+    parser.add_argument("--length", type=int, default=50)
+    parser.add_argument("--pairs", type=int, default=500)
+    parser.add_argument("--rater", default="return")
+    parser.add_argument("--rater-noise", type=float, default=0.05)
+    parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
+    args = parser.parse_args()
+    command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    rows = {(r["env"], r["rater"], r["conservative"]): r for r in existing["results"]}
+    runs = Path(args.runs_dir)
+    for env in args.envs:
+        start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
+        ratings = runs / f"{env}_{args.rater}_ratings"
+        if not (ratings / "config.json").exists():
+            shutil.rmtree(ratings, ignore_errors=True)
+            segments, infos = policy_segments(around, [0.0, 0.1, 0.3], args.segments, args.length)
+            make_rating_run(ratings, env, segments, infos, render_size=None)
+            rate_scripted(ratings, args.rater, args.rater_noise)
+        for conservative in (True, False):
+            starts, finals = [], []
+            for seed in args.seeds:
+                name = f"{env}_{args.rater}_{'cons' if conservative else 'free'}_s{seed}"
+                shutil.rmtree(runs / name, ignore_errors=True)
+                cpl = CPLConfig(
+                    conservative="mse" if conservative else "none",
+                    conservative_weight=0.01 if conservative else 0.0,
+                )
+                result = finetune(
+                    FinetuneConfig(
+                        policy=start,
+                        ratings=ratings,
+                        cpl=cpl,
+                        steps=args.steps,
+                        max_pairs=args.pairs,
+                        eval_episodes=args.eval_episodes,
+                        seed=seed,
+                        runs_dir=runs,
+                        name=name,
+                    )  # fmt: skip
+                )
+                starts.append(float(result.start_returns.mean()))
+                finals.append(float(result.finetuned_returns.mean()))
+                print(
+                    f"{env} {'conservative' if conservative else 'no conservative term'} seed "
+                    f"{seed}: {starts[-1]:.1f} -> {finals[-1]:.1f}"
+                )
+            row = {
+                "env": env,
+                "rater": args.rater,
+                "pairs": args.pairs,
+                "segments": args.segments,
+                "conservative": conservative,
+                "seeds": len(args.seeds),
+                "start_checkpoint": str(start.relative_to(ROOT)),
+                "start_return": float(np.mean(starts)),
+                "finetuned_return_mean": float(np.mean(finals)),
+                "finetuned_return_std": float(np.std(finals)),
+                "finetuned_return_min": float(np.min(finals)),
+                "finetuned_returns": finals,
+                "ratio": float(np.mean(finals) / np.mean(starts)),
+                "steps": args.steps,
+                "command": command,
+            }
+            rows[(env, args.rater, conservative)] = row
+            RESULTS.parent.mkdir(parents=True, exist_ok=True)
+            RESULTS.write_text(
+                json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
+            )
+            print(
+                f"{env}: start {row['start_return']:.1f}, fine-tuned "
+                f"{row['finetuned_return_mean']:.1f} +- {row['finetuned_return_std']:.1f} (min "
+                f"{row['finetuned_return_min']:.1f}), ratio {row['ratio']:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
