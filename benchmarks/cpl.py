@@ -91,7 +91,7 @@ def main() -> None:
                         seed=seed,
                         runs_dir=runs,
                         name=name,
-                    )  # fmt: skip
+                    )
                 )
                 starts.append(float(result.start_returns.mean()))
                 finals.append(float(result.finetuned_returns.mean()))
