@@ -579,7 +579,8 @@ class CollectArgs:
     checkpoints: tuple[Path, ...]
     """Run directories (their latest checkpoint) or checkpoint directories, of one env."""
     noise: tuple[float, ...] = (0.0, 0.1, 0.3)
-    """Std of the Gaussian noise added to the policy's deterministic action."""
+    """Std of the Gaussian noise added to the policy's deterministic action (before its tanh,
+    so actions stay inside (-1, 1))."""
     segments: int = 150
     """Segments in all, an equal share per (checkpoint, noise)."""
     length: int = 50

@@ -50,7 +50,7 @@ def policy_segments(
     seed: int = 0,
 ) -> tuple[Segments, list[dict]]:
     """About `count` segments in all, an equal share from each (checkpoint, action-noise) pair:
-    the policy's deterministic action plus Gaussian noise of that std, clipped to [-1, 1].
+    the policy's deterministic action with Gaussian noise of that std added before its tanh.
     Returns the segments (with simulator states) and, per segment, where it came from."""
     from prefrl.loops.rl import load_policy
 
@@ -80,7 +80,12 @@ def policy_segments(
                 while not done:
                     state = env.get_state()
                     action = np.asarray(policy.sac.act(params, obs, None, 0, deterministic=True))
-                    action = np.clip(action + noise * rng.normal(size=action.shape), -1, 1)
+                    # Noise before the policy's tanh: actions stay inside (-1, 1), where the
+                    # tanh-Gaussian's log-likelihood (CPL's advantage) is finite and smooth;
+                    # noise added after it and clipped puts actions on the bounds, where
+                    # log π -> -inf and CPL's gradient pushes the mean off to infinity.
+                    u = np.arctanh(np.clip(action, -1 + 1e-6, 1 - 1e-6))
+                    action = np.tanh(u + noise * rng.normal(size=action.shape))
                     nxt, reward, term, trunc, _ = env.step(action.astype(np.float32))
                     recorder.record(0, obs, action, reward, state)
                     obs, done = nxt, term or trunc
