@@ -61,3 +61,17 @@ def postgres_server():
         subprocess.run(stop, check=False, capture_output=True)
         time.sleep(0.2)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def short_sac_run(runs_dir, name: str, env: str = "toy:point-reach", steps: int = 1000):
+    """A short SAC run that keeps a checkpoint (and an evaluation) every 500 steps (300 for
+    runs of 300 steps); returns its directory."""
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    every = min(500, steps)
+    config = RLConfig(
+        env=env, steps=steps, warmstart_steps=min(500, steps), eval_interval=every,
+        eval_episodes=2, checkpoint_interval=every, keep_checkpoints=0, video=False,
+        progress=False, runs_dir=runs_dir, name=name,
+    )  # fmt: skip
+    return train_rl(config).run_dir

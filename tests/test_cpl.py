@@ -126,27 +126,14 @@ def test_scripted_ratings_follow_the_score():
 def test_collect_rate_and_finetune_end_to_end(tmp_path):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""
+    from conftest import short_sac_run
+
     from prefrl.cli import main
     from prefrl.feedback.store import FeedbackStore
     from prefrl.loops.collect import policy_segments
     from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
-    from prefrl.loops.rl import RLConfig, train_rl
 
-    run = train_rl(
-        RLConfig(
-            env="toy:point-reach",
-            steps=1000,
-            warmstart_steps=500,
-            eval_interval=500,
-            eval_episodes=2,
-            checkpoint_interval=500,
-            keep_checkpoints=0,
-            video=False,
-            progress=False,
-            runs_dir=tmp_path,
-            name="sac",
-        )
-    ).run_dir
+    run = short_sac_run(tmp_path, "sac")
     ckpts = sorted((run / "checkpoints").glob("step_*"))
     segments, infos = policy_segments(ckpts, [0.0, 0.3], count=12, length=10)
     assert len(segments) == 12 and {i["noise"] for i in infos} == {0.0, 0.3}
@@ -172,20 +159,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
     assert np.isfinite(result.finetuned_returns).all()
     assert main(["eval", str(result.run_dir), "--episodes", "2"]) == 0
     # Bad input: checkpoints of two envs in one collect; a policy of another env than the ratings.
-    other = train_rl(
-        RLConfig(
-            env="Pendulum-v1",
-            steps=300,
-            warmstart_steps=300,
-            eval_interval=300,
-            eval_episodes=1,
-            checkpoint_interval=300,
-            video=False,
-            progress=False,
-            runs_dir=tmp_path,
-            name="pendulum",
-        )
-    ).run_dir
+    other = short_sac_run(tmp_path, "pendulum", env="Pendulum-v1", steps=300)
     with pytest.raises(ValueError, match="different environments"):
         policy_segments([ckpts[0], other], [0.0], count=2, length=5)
     with pytest.raises(ValueError, match="ratings in .* are of 'toy:point-reach' segments"):

@@ -341,24 +341,11 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
 
 
 def test_collect_datasets_from_a_sac_run(tmp_path):
-    from prefrl.loops.datasets import collect_dataset
-    from prefrl.loops.rl import RLConfig, train_rl
+    from conftest import short_sac_run
 
-    run = train_rl(
-        RLConfig(
-            env="toy:point-reach",
-            steps=1500,
-            warmstart_steps=500,
-            eval_interval=500,
-            eval_episodes=3,
-            checkpoint_interval=500,
-            keep_checkpoints=0,
-            video=False,
-            progress=False,
-            runs_dir=tmp_path,
-            name="sac",
-        )
-    ).run_dir
+    from prefrl.loops.datasets import collect_dataset
+
+    run = short_sac_run(tmp_path, "sac", steps=1500)
     replay = collect_dataset(run, "medium-replay", medium_step=1000, reference_episodes=3)
     # The buffer up to the medium step, cut into the run's 50-step episodes.
     assert len(replay) == 1000 and replay.info["medium_step"] == 1000
