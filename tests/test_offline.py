@@ -50,13 +50,14 @@ def synthetic(n_episodes=12, length=40, obs_dim=4, action_dim=2, seed=0, env="to
 
 
 # ------------------------------------------------------------------------------------ datasets
-def test_dataset_minari_round_trip(tmp_path):
+def test_dataset_minari_round_trip(tmp_path, monkeypatch):
     import minari
 
+    monkeypatch.chdir(tmp_path)  # a relative path, as users type it
     data = synthetic()
     data.info = {"kind": "test"}
-    data.save(tmp_path / "ds")
-    back = OfflineDataset.load(tmp_path / "ds")
+    data.save("ds")
+    back = OfflineDataset.load("ds")
     for key in ("observations", "actions", "next_observations", "terminals", "timeouts"):
         np.testing.assert_array_equal(getattr(back, key), getattr(data, key))
     np.testing.assert_allclose(back.rewards, data.rewards)

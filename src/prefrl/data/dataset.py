@@ -232,7 +232,7 @@ class OfflineDataset:
         from minari.data_collector.episode_buffer import EpisodeBuffer
         from minari.dataset.minari_storage import MinariStorage
 
-        path = Path(path)
+        path = Path(path).resolve()  # Minari joins a relative path onto itself
         data = path / "data"
         if data.exists():
             raise FileExistsError(f"{path} already holds a dataset; choose another --out")
@@ -276,7 +276,7 @@ class OfflineDataset:
     @classmethod
     def load(cls, path: str | Path) -> OfflineDataset:
         """Read a Minari dataset directory (the one holding `data/`, or `data/` itself)."""
-        path = Path(path)
+        path = Path(path).resolve()
         data = path / "data" if (path / "data").is_dir() else path
         if not (data / "metadata.json").exists():
             raise FileNotFoundError(
