@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.agents.cpl import CPLConfig
+from prefrl.envs import make_env
 from prefrl.loops.collect import policy_segments
 from prefrl.loops.datasets import eval_returns
 from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import checkpoint_root
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,6 +48,27 @@ def start_checkpoints(run: Path) -> tuple[Path, list[Path]]:
     return ckpts[i][1], around
 
 
+def mean_squared_action(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> float:
+    """The deterministic policy's mean squared action over whole episodes (what the low-action
+    rater prefers small)."""
+    loaded = load_policy(policy_path)
+    env = make_env(loaded.config.env, seed=seed)
+    params, total, steps = loaded.state.actor_params, 0.0, 0
+    try:
+        for i in range(episodes):
+            obs, _ = env.reset(seed=seed + i)
+            done = False
+            while not done:
+                action = np.asarray(loaded.sac.act(params, obs, None, 0, deterministic=True))
+                obs, _, term, trunc, _ = env.step(action)
+                total += float((action**2).mean())
+                steps += 1
+                done = term or trunc
+    finally:
+        env.close()
+    return total / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", default=["Hopper-v5"])
@@ -58,6 +81,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
+    parser.add_argument(
+        "--conservative",
+        choices=["both", "on", "off"],
+        default="both",
+        help="fine-tune with the conservative term, without it, or both",
+    )
     args = parser.parse_args()
     command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
@@ -71,8 +100,9 @@ def main() -> None:
             segments, infos = policy_segments(around, [0.0, 0.1, 0.3], args.segments, args.length)
             make_rating_run(ratings, env, segments, infos, render_size=None)
             rate_scripted(ratings, args.rater, args.rater_noise)
-        for conservative in (True, False):
-            starts, finals = [], []
+        settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.conservative]
+        for conservative in settings:
+            starts, finals, props = [], [], []
             for seed in args.seeds:
                 name = f"{env}_{args.rater}_{'cons' if conservative else 'free'}_s{seed}"
                 shutil.rmtree(runs / name, ignore_errors=True)
@@ -95,6 +125,8 @@ def main() -> None:
                 )
                 starts.append(float(result.start_returns.mean()))
                 finals.append(float(result.finetuned_returns.mean()))
+                if args.rater == "low-action":
+                    props.append(mean_squared_action(result.run_dir))
                 print(
                     f"{env} {'conservative' if conservative else 'no conservative term'} seed "
                     f"{seed}: {starts[-1]:.1f} -> {finals[-1]:.1f}"
@@ -116,6 +148,9 @@ def main() -> None:
                 "steps": args.steps,
                 "command": command,
             }
+            if props:
+                row["mean_squared_action_start"] = mean_squared_action(start)
+                row["mean_squared_action_finetuned"] = props
             rows[(env, args.rater, conservative)] = row
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(
