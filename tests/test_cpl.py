@@ -123,7 +123,7 @@ def test_scripted_ratings_follow_the_score():
     assert 0.9 < np.corrcoef(noisy, np.linspace(0, 1, 200))[0, 1] < 1.0
 
 
-def test_collect_rate_and_finetune_end_to_end(tmp_path):
+def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""
     from conftest import short_sac_run
@@ -132,6 +132,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
     from prefrl.feedback.store import FeedbackStore
     from prefrl.loops.collect import policy_segments
     from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+    from prefrl.loops.rl import load_policy
 
     run = short_sac_run(tmp_path, "sac")
     ckpts = sorted((run / "checkpoints").glob("step_*"))
@@ -158,6 +159,41 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path):
     assert result.pairs == 66  # 12 * 11 / 2 (minus equal-rating pairs, which stay as "equal")
     assert np.isfinite(result.finetuned_returns).all()
     assert main(["eval", str(result.run_dir), "--episodes", "2"]) == 0
+    # The NaN guard: a step that makes the parameters NaN stops the run, names the step and
+    # keeps the last good parameters as its checkpoint.
+    import prefrl.loops.finetune as finetune_module
+
+    class Poisoned(finetune_module.CPL):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            real, self.calls = self.update, 0
+
+            def update(state, ref, batch):
+                self.calls += 1
+                state, m = real(state, ref, batch)
+                if self.calls == 3:
+                    state = state.replace(params=jax.tree.map(lambda x: x * jnp.nan, state.params))
+                    m = {**m, "params_finite": jnp.float32(0.0)}
+                return state, m
+
+            self.update = update
+
+    monkeypatch.setattr(finetune_module, "CPL", Poisoned)
+    with pytest.raises(FloatingPointError, match="CPL step 3 gave NaN"):
+        finetune(
+            FinetuneConfig(
+                policy=run,
+                ratings=rating_run,
+                steps=10,
+                eval_episodes=2,
+                runs_dir=tmp_path,
+                name="nan",
+                cpl=CPLConfig(batch_size=8),
+            )
+        )
+    kept = load_policy(tmp_path / "nan")
+    assert all(np.isfinite(x).all() for x in jax.tree.leaves(kept.state.actor_params))
+    monkeypatch.undo()
     # Bad input: checkpoints of two envs in one collect; a policy of another env than the ratings.
     other = short_sac_run(tmp_path, "pendulum", env="Pendulum-v1", steps=300)
     with pytest.raises(ValueError, match="different environments"):

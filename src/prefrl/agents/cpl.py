@@ -139,5 +139,10 @@ class CPL:
             "conservative_loss": reg,
             "accuracy": correct.sum() / jnp.maximum(decided.sum(), 1),
             "grad_norm": optax.tree.norm(grads),
+            # 1 while every new parameter is finite: the NaN guard reads one scalar per step
+            # instead of copying the parameters to the host.
+            "params_finite": jnp.all(
+                jnp.stack([jnp.isfinite(x).all() for x in jax.tree.leaves(params)])
+            ).astype(jnp.float32),
         }
         return CPLState(params=params, opt_state=opt_state, step=state.step + 1), metrics
