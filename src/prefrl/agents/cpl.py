@@ -20,6 +20,7 @@ import optax
 from flax import struct
 
 from prefrl.nn import TanhGaussianActor, tanh_gaussian_log_prob
+from prefrl.rundir.config import check_fields
 
 REGULARISERS = ("mse", "kl", "bc", "none")
 
@@ -53,12 +54,7 @@ class CPLConfig:
             "conservative_weight": (self.conservative_weight >= 0, ">= 0"),
             "grad_clip": (self.grad_clip >= 0, ">= 0 (0: no clipping)"),
         }
-        for name, (ok, accepted) in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"CPL {name.replace('_', '-')}={getattr(self, name)!r} is invalid: "
-                    f"expected {accepted}"
-                )
+        check_fields(self, checks, "CPL -")
 
 
 class CPLState(struct.PyTreeNode):

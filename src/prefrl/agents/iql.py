@@ -20,6 +20,7 @@ import optax
 from flax import struct
 
 from prefrl.nn import BoundedMeanGaussianActor, CriticEnsemble, ValueNet, gaussian_log_prob
+from prefrl.rundir.config import check_fields
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +58,7 @@ class IQLConfig:
             "actor_dropout": (0 <= self.actor_dropout < 1, "a rate in [0, 1)"),
             "steps": (self.steps >= 1, "a positive integer"),
         }
-        for name, (ok, accepted) in checks.items():
-            if not ok:
-                raise ValueError(f"IQL {name}={getattr(self, name)!r} is invalid: {accepted}")
+        check_fields(self, checks, "IQL ")
 
 
 IQL_PRESETS = {

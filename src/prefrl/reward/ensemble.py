@@ -25,6 +25,7 @@ from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.nn import RewardNetEnsemble
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.config import check_fields
 
 
 @dataclass(frozen=True)
@@ -86,11 +87,7 @@ class RewardConfig:
             "random_response": (0 <= self.random_response < 1, "a value in [0, 1)"),
             "target_std": (self.target_std > 0, "a positive number"),
         }
-        for name, (ok, accepted) in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"RewardConfig.{name}={getattr(self, name)!r} is invalid: expected {accepted}"
-                )
+        check_fields(self, checks, "RewardConfig.")
 
 
 _MIN_LABELS_FOR_VALIDATION = 8

@@ -32,6 +32,7 @@ from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.nn.sequence import LSTMReward, MarkovReward, PreferenceTransformer
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.config import check_fields
 
 KINDS = ("mr", "nmr", "pt")
 _DEFAULT_LR = {"mr": 3e-4, "nmr": 1e-3, "pt": 1e-4}
@@ -80,11 +81,7 @@ class SegmentRewardConfig:
             "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
             "max_timestep": (self.max_timestep >= 1, "a positive integer"),
         }
-        for name, (ok, accepted) in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"reward {name}={getattr(self, name)!r} is invalid: expected {accepted}"
-                )
+        check_fields(self, checks, "reward ")
 
     @property
     def resolved_lr(self) -> float:

@@ -51,3 +51,15 @@ def _convert(hint, value):
     if origin is tuple:
         return tuple(value)
     return value
+
+
+def check_fields(config: Any, checks: dict[str, tuple[bool, str]], label: str) -> None:
+    """Refuse the first field whose check fails: `{label}{name}={value!r} is invalid: expected
+    {accepted}` (a `label` ending in "-" names the field as its flag, with dashes)."""
+    for name, (ok, accepted) in checks.items():
+        if not ok:
+            shown = name.replace("_", "-") if label.endswith("-") else name
+            raise ValueError(
+                f"{label.rstrip('-')}{shown}={getattr(config, name)!r} is invalid: "
+                f"expected {accepted}"
+            )
