@@ -94,7 +94,8 @@ def main() -> None:
     runs = Path(args.runs_dir)
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
-        ratings = runs / f"{env}_{args.rater}_ratings"
+        tag = args.rater.replace("/", "-")
+        ratings = runs / f"{env}_{tag}_ratings"
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
             segments, infos = policy_segments(around, [0.0, 0.1, 0.3], args.segments, args.length)
@@ -104,7 +105,7 @@ def main() -> None:
         for conservative in settings:
             starts, finals, props = [], [], []
             for seed in args.seeds:
-                name = f"{env}_{args.rater}_{'cons' if conservative else 'free'}_s{seed}"
+                name = f"{env}_{tag}_{'cons' if conservative else 'free'}_s{seed}"
                 shutil.rmtree(runs / name, ignore_errors=True)
                 cpl = CPLConfig(
                     conservative="mse" if conservative else "none",
@@ -125,7 +126,7 @@ def main() -> None:
                 )
                 starts.append(float(result.start_returns.mean()))
                 finals.append(float(result.finetuned_returns.mean()))
-                if args.rater == "low-action":
+                if args.rater.startswith("low-action"):
                     props.append(mean_squared_action(result.run_dir))
                 print(
                     f"{env} {'conservative' if conservative else 'no conservative term'} seed "

@@ -1,5 +1,6 @@
 """Offline learning from preferences: IQL on the PT, MR and NMR rewards against IQL on the true
-reward, same dataset, same queries, same IQL settings and seeds, in this invocation.
+reward, same dataset, same queries, same IQL settings and seeds, in this invocation; and offline
+CPL (`--rewards cpl`: behaviour cloning, then CPL on the same labelled queries, no reward model).
 
     python benchmarks/offline.py --envs Hopper-v5 --teachers oracle --seeds 0
     python benchmarks/offline.py --throughput
@@ -37,6 +38,7 @@ from prefrl.feedback.dataset_queries import label_queries, sample_queries
 from prefrl.feedback.teachers import TeacherConfig
 from prefrl.loops.datasets import collect_dataset
 from prefrl.loops.offline import OfflineConfig, train_offline
+from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
 from prefrl.reward.segment_models import SegmentRewardConfig
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -44,7 +46,8 @@ from prefrl.rundir.metrics import read_metrics
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
 THROUGHPUT = ROOT / "benchmarks/results/offline_throughput.json"
-REWARDS = ("true", "mr", "nmr", "pt")
+REWARDS = ("true", "mr", "nmr", "pt", "cpl")
+"""IQL on the true reward or on a learned one; cpl: offline CPL (BC, then CPL) on the same labels."""
 
 
 def dataset_for(env: str) -> Path:
@@ -77,6 +80,8 @@ def finished_score(run_dir: Path, steps: int) -> float | None:
 def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) -> tuple[float, dict]:
     name = f"{dataset.name}_{args_teacher(labels)}_{reward}_s{seed}"
     run_dir = Path(args.runs_dir) / name
+    if reward == "cpl":
+        return run_cpl(dataset, labels, seed, run_dir, args)
     score = finished_score(run_dir, args.iql_steps)
     if score is None:
         config = OfflineConfig(
@@ -106,6 +111,29 @@ def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) ->
     info_path = run_dir / "reward_metrics.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
     return score, info
+
+
+def run_cpl(dataset: Path, labels: Path, seed: int, run_dir: Path, args) -> tuple[float, dict]:
+    """Offline CPL (a few minutes: rerun whole when unfinished)."""
+    summary = run_dir / "summary.json"
+    if not summary.exists():
+        import shutil
+
+        shutil.rmtree(run_dir, ignore_errors=True)
+        train_offline_cpl(
+            OfflineCPLConfig(
+                dataset=dataset,
+                labels=labels,
+                bc_steps=args.bc_steps,
+                steps=args.cpl_steps,
+                seed=seed,
+                runs_dir=run_dir.parent,
+                name=run_dir.name,
+                progress=False,
+            )
+        )
+    info = json.loads(summary.read_text())
+    return info["eval/score_mean"], info
 
 
 def args_teacher(labels: Path | None) -> str:
@@ -139,7 +167,7 @@ def benchmark(args) -> None:
                     "score_std": float(np.std(scores)),
                     "scores": [float(x) for x in scores],
                     "iql_steps": args.iql_steps,
-                    "reward_epochs": args.reward_epochs if reward != "true" else None,
+                    "reward_epochs": args.reward_epochs if reward not in ("true", "cpl") else None,
                     "true_score_mean": float(np.mean(true_scores)),
                     "ratio_to_true": float(np.mean(scores) / np.mean(true_scores)),
                     "reward_val_accuracy": [i.get("reward/val_accuracy") for i in infos],
@@ -148,6 +176,14 @@ def benchmark(args) -> None:
                     ],
                     "command": command,
                 }
+                if reward == "cpl":
+                    row.update(
+                        iql_steps=None,
+                        bc_steps=args.bc_steps,
+                        cpl_steps=args.cpl_steps,
+                        bc_scores=[i["eval/bc_score_mean"] for i in infos],
+                        cpl_val_accuracy=[i.get("cpl/val_accuracy") for i in infos],
+                    )
                 key = (row["dataset"], row["teacher"], reward)
                 rows[key] = row
                 print(
@@ -247,6 +283,8 @@ def main() -> None:
     parser.add_argument("--iql-steps", type=int, default=100_000)
     parser.add_argument("--eval-interval", type=int, default=25_000)
     parser.add_argument("--reward-epochs", type=int, default=30)
+    parser.add_argument("--bc-steps", type=int, default=20_000, help="offline CPL's BC steps")
+    parser.add_argument("--cpl-steps", type=int, default=5000, help="offline CPL's CPL steps")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])

@@ -123,6 +123,33 @@ def test_scripted_ratings_follow_the_score():
     assert 0.9 < np.corrcoef(noisy, np.linspace(0, 1, 200))[0, 1] < 1.0
 
 
+def test_rater_prefers_a_property_at_equal_progress():
+    from prefrl.data.segments import Segments
+    from prefrl.loops.finetune import segment_scores
+
+    # Returns 0, 1, 9, 10 (two bands of 5), actions large/small inside each band.
+    n, t = 4, 5
+    reward = np.repeat(np.array([0.0, 1.0, 9.0, 10.0])[:, None] / t, t, axis=1)
+    action = np.array([0.1, 0.9, 0.2, 0.8])[:, None, None] * np.ones((n, t, 2))
+    segs = Segments(
+        obs=np.zeros((n, t, 3), np.float32), action=action.astype(np.float32),
+        reward=reward.astype(np.float32), state=np.zeros((n, t, 1)), id=np.arange(n),
+        step=np.zeros(n, np.int64), episode=np.zeros(n, np.int64), start=np.zeros(n, np.int64),
+    )  # fmt: skip
+    scores = segment_scores(segs, "low-action@return/2")
+    # The higher band always wins; inside a band the smaller actions do.
+    assert np.argsort(scores).tolist() == [1, 0, 3, 2]
+    # One band: only the property counts; many bands: only progress does.
+    assert np.argsort(segment_scores(segs, "low-action@return/1")).tolist() == [1, 3, 2, 0]
+    assert np.argsort(segment_scores(segs, "low-action@return/100")).tolist() == [0, 1, 2, 3]
+    assert np.argsort(segment_scores(segs, "low-obs:1@return")).tolist() == [0, 1, 2, 3]
+    for bad in ("low-action@return/0", "low-action@return/x"):
+        with pytest.raises(ValueError, match="band count"):
+            segment_scores(segs, bad)
+    with pytest.raises(ValueError, match="'fast@return' is invalid|rater 'fast'"):
+        segment_scores(segs, "fast@return")
+
+
 def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""

@@ -616,7 +616,8 @@ class RateArgs:
     run_dir: Annotated[Path, tyro.conf.Positional]
     rater: str = "return"
     """return (true return), low-action (smaller actions), obs:I (higher observation I on
-    average) or low-obs:I (lower)."""
+    average), low-obs:I (lower), or A@B/N: A at equal B, e.g. low-action@return/5 (N bands of B's
+    score; a higher band always wins, inside a band A decides)."""
     noise: float = 0.0
     """Std of the rating noise, as a share of the 1-100 scale."""
     seed: int = 0
@@ -658,6 +659,37 @@ def cmd_finetune(args: list[str]) -> int:
         print(
             f"held-out pairs: implied preference accuracy {acc:.2f} (original policy "
             f"{result.metrics['cpl/val_accuracy_start']:.2f})"
+        )
+    print(f"run directory: {result.run_dir} (prefrl eval {result.run_dir} --video out.mp4)")
+    return 0
+
+
+def cmd_offline_cpl(args: list[str]) -> int:
+    from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
+
+    config = tyro.cli(
+        OfflineCPLConfig,
+        args=args,
+        prog="prefrl offline-cpl",
+        description="Offline CPL: behaviour cloning on a dataset, then Contrastive Preference "
+        "Learning on its labelled queries (no reward model, no critic); reports the "
+        "D4RL-normalised score before and after CPL.",
+    )
+    result = train_offline_cpl(config)
+    m = result.metrics
+    print(
+        f"behaviour cloning ({config.bc_steps:,} steps): normalised score "
+        f"{m['eval/bc_score_mean']:.1f} +- {m['eval/bc_score_std']:.1f}"
+    )
+    print(
+        f"CPL on {m['pairs']} pairs ({config.steps:,} steps): normalised score "
+        f"{m['eval/score_mean']:.1f} +- {m['eval/score_std']:.1f} (return "
+        f"{m['eval/return_mean']:.1f})"
+    )
+    if "cpl/val_accuracy" in m:
+        print(
+            f"held-out pairs: implied preference accuracy {m['cpl/val_accuracy']:.2f} (BC "
+            f"policy {m['cpl/val_accuracy_start']:.2f})"
         )
     print(f"run directory: {result.run_dir} (prefrl eval {result.run_dir} --video out.mp4)")
     return 0
@@ -707,6 +739,7 @@ COMMANDS = {  # name -> (handler, one-line description)
     "annotators": (cmd_annotators, "add annotators (prints their links) or list them"),
     "dataset": (cmd_dataset, "make, import and inspect offline datasets; sample and label queries"),
     "offline": (cmd_offline, "offline preferences: reward model (mr/nmr/pt) + IQL on a dataset"),
+    "offline-cpl": (cmd_offline_cpl, "offline preferences: CPL on a dataset's labelled queries"),
     "collect": (cmd_collect, "roll out checkpoints x action noise into clips to rate"),
     "rate": (cmd_rate, "rate a rating run's clips with a scripted rater"),
     "finetune": (cmd_finetune, "fine-tune a SAC policy with CPL from ratings of its clips"),
@@ -716,7 +749,7 @@ COMMANDS = {  # name -> (handler, one-line description)
 
 def _usage() -> str:
     lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
-    lines += [f"  {name:<10} {text}" for name, (_, text) in COMMANDS.items()]
+    lines += [f"  {name:<11} {text}" for name, (_, text) in COMMANDS.items()]
     return "\n".join(lines)
 
 

@@ -32,8 +32,6 @@ from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 
-RATERS = ("return", "low-action", "obs:I", "low-obs:I")
-
 
 def make_rating_run(
     out: Path, env_id: str, segments: Segments, infos: list[dict], render_size: int | None = 128
@@ -61,7 +59,32 @@ def make_rating_run(
 
 
 def segment_scores(segments: Segments, rater: str) -> np.ndarray:
-    """A per-segment score for a scripted rater (higher is better)."""
+    """A per-segment score for a scripted rater (higher is better).
+
+    `A@B/N` prefers A at equal B: the segments are cut into N equal-width bands of B's score
+    (default 5); a higher band always wins, and inside a band A decides. `low-action@return` is
+    "smaller actions at equal progress": pairs across bands still teach progress, pairs inside a
+    band teach the property.
+    """
+    if "@" in rater:
+        secondary, primary = rater.split("@", 1)
+        primary, _, bands_text = primary.partition("/")
+        try:
+            bands = int(bands_text or 5)
+        except ValueError:
+            bands = 0
+        if bands < 1:
+            raise ValueError(
+                f"rater {rater!r}: the band count after '/' must be a positive integer"
+            )
+        base = segment_scores(segments, primary)
+        span = base.max() - base.min()
+        band = np.floor(bands * (base - base.min()) / span) if span > 0 else np.zeros_like(base)
+        band = np.minimum(band, bands - 1)
+        within = segment_scores(segments, secondary)
+        span = within.max() - within.min()
+        within = (within - within.min()) / span if span > 0 else np.zeros_like(within)
+        return band + 0.999 * within
     if rater == "return":
         return segments.reward.sum(-1)
     if rater == "low-action":
@@ -76,7 +99,10 @@ def segment_scores(segments: Segments, rater: str) -> np.ndarray:
             raise ValueError(f"rater {rater!r}: expected an observation index in [0, {dim})")
         mean = segments.obs[..., index].mean(-1)
         return -mean if rater.startswith("low-") else mean
-    raise ValueError(f"rater {rater!r} is invalid: expected return, low-action, obs:I or low-obs:I")
+    raise ValueError(
+        f"rater {rater!r} is invalid: expected return, low-action, obs:I, low-obs:I, or A@B/N "
+        "(A at equal B, in N bands of B)"
+    )
 
 
 def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:
@@ -178,30 +204,12 @@ def finetune(config: FinetuneConfig) -> FinetuneResult:
 
 
 def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance):
-    cfg, sac = config.cpl, loaded.sac
-    usable = np.flatnonzero(labels != Label.SKIP)
+    sac = loaded.sac
+    data = pair_arrays(left.obs, left.action, right.obs, right.action, labels)
     rng = np.random.default_rng([config.seed, 21])
-    order = rng.permutation(usable)
-    if config.max_pairs is not None:
-        order = order[: config.max_pairs]
-        usable = order
-    n_val = round(config.val_fraction * len(order)) if len(order) >= 10 else 0
-    val, train = order[:n_val], order[n_val:]
-    data = {
-        "obs_left": left.obs, "action_left": left.action,
-        "obs_right": right.obs, "action_right": right.action,
-        "target": LABEL_TARGET[labels.astype(np.int64)].astype(np.float32),
-    }  # fmt: skip
-    cpl = CPL(cfg, sac.action_dim, sac.config.hidden_dims)
+    train, val = split_pairs(labels, config.max_pairs, config.val_fraction, rng)
+    cpl = CPL(config.cpl, sac.action_dim, sac.config.hidden_dims)
     original = loaded.state.actor_params
-    state = cpl.init(original)
-    last_good = state.params
-
-    def batch_of(idx):
-        b = {k: v[idx] for k, v in data.items()}
-        b["weight"] = np.ones(len(idx), np.float32)
-        return b
-
     envs = make_eval_envs(loaded.config.env, config.eval_episodes, None)
     seed = config.seed + 2_000_000
 
@@ -212,43 +220,99 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
 
     start = returns(original)
     metrics.log(0, {"eval/return_mean": float(start.mean()), "eval/return_std": float(start.std())})
-    b = min(cfg.batch_size, len(train))
-    for step in range(1, config.steps + 1):
-        idx = rng.choice(train, b, replace=False)
-        state, m = cpl.update(state, original, batch_of(idx))
-        m = {k: float(v) for k, v in jax.device_get(m).items()}
-        if not (all(np.isfinite(list(m.values()))) and m["params_finite"] == 1.0):
-            _save(run_dir, loaded, last_good, step - 1)
-            raise FloatingPointError(
-                f"CPL step {step} gave NaN or inf (batch of pairs {sorted(idx.tolist())[:8]}...; "
-                f"losses {m}); stopped, keeping the parameters of step {step - 1} in {run_dir}"
-            )
-        last_good = state.params
-        if step % config.log_interval == 0 or step == config.steps:
-            row = {f"cpl/{k}": v for k, v in m.items()}
-            if len(val):
-                row["cpl/val_accuracy"] = _accuracy(cpl, state.params, batch_of(val))
-            metrics.log(step, row)
-    final = returns(state.params)
+    params = train_cpl(
+        cpl, original, original, data, train, val, config.steps, config.log_interval,
+        rng, metrics, on_nan=lambda p, step: save_actor(run_dir, loaded, p, step),
+    )  # fmt: skip
+    final = returns(params)
     for env in envs:
         env.close()
     summary = {
         "eval/return_mean": float(final.mean()),
         "eval/return_std": float(final.std()),
         "start_return_mean": float(start.mean()),
-        "pairs": len(usable),
+        "pairs": len(train) + len(val),
         **provenance,
     }
     if len(val):
-        summary["cpl/val_accuracy"] = _accuracy(cpl, state.params, batch_of(val))
-        summary["cpl/val_accuracy_start"] = _accuracy(cpl, original, batch_of(val))
+        summary["cpl/val_accuracy"] = cpl_accuracy(cpl, params, batch_of(data, val))
+        summary["cpl/val_accuracy_start"] = cpl_accuracy(cpl, original, batch_of(data, val))
     metrics.log(config.steps, {k: v for k, v in summary.items() if isinstance(v, float)})
-    _save(run_dir, loaded, state.params, config.steps)
+    save_actor(run_dir, loaded, params, config.steps)
     write_json(run_dir / "summary.json", {**summary, "time": time.time()})
-    return FinetuneResult(run_dir, start, final, summary, len(usable))
+    return FinetuneResult(run_dir, start, final, summary, summary["pairs"])
 
 
-def _accuracy(cpl: CPL, params, batch) -> float:
+def pair_arrays(obs_left, action_left, obs_right, action_right, labels) -> dict[str, np.ndarray]:
+    """What a CPL batch is cut from: both segments' observations and actions, and P(right)."""
+    return {
+        "obs_left": obs_left, "action_left": action_left,
+        "obs_right": obs_right, "action_right": action_right,
+        "target": LABEL_TARGET[np.asarray(labels, np.int64)].astype(np.float32),
+    }  # fmt: skip
+
+
+def split_pairs(labels, max_pairs: int | None, val_fraction: float, rng: np.random.Generator):
+    """(train, held-out) indices of the non-skipped pairs, shuffled; at most `max_pairs` in all;
+    nothing held out below 10 pairs."""
+    usable = np.flatnonzero(np.asarray(labels) != Label.SKIP)
+    order = rng.permutation(usable)[:max_pairs]
+    n_val = round(val_fraction * len(order)) if len(order) >= 10 else 0
+    return order[n_val:], order[:n_val]
+
+
+def batch_of(data: dict[str, np.ndarray], idx) -> dict[str, np.ndarray]:
+    batch = {k: v[idx] for k, v in data.items()}
+    batch["weight"] = np.ones(len(idx), np.float32)
+    return batch
+
+
+def train_cpl(
+    cpl: CPL,
+    params,
+    ref_params,
+    data,
+    train,
+    val,
+    steps,
+    log_interval,
+    rng,
+    metrics,
+    on_nan,
+    progress=None,
+):
+    """`steps` CPL steps on random batches of the `train` pairs from `params`, regularised
+    towards `ref_params`; logs `cpl/*` (with held-out accuracy) every `log_interval` steps.
+
+    NaN guard: a step that gives a non-finite loss or parameter calls `on_nan(last good
+    parameters, their step)` and raises, naming the batch. `progress(step)`, if given, is called
+    every 10 steps."""
+    state = cpl.init(params)
+    last_good = state.params
+    b = min(cpl.config.batch_size, len(train))
+    for step in range(1, steps + 1):
+        idx = rng.choice(train, b, replace=False)
+        state, m = cpl.update(state, ref_params, batch_of(data, idx))
+        m = {k: float(v) for k, v in jax.device_get(m).items()}
+        if not (all(np.isfinite(list(m.values()))) and m["params_finite"] == 1.0):
+            on_nan(last_good, step - 1)
+            raise FloatingPointError(
+                f"CPL step {step} gave NaN or inf (batch of pairs {sorted(idx.tolist())[:8]}...; "
+                f"losses {m}); stopped, keeping the parameters of step {step - 1}"
+            )
+        last_good = state.params
+        if progress is not None and step % 10 == 0:
+            progress(step)
+        if step % log_interval == 0 or step == steps:
+            row = {f"cpl/{k}": v for k, v in m.items()}
+            if len(val):
+                row["cpl/val_accuracy"] = cpl_accuracy(cpl, state.params, batch_of(data, val))
+            metrics.log(step, row)
+    return state.params
+
+
+def cpl_accuracy(cpl: CPL, params, batch) -> float:
+    """Share of the decided pairs whose implied preference (higher α Σ log π) is the label's."""
     a_left = np.asarray(cpl.advantages(params, batch["obs_left"], batch["action_left"]))
     a_right = np.asarray(cpl.advantages(params, batch["obs_right"], batch["action_right"]))
     decided = batch["target"] != 0.5
@@ -257,11 +321,13 @@ def _accuracy(cpl: CPL, params, batch) -> float:
     return float(((a_right > a_left) == (batch["target"] > 0.5))[decided].mean())
 
 
-def _save(run_dir: Path, loaded, actor_params, step: int) -> None:
-    """A SAC checkpoint of the fine-tuned actor (the original critic is kept, unused)."""
+def save_actor(run_dir: Path, loaded, actor_params, step: int, source: str | None = None) -> None:
+    """A SAC checkpoint of `loaded` with `actor_params` for its actor (`prefrl eval` reads it;
+    the critic is kept as it was, unused), noting where the actor came from."""
     state = loaded.state.replace(actor_params=actor_params)
     tmp = begin_checkpoint(run_dir, step)
     (tmp / "agent.msgpack").write_bytes(loaded.sac.state_to_bytes(state))
     write_json(tmp / "config.json", config_to_dict(loaded.config))
-    write_json(tmp / "loop.json", {"step": step, "finetuned_from": str(loaded.checkpoint)})
+    source = str(loaded.checkpoint) if source is None else source
+    write_json(tmp / "loop.json", {"step": step, "finetuned_from": source})
     commit_checkpoint(tmp, keep=0)

@@ -97,10 +97,30 @@ class OfflineResult:
 
 def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries | None]:
     """The dataset and its labelled queries, checked against each other before any training."""
-    dataset = OfflineDataset.load(config.dataset)
+    dataset = load_scored_dataset(config.dataset)
+    if config.reward == "true":
+        return dataset, None
+    if config.labels is None:
+        raise ValueError(
+            f"--reward {config.reward} learns from labels: give --labels QUERY_FILE (make "
+            "one with `prefrl dataset queries`), or use --reward true"
+        )
+    queries = load_labelled_queries(config.labels, dataset)
+    if queries.length > config.reward_model.max_timestep:
+        raise ValueError(
+            f"the queries' segments are {queries.length} steps, longer than the reward "
+            f"model's timestep table (--reward-model.max-timestep "
+            f"{config.reward_model.max_timestep})"
+        )
+    return dataset, queries
+
+
+def load_scored_dataset(path: Path) -> OfflineDataset:
+    """A dataset with reference returns (for the normalised score) that fits its env."""
+    dataset = OfflineDataset.load(path)
     if dataset.ref_min_score is None or dataset.ref_max_score is None:
         raise ValueError(
-            f"{config.dataset} has no reference returns, so no normalised score: re-import it "
+            f"{path} has no reference returns, so no normalised score: re-import it "
             "with --ref-min-score and --ref-max-score"
         )
     env = make_env(dataset.env_id, seed=0)
@@ -111,27 +131,19 @@ def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries |
             f"dataset {dataset.name!r} has obs/action sizes {dataset.obs_dim}/"
             f"{dataset.action_dim}; its env {dataset.env_id!r} has {sizes[0]}/{sizes[1]}"
         )
-    queries = None
-    if config.reward != "true":
-        if config.labels is None:
-            raise ValueError(
-                f"--reward {config.reward} learns from labels: give --labels QUERY_FILE (make "
-                "one with `prefrl dataset queries`), or use --reward true"
-            )
-        queries = DatasetQueries.load(config.labels)
-        queries.check(dataset)
-        if queries.labels is None:
-            raise ValueError(
-                f"{config.labels} holds queries without labels; label them first "
-                "(`prefrl dataset queries ... --teacher oracle`)"
-            )
-        if queries.length > config.reward_model.max_timestep:
-            raise ValueError(
-                f"the queries' segments are {queries.length} steps, longer than the reward "
-                f"model's timestep table (--reward-model.max-timestep "
-                f"{config.reward_model.max_timestep})"
-            )
-    return dataset, queries
+    return dataset
+
+
+def load_labelled_queries(path: Path, dataset: OfflineDataset) -> DatasetQueries:
+    """A labelled query file that fits `dataset`."""
+    queries = DatasetQueries.load(path)
+    queries.check(dataset)
+    if queries.labels is None:
+        raise ValueError(
+            f"{path} holds queries without labels; label them first "
+            "(`prefrl dataset queries ... --teacher oracle`)"
+        )
+    return queries
 
 
 class _Loop:

@@ -1,0 +1,180 @@
+"""Offline CPL: a policy straight from a dataset's labelled queries, with no reward model and no
+critic, so it can be set beside reward model + IQL on the same data (`prefrl offline`).
+
+Behaviour cloning on every transition of the dataset gives the starting policy (the CPL paper's
+offline recipe); CPL then trains on the labelled pairs, its conservative term pulling towards
+that BC policy. The result is a SAC-format checkpoint (`prefrl eval` plays it), scored with the
+dataset's D4RL normalisation before (BC) and after CPL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents.bc import BehaviourCloning
+from prefrl.agents.cpl import CPL, CPLConfig
+from prefrl.agents.sac import SAC, SACConfig
+from prefrl.loops.common import open_run_dir, run_name
+from prefrl.loops.evaluate import evaluate, make_eval_envs
+from prefrl.loops.finetune import (
+    batch_of,
+    cpl_accuracy,
+    pair_arrays,
+    save_actor,
+    split_pairs,
+    train_cpl,
+)
+from prefrl.loops.offline import load_labelled_queries, load_scored_dataset
+from prefrl.loops.rl import LoadedPolicy, RLConfig
+from prefrl.rundir.checkpoints import write_json
+from prefrl.rundir.config import check_fields, config_to_dict
+from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.progress import TrainingProgress
+
+
+@dataclass(frozen=True)
+class OfflineCPLConfig:
+    """Learn a policy from a dataset's labelled queries with CPL (BC on the dataset first)."""
+
+    dataset: Path = Path("datasets/hopper-medium-replay")
+    """A Minari dataset directory (`prefrl dataset collect` / `import-d4rl`)."""
+    labels: Path = Path("datasets/hopper-medium-replay_queries.json")
+    """A labelled query file of this dataset (`prefrl dataset queries`)."""
+    cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
+    """CPL's settings; the conservative term's reference is the BC policy."""
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """The policy's hidden widths."""
+    bc_steps: int = 20_000
+    """Behaviour-cloning steps on the whole dataset before CPL (0: start from a random policy)."""
+    bc_lr: float = 3e-4
+    bc_batch_size: int = 256
+    steps: int = 5000
+    """CPL gradient steps."""
+    max_pairs: int | None = None
+    """Train on a random subset of this many pairs (None: all)."""
+    val_fraction: float = 0.1
+    """Share of the pairs held out to measure the implied preference's accuracy."""
+    eval_episodes: int = 10
+    log_interval: int = 100
+    seed: int = 0
+    name: str | None = None
+    runs_dir: Path = Path("runs")
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        checks = {
+            "hidden_dims": (
+                bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
+                "one or more positive widths",
+            ),
+            "bc_steps": (self.bc_steps >= 0, ">= 0"),
+            "bc_lr": (self.bc_lr > 0, "a positive number"),
+            "bc_batch_size": (self.bc_batch_size >= 1, "a positive integer"),
+            "steps": (self.steps >= 1, "a positive integer"),
+            "max_pairs": (self.max_pairs is None or self.max_pairs >= 1, ">= 1 or None"),
+            "val_fraction": (0 <= self.val_fraction < 1, "a share in [0, 1)"),
+            "eval_episodes": (self.eval_episodes >= 1, "a positive integer"),
+            "log_interval": (self.log_interval >= 1, "a positive integer"),
+        }
+        check_fields(self, checks, "")
+
+
+@dataclass
+class OfflineCPLResult:
+    run_dir: Path
+    bc_scores: np.ndarray
+    """Normalised scores of the evaluation episodes of the BC policy (CPL's start)."""
+    scores: np.ndarray
+    """... and of the CPL policy."""
+    returns: np.ndarray
+    metrics: dict
+
+
+BC_CHUNK = 1000
+
+
+def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
+    dataset = load_scored_dataset(config.dataset)  # bad input fails before a run directory
+    queries = load_labelled_queries(config.labels, dataset)
+    pairs = queries.preference_data(dataset).arrays()
+    name = config.name or run_name(Path(config.dataset).name, "cpl", config.seed)
+    run_dir = open_run_dir(None, config.runs_dir, name)
+    write_json(run_dir / "config.json", config_to_dict(config))
+    metrics = MetricsLogger(run_dir)
+    envs = make_eval_envs(dataset.env_id, config.eval_episodes, None)
+    progress = TrainingProgress(config.bc_steps + config.steps, 0, enabled=config.progress)
+    try:
+        rl_config = RLConfig(env=dataset.env_id, agent=SACConfig(hidden_dims=config.hidden_dims))
+        sac = SAC(rl_config.agent, dataset.obs_dim, dataset.action_dim)
+        key = jax.random.key(config.seed)
+        loaded = LoadedPolicy(rl_config, sac, sac.init(key), Path(config.dataset))
+        cpl = CPL(config.cpl, dataset.action_dim, config.hidden_dims)
+
+        def scores(params) -> tuple[np.ndarray, np.ndarray]:
+            act = jax.jit(lambda o: sac.act(params, o, None, 0, deterministic=True))
+            returns = evaluate(act, envs, config.seed + 3_000_000).returns
+            return dataset.normalized_score(returns), returns
+
+        with progress:
+            params = _behaviour_clone(config, cpl, loaded.state.actor_params, dataset, metrics,
+                                      progress)  # fmt: skip
+            bc_scores, _ = scores(params)
+            metrics.log(config.bc_steps, {"eval/bc_score_mean": float(bc_scores.mean())})
+            progress.update(config.bc_steps, last_eval=float(bc_scores.mean()))
+            data = pair_arrays(*(pairs[k] for k in ("obs_left", "action_left", "obs_right",
+                                                     "action_right", "label")))  # fmt: skip
+            rng = np.random.default_rng([config.seed, 21])
+            train, val = split_pairs(pairs["label"], config.max_pairs, config.val_fraction, rng)
+            start = params
+            params = train_cpl(
+                cpl, start, start, data, train, val, config.steps, config.log_interval, rng,
+                metrics,
+                on_nan=lambda p, step: save_actor(run_dir, loaded, p, step, str(config.dataset)),
+                progress=lambda step: progress.update(config.bc_steps + step),
+            )  # fmt: skip
+            final, returns = scores(params)
+            progress.update(config.bc_steps + config.steps, last_eval=float(final.mean()))
+        summary = {
+            "eval/score_mean": float(final.mean()),
+            "eval/score_std": float(final.std()),
+            "eval/return_mean": float(returns.mean()),
+            "eval/bc_score_mean": float(bc_scores.mean()),
+            "eval/bc_score_std": float(bc_scores.std()),
+            "pairs": int(len(train) + len(val)),
+        }
+        if len(val):
+            summary["cpl/val_accuracy"] = cpl_accuracy(cpl, params, batch_of(data, val))
+            summary["cpl/val_accuracy_start"] = cpl_accuracy(cpl, start, batch_of(data, val))
+        metrics.log(config.bc_steps + config.steps, {k: v for k, v in summary.items()
+                                                      if isinstance(v, float)})  # fmt: skip
+        save_actor(run_dir, loaded, params, config.steps, str(config.dataset))
+        write_json(run_dir / "summary.json", {**summary, "time": time.time()})
+        return OfflineCPLResult(run_dir, bc_scores, final, returns, summary)
+    finally:
+        for env in envs:
+            env.close()
+        metrics.close()
+
+
+def _behaviour_clone(config, cpl: CPL, params, dataset, metrics, progress):
+    if config.bc_steps == 0:
+        return params
+    bc = BehaviourCloning(cpl.actor, config.bc_lr, config.bc_batch_size)
+    state = bc.init(params)
+    obs = jax.device_put(dataset.observations.astype(np.float32))
+    action = jax.device_put(dataset.actions.astype(np.float32))
+    key = jax.random.key(config.seed + 1)
+    done = 0
+    while done < config.bc_steps:
+        steps = min(BC_CHUNK, config.bc_steps - done)
+        state, loss = bc.update(state, obs, action, key, steps=steps)
+        done += steps
+        metrics.log(done, {"bc/neg_log_prob": float(loss)})
+        progress.update(done, info="behaviour cloning")
+    return state.params
