@@ -98,6 +98,10 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
                 "600",
                 "--eval-interval",
                 "300",
+                "--checkpoint-interval",
+                "300",
+                "--keep-checkpoints",
+                "0",
                 "--runs-dir",
                 str(tmp_path),
                 "--name",
@@ -117,6 +121,17 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
     with av.open(str(video)) as container:
         assert container.streams.video[0].codec_context.name == "h264"
         assert sum(1 for _ in container.decode(video=0)) == 51  # reset frame + 50 steps
+        width = container.streams.video[0].codec_context.width
+    # Two policies (a checkpoint and the run's latest), same seeds: a row each, videos side by side.
+    first = tmp_path / "r" / "checkpoints" / "step_000000300"
+    both = tmp_path / "both.mp4"
+    args = ["eval", str(first), str(tmp_path / "r"), "--episodes", "2", "--video", str(both)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{first}: evaluation return" in out and "step_000000600: evaluation return" in out
+    assert "left to right:" in out
+    with av.open(str(both)) as container:
+        assert container.streams.video[0].codec_context.width == 2 * width + 8
 
 
 def test_preset_then_flag_override(tmp_path, capsys):

@@ -88,7 +88,7 @@ def cmd_rl(args: list[str]) -> int:
     result = train_rl(config)
     if _print_run_end(result, config.steps, "prefrl rl"):
         return 130 if result.interrupted else 0
-    _print_eval(result.final_eval, f"SAC on {config.env} after {result.step:,} steps")
+    _print_eval([result.final_eval], ["final"], f"SAC on {config.env} after {result.step:,} steps")
     print(f"run directory: {result.run_dir}")
     if result.video is not None:
         print(f"video: {result.video}")
@@ -114,7 +114,9 @@ def cmd_train(args: list[str]) -> int:
     if _print_run_end(result, config.steps, "prefrl train"):
         return 130 if result.interrupted else 0
     algo = "PEBBLE" if config.algo == "sac" else "PrefPPO"
-    _print_eval(result.final_eval, f"{algo} on {config.env} after {result.step:,} steps")
+    _print_eval(
+        [result.final_eval], ["final"], f"{algo} on {config.env} after {result.step:,} steps"
+    )
     m = result.reward_metrics
     print(
         f"labels: {result.labels} from the {config.teacher.preset} teacher; learned vs true "
@@ -134,13 +136,16 @@ def cmd_train(args: list[str]) -> int:
 
 @dataclass(frozen=True)
 class EvalArgs:
-    """Evaluate a trained policy (deterministic actions) and write a video of one episode."""
+    """Evaluate trained policies (deterministic actions) on the same seeds and write a video of
+    one episode; with several policies, a table of all and their videos side by side."""
 
-    target: Annotated[Path, tyro.conf.Positional]
-    """A run directory (its latest checkpoint is used) or a checkpoint directory."""
+    targets: Annotated[tuple[Path, ...], tyro.conf.Positional]
+    """Run directories (their latest checkpoint) or checkpoint directories, of one env (e.g. the
+    original policy and its CPL fine-tuning)."""
     episodes: int = 10
     video: Path | None = None
-    """Write the first episode to this mp4 file."""
+    """Write the first episode to this mp4 file (several policies: side by side, in the order
+    given)."""
     seed: int = 0
     render_size: int = 256
 
@@ -149,24 +154,42 @@ def cmd_eval(args: list[str]) -> int:
     from prefrl.loops.evaluate import evaluate, make_eval_envs
     from prefrl.loops.rl import load_policy
     from prefrl.render import write_video
+    from prefrl.render.clips import side_by_side
 
     opts = tyro.cli(EvalArgs, args=args, prog="prefrl eval")
     if opts.episodes <= 0:
         raise SystemExit(f"prefrl eval: --episodes={opts.episodes} is invalid: expected >= 1")
-    loaded = load_policy(opts.target)
-    env_id = loaded.config.env
+    policies = [load_policy(t) for t in opts.targets]
+    env_id = policies[0].config.env
+    for target, loaded in zip(opts.targets, policies, strict=True):
+        if loaded.config.env != env_id:
+            raise SystemExit(
+                f"prefrl eval: {target} is a {loaded.config.env} policy and {opts.targets[0]} a "
+                f"{env_id} one: policies compared side by side must share an env"
+            )
     envs = make_eval_envs(env_id, opts.episodes, opts.render_size if opts.video else None)
-    params, key = loaded.state.actor_params, None
-    result = evaluate(
-        lambda obs: loaded.sac.act(params, obs, key, 0, deterministic=True),
-        envs,
-        seed=opts.seed,
-        record=opts.video is not None,
-    )
-    _print_eval(result, f"{loaded.checkpoint} on {env_id}")
+    results = []
+    for loaded in policies:
+        params, sac = loaded.state.actor_params, loaded.sac
+        results.append(
+            evaluate(
+                lambda obs, sac=sac, params=params: sac.act(
+                    params, obs, None, 0, deterministic=True
+                ),
+                envs,
+                seed=opts.seed,
+                record=opts.video is not None,
+            )
+        )
+    names = [str(p.checkpoint) for p in policies]
+    _print_eval(results, names, f"on {env_id}, {opts.episodes} episodes, seed {opts.seed}")
     if opts.video is not None:
-        write_video(opts.video, result.frames, fps=envs[0].fps)
-        print(f"video: {opts.video}")
+        frames = results[0].frames
+        for result in results[1:]:
+            frames = side_by_side(frames, result.frames)
+        write_video(opts.video, frames, fps=envs[0].fps)
+        order = f" (left to right: {', '.join(names)})" if len(names) > 1 else ""
+        print(f"video: {opts.video}{order}")
     for env in envs:
         env.close()
     return 0
@@ -709,24 +732,25 @@ def cmd_envs(args: list[str]) -> int:
     return 0
 
 
-def _print_eval(result, title: str) -> None:
+def _print_eval(results, names: list[str], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    for col in ("episodes", "return mean", "return std", "min", "max", "length mean"):
-        table.add_column(col, justify="right")
-    r = result.returns
-    table.add_row(
-        str(len(r)),
-        f"{r.mean():.1f}",
-        f"{r.std():.1f}",
-        f"{r.min():.1f}",
-        f"{r.max():.1f}",
-        f"{result.lengths.mean():.0f}",
-    )
+    columns = ("policy", "episodes", "return mean", "return std", "min", "max", "length mean")
+    for col in columns:
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for name, result in zip(names, results, strict=True):
+        r = result.returns
+        table.add_row(
+            name, str(len(r)), f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}",
+            f"{r.max():.1f}", f"{result.lengths.mean():.0f}",
+        )  # fmt: skip
     Console().print(table)
-    print(f"evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
+    for name, result in zip(names, results, strict=True):
+        r = result.returns
+        prefix = f"{name}: " if len(results) > 1 else ""
+        print(f"{prefix}evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
 
 
 COMMANDS = {  # name -> (handler, one-line description)
