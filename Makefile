@@ -8,23 +8,29 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
 .PHONY: run test system-deps bench-venv clean
 
+# Extras per use: the main job needs none; the tests cover the piano too.
+EXTRAS_run :=
+EXTRAS_test := test,piano
+EXTRAS_bench := bench
+
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[$*]'
+	$(BIN)/python -m pip install -q -e '.$(if $(EXTRAS_$*),[$(EXTRAS_$*)])'
 	touch $@
 
 # A short preference run (scripted Oracle teacher): prints learned-vs-true agreement, the final
 # true return, and writes a video.
-run: $(VENV)/.installed-test
+run: $(VENV)/.installed-run
 	$(BIN)/prefrl train --preset quickstart
 
 test: system-deps $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
 
-# Debian packages the tests use for real: a PostgreSQL server for the store's tests and Chromium
-# for the web app's. Installed when missing and we may (root); otherwise say what to install.
-SYSTEM_DEPS := postgresql chromium
+# Debian packages the tests use for real: a PostgreSQL server for the store's tests, Chromium
+# for the web app's, PortAudio headers (pyaudio's build) and FluidSynth for the piano's.
+# Installed when missing and we may (root); otherwise say what to install.
+SYSTEM_DEPS := postgresql chromium portaudio19-dev libfluidsynth3
 system-deps:
 	@missing=$$(for p in $(SYSTEM_DEPS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

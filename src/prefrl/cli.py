@@ -187,7 +187,7 @@ def cmd_eval(args: list[str]) -> int:
         frames = results[0].frames
         for result in results[1:]:
             frames = side_by_side(frames, result.frames)
-        write_video(opts.video, frames, fps=envs[0].fps)
+        write_video(opts.video, frames, fps=envs[0].fps, audio=_eval_audio(results))
         order = f" (left to right: {', '.join(names)})" if len(names) > 1 else ""
         print(f"video: {opts.video}{order}")
     for env in envs:
@@ -718,18 +718,123 @@ def cmd_offline_cpl(args: list[str]) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class MidiInfoArgs:
+    """A MIDI file's length and notes."""
+
+    path: Annotated[Path, tyro.conf.Positional]
+    notes: int = 20
+    """How many of the first notes to list (0: none, -1: all)."""
+
+
+@dataclass(frozen=True)
+class MidiClipArgs:
+    """Cut a MIDI file to a time window (notes crossing a bound are cut; the pedal state at the
+    window's start is kept), shifted to start at 0."""
+
+    path: Annotated[Path, tyro.conf.Positional]
+    out: Path
+    """The MIDI file to write."""
+    start: float | None = None
+    """Window start in seconds (default 0)."""
+    end: float | None = None
+    """Window end in seconds (default: the song's end)."""
+    first: float | None = None
+    """The first this many seconds."""
+    middle: float | None = None
+    """This many seconds around the song's middle."""
+    last: float | None = None
+    """The last this many seconds."""
+
+
+@dataclass(frozen=True)
+class MidiRenderArgs:
+    """Play a MIDI file on the piano soundfont into an audio file (.wav or .m4a)."""
+
+    path: Annotated[Path, tyro.conf.Positional]
+    out: Path
+    tail: float = 1.0
+    """Seconds of silence after the last note, for it to ring out."""
+
+
+def cmd_midi(args: list[str]) -> int:
+    from prefrl.music import midi as m
+
+    actions = {"info": MidiInfoArgs, "clip": MidiClipArgs, "render": MidiRenderArgs}
+    if not args or args[0] in ("-h", "--help") or args[0] not in actions:
+        if args and args[0] not in ("-h", "--help"):
+            print(f"prefrl midi: unknown action {args[0]!r}", file=sys.stderr)
+        print("usage: prefrl midi {" + ",".join(actions) + "} [--help] MIDI_FILE [flags]")
+        return 0 if not args or args[0] in ("-h", "--help") else 2
+    action, rest = args[0], args[1:]
+    opts = tyro.cli(actions[action], args=rest, prog=f"prefrl midi {action}")
+    song = m.load_midi_file(opts.path)
+    if action == "info":
+        notes = m.notes(song)
+        pitches = [n.pitch for n in notes]
+        print(
+            f"{opts.path}: {m.duration(song):.2f} s, {len(notes)} notes, pitches "
+            f"{min(pitches)}-{max(pitches)}, sustain pedal held {len(m.pedal_spans(song))} times"
+        )
+        shown = notes if opts.notes < 0 else notes[: opts.notes]
+        for n in shown:
+            print(f"  {n.start:8.3f} - {n.end:8.3f} s  {n.name:<4} (pitch {n.pitch}, velocity "
+                  f"{n.velocity})")  # fmt: skip
+        if len(shown) < len(notes):
+            print(f"  ... {len(notes) - len(shown)} more (--notes -1 lists all)")
+    elif action == "clip":
+        start, end = m.resolve_window(
+            m.duration(song), opts.start, opts.end, opts.first, opts.middle, opts.last
+        )
+        clipped = m.clip(song, start, end)
+        opts.out.parent.mkdir(parents=True, exist_ok=True)
+        clipped.write(str(opts.out))
+        print(
+            f"{opts.out}: {start:.2f}-{end:.2f} s of {opts.path}, {len(m.notes(clipped))} notes "
+            f"(train on it with --env 'robopianist:{opts.out}')"
+        )
+    else:
+        samples, rate = m.render_audio(song, opts.tail)
+        m.write_audio(opts.out, samples, rate)
+        print(f"{opts.out}: {len(samples) / rate:.1f} s of audio")
+    return 0
+
+
 def cmd_envs(args: list[str]) -> int:
     from prefrl.envs import known_env_ids
 
     family = args[0] if args and not args[0].startswith("-") else None
     if "--help" in args or "-h" in args:
+        if family == "robopianist":
+            from prefrl.envs.piano import PianoTask
+
+            print("robopianist:<song> [flags]: <song> is a bundled song (prefrl envs robopianist) "
+                  "or a .mid/.midi path; the flags below (defaults: the published SAC run's task "
+                  "settings) follow it inside the id.\n")  # fmt: skip
+            tyro.cli(PianoTask, args=["--help"], prog="robopianist:<song>")
         print(
-            "usage: prefrl envs [toy|dmc|gymnasium]\n\nList the environment ids make_env accepts."
+            "usage: prefrl envs [toy|dmc|gymnasium|robopianist]\n\nList the environment ids "
+            "make_env accepts (prefrl envs robopianist --help: the piano task flags)."
         )
         return 0
     for env_id in known_env_ids(family):
         print(env_id)
     return 0
+
+
+def _eval_audio(results):
+    """The sound of the recorded episodes (piano): one policy's as it is; two side by side in
+    stereo, each on the side of its picture; more have none (a mix would be noise)."""
+    sounds = [r.audio for r in results]
+    if any(s is None for s in sounds) or len(sounds) > 2:
+        return None
+    if len(sounds) == 1:
+        return sounds[0]
+    (left, rate), (right, _) = sounds
+    n = max(len(left), len(right))
+    stereo = np.zeros((n, 2), np.int16)
+    stereo[: len(left), 0], stereo[: len(right), 1] = left, right
+    return stereo, rate
 
 
 def _print_eval(results, names: list[str], title: str) -> None:
@@ -767,6 +872,7 @@ COMMANDS = {  # name -> (handler, one-line description)
     "collect": (cmd_collect, "roll out checkpoints x action noise into clips to rate"),
     "rate": (cmd_rate, "rate a rating run's clips with a scripted rater"),
     "finetune": (cmd_finetune, "fine-tune a SAC policy with CPL from ratings of its clips"),
+    "midi": (cmd_midi, "MIDI files for piano tasks: list notes, cut a window, render audio"),
     "envs": (cmd_envs, "list environment ids"),
 }
 
@@ -796,6 +902,7 @@ def main(argv: list[str] | None = None) -> int:
         FloatingPointError,
         RuntimeError,
         TypeError,
+        ImportError,  # an optional extra that is not installed (the message says how)
     ) as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2

@@ -39,6 +39,8 @@ class Family:
     description: str
     ids: Callable[[], list[str]]
     make: Callable[[str, RenderSettings | None], tuple[gym.Env, object]]
+    check: Callable[[str], None] | None = None
+    """Validates a name beyond the listed ids (raises ValueError); None: listed ids only."""
 
 
 _TOY = {"point-reach": PointReach, "point-free": PointFree}
@@ -112,6 +114,30 @@ def _make_gym(name: str, render: RenderSettings | None):
     return env, GymMujocoBackend(env, settings.width, settings.height, settings.fast)
 
 
+def _check_piano(name: str) -> None:
+    from prefrl.envs.piano import load_midi, parse_piano_id
+
+    song, task = parse_piano_id(name)
+    load_midi(song, task.stretch, task.shift)
+
+
+def _make_piano(name: str, render: RenderSettings | None):
+    from prefrl.envs.piano import PianoBackend, PianoEnv, parse_piano_id
+
+    song, task = parse_piano_id(name)
+    settings = render or RenderSettings()
+    env = PianoEnv(song, task, settings.width, settings.height, settings.fast)
+    if render is not None:
+        prepare_offscreen(env.physics.model.ptr, settings.width, settings.height, settings.fast)
+    return env, PianoBackend(env)
+
+
+def _piano_ids() -> list[str]:
+    from prefrl.envs.piano import song_ids
+
+    return song_ids()
+
+
 FAMILIES: dict[str, Family] = {
     "toy": Family("built-in tasks for tests, e.g. toy:point-reach", _toy_ids, _make_toy),
     "dmc": Family("DeepMind Control suite, e.g. dmc:walker-walk", _dmc_ids, _make_dmc),
@@ -119,6 +145,13 @@ FAMILIES: dict[str, Family] = {
         "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",
         _gym_ids,
         _make_gym,
+    ),
+    "robopianist": Family(
+        "RoboPianist (prefrl[piano]): a bundled song or a MIDI file, then task flags, e.g. "
+        "'robopianist:debug-TwinkleTwinkleRousseau', 'robopianist:tune.mid --stretch 2'",
+        _piano_ids,
+        _make_piano,
+        _check_piano,
     ),
 }
 
@@ -142,7 +175,9 @@ def resolve(env_id: str) -> tuple[str, str]:
         prefix, name = env_id.split(":", 1)
         if prefix not in FAMILIES or prefix == "gymnasium":  # Gymnasium ids have no prefix
             raise _unknown(env_id, f"no family {prefix!r}")
-        if env_id not in FAMILIES[prefix].ids():
+        if FAMILIES[prefix].check is not None:
+            FAMILIES[prefix].check(name)
+        elif env_id not in FAMILIES[prefix].ids():
             raise _unknown(env_id, f"no such {prefix} task")
         return prefix, name
     if env_id not in gym.registry:

@@ -59,7 +59,9 @@ def write_eval(
     metrics.log(step, result.summary)
     video = None
     if record and result.frames:
-        video = write_video(run_dir / "videos" / f"eval_{step:09d}.mp4", result.frames, fps=fps)
+        video = write_video(
+            run_dir / "videos" / f"eval_{step:09d}.mp4", result.frames, fps=fps, audio=result.audio
+        )
     plot_learning_curve(run_dir, title=title)
     metrics.flush()
     return video

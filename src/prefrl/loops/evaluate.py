@@ -21,7 +21,11 @@ class EvalResult:
     learned_returns: np.ndarray | None = None
     """Returns under a learned reward, when `evaluate` was given one."""
     extra: dict[str, float] = field(default_factory=dict)
-    """More figures to log with the evaluation (e.g. the D4RL-normalised score)."""
+    """More figures to log with the evaluation (e.g. the D4RL-normalised score, the piano's
+    key-press F1)."""
+    audio: tuple[np.ndarray, int] | None = None
+    """The recorded episode's sound (mono int16 samples, sample rate), for envs that make
+    sound (the piano)."""
 
     @property
     def summary(self) -> dict[str, float]:
@@ -59,6 +63,7 @@ def evaluate(
     returns, lengths, learned = np.zeros(n), np.zeros(n, np.int64), np.zeros(n)
     done = np.zeros(n, bool)
     frames = [envs[0].render()] if record else []
+    episode_metrics: list[dict[str, float]] = []
     while not done.all():
         actions = np.asarray(policy(obs))
         if learned_reward is not None:
@@ -66,11 +71,19 @@ def evaluate(
         for i, env in enumerate(envs):
             if done[i]:
                 continue
-            o, r, terminated, truncated, _ = env.step(actions[i])
+            o, r, terminated, truncated, info = env.step(actions[i])
             obs[i] = o
             returns[i] += r
             lengths[i] += 1
             done[i] = terminated or truncated
+            if done[i] and "episode_metrics" in info:
+                episode_metrics.append(info["episode_metrics"])
             if i == 0 and record and len(frames) < max_frames:
                 frames.append(env.render())
-    return EvalResult(returns, lengths, frames, learned if learned_reward is not None else None)
+    result = EvalResult(returns, lengths, frames, learned if learned_reward is not None else None)
+    for name in episode_metrics[0] if episode_metrics else ():
+        result.extra[f"eval/{name}_mean"] = float(np.mean([m[name] for m in episode_metrics]))
+    sound = getattr(envs[0].unwrapped, "episode_audio", None)
+    if record and sound is not None:
+        result.audio = sound(len(frames))
+    return result

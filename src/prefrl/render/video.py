@@ -11,10 +11,14 @@ import numpy as np
 
 
 def write_video(
-    path: str | Path, frames: Iterable[np.ndarray] | Sequence[np.ndarray], fps: float = 30
+    path: str | Path,
+    frames: Iterable[np.ndarray] | Sequence[np.ndarray],
+    fps: float = 30,
+    audio: tuple[np.ndarray, int] | None = None,
 ) -> Path:
-    """Encode RGB uint8 frames (H, W, 3) to `path`; written to a temporary name, then renamed,
-    so a partly written video never appears under its final name."""
+    """Encode RGB uint8 frames (H, W, 3) to `path`, with `audio` (int16 samples, mono (n,) or
+    stereo (n, 2), and their sample rate) as an AAC track if given; written to a temporary name, then renamed, so a partly
+    written video never appears under its final name."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
@@ -31,6 +35,11 @@ def write_video(
         stream.width, stream.height = w + w % 2, h + h % 2
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": "23", "preset": "veryfast"}
+        # Every stream must exist before the first packet is written.
+        sound = None
+        if audio is not None:
+            layout = "stereo" if np.ndim(audio[0]) == 2 else "mono"
+            sound = out.add_stream("aac", rate=audio[1], layout=layout)
         for frame in _chain(first, frames):
             frame = _check_frame(frame)
             if frame.shape[:2] != (h, w):
@@ -41,8 +50,25 @@ def write_video(
                 out.mux(packet)
         for packet in stream.encode():
             out.mux(packet)
+        if sound is not None:
+            write_audio_stream(out, sound, *audio)
     os.replace(tmp, path)
     return path
+
+
+def write_audio_stream(out, stream, samples: np.ndarray, rate: int, chunk: int = 4096) -> None:
+    """Encode int16 samples (mono (n,) or stereo (n, 2)) into an audio `stream` of `out`."""
+    samples = np.asarray(samples, np.int16)
+    layout = "stereo" if samples.ndim == 2 else "mono"
+    for start in range(0, len(samples), chunk):
+        # PyAV's packed s16 layout: one row of interleaved samples.
+        part = np.ascontiguousarray(samples[start : start + chunk]).reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(part, format="s16", layout=layout)
+        frame.sample_rate, frame.pts = rate, start
+        for packet in stream.encode(frame):
+            out.mux(packet)
+    for packet in stream.encode():
+        out.mux(packet)
 
 
 def read_video(path: str | Path) -> list[np.ndarray]:

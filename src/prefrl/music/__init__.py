@@ -1,0 +1,1 @@
+"""Songs: MIDI files for the piano tasks."""

@@ -1,0 +1,183 @@
+"""The piano: robopianist envs with task flags, key-press metrics, clips and videos with sound,
+MIDI tools. Songs are small MIDI files made here (no copyrighted music in the repo)."""
+
+from __future__ import annotations
+
+import sys
+
+import av
+import numpy as np
+import pytest
+
+pytest.importorskip("robopianist", reason="the piano extra is not installed")
+pretty_midi = pytest.importorskip("pretty_midi")
+
+from prefrl.cli import main
+from prefrl.envs import make_env
+from prefrl.envs.piano import key_press_metrics
+from prefrl.render.audio import SAMPLE_RATE, key_notes, keys_audio
+from prefrl.render.clips import ClipRenderer
+
+
+def write_song(path, pitches=(60, 62, 64, 65), step=0.5, start=0.0, pedal=None):
+    """One note per `step` seconds from `start`; `pedal`: (down, up) seconds of sustain."""
+    midi = pretty_midi.PrettyMIDI()
+    piano = pretty_midi.Instrument(0)
+    for i, pitch in enumerate(pitches):
+        t = start + i * step
+        piano.notes.append(pretty_midi.Note(90, pitch, t, t + 0.9 * step))
+    if pedal is not None:
+        piano.control_changes += [pretty_midi.ControlChange(64, 127, pedal[0]),
+                                  pretty_midi.ControlChange(64, 0, pedal[1])]  # fmt: skip
+    midi.instruments.append(piano)
+    midi.write(str(path))
+    return path
+
+
+@pytest.fixture
+def song(tmp_path):
+    return write_song(tmp_path / "song.mid")
+
+
+def test_piano_env_flags_state_restore_and_episode_metrics(song):
+    env = make_env(f"robopianist:{song} --control-timestep 0.1 --n-steps-lookahead 2", seed=0)
+    # 2 s of song at 10 steps/s; goal (3 x 89) + fingering + piano + hands + last action/reward.
+    assert env.max_episode_steps == 20 and env.fps == 10.0
+    assert env.action_space.low.min() == -1 and env.action_space.high.max() == 1
+    lean = make_env(f"robopianist:{song} --no-action-reward-observation --n-steps-lookahead 2")
+    assert env.obs_dim == lean.obs_dim + env.action_dim + 1
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, (20, env.action_dim))
+    env.reset(seed=0)
+    for a in actions[:5]:
+        env.step(a)
+    state = env.get_state()
+    first = [env.step(a) for a in actions[5:]]
+    assert env.set_state(state).shape == (env.obs_dim,)
+    again = [env.step(a) for a in actions[5:]]
+    for (o1, r1, *_), (o2, r2, *_) in zip(first, again, strict=True):
+        np.testing.assert_array_equal(o1, o2)
+        assert r1 == r2
+    *_, truncated, info = first[-1]
+    assert truncated  # the song's end is a time limit, not a failure
+    metrics = info["episode_metrics"]
+    assert set(metrics) == {"precision", "recall", "f1"} and 0 <= metrics["f1"] <= 1
+    base = env.unwrapped
+    expected = key_press_metrics(base.pressed_keys(), base.target_keys())
+    assert metrics == expected
+
+
+def test_key_press_metrics_are_robopianists_definitions():
+    from sklearn.metrics import precision_recall_fscore_support
+
+    rng = np.random.default_rng(1)
+    pressed = rng.random((50, 88)) < 0.03
+    target = rng.random((50, 88)) < 0.03
+    target[:5] = False  # steps with nothing to press
+    pressed[:3] = False  # ... and nothing pressed
+    expected = np.mean(
+        [precision_recall_fscore_support(t, p, average="binary", zero_division=1)[:3]
+         for t, p in zip(target, pressed, strict=True)], axis=0,
+    )  # fmt: skip
+    got = key_press_metrics(pressed, target)
+    np.testing.assert_allclose([got["precision"], got["recall"], got["f1"]], expected)
+    perfect = key_press_metrics(target, target)
+    assert perfect == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+
+
+def test_bad_piano_ids_say_what_is_wrong(tmp_path, song, monkeypatch):
+    (tmp_path / "text.mid").write_text("not midi")
+    empty = pretty_midi.PrettyMIDI()
+    empty.instruments.append(pretty_midi.Instrument(0))
+    empty.write(str(tmp_path / "empty.mid"))
+    cases = {
+        f"robopianist:{tmp_path / 'missing.mid'}": "does not exist",
+        f"robopianist:{tmp_path / 'text.mid'}": "could not be read as MIDI",
+        f"robopianist:{tmp_path / 'empty.mid'}": "has no notes",
+        "robopianist:twinkle": "not a bundled song",
+        f"robopianist:{song} --no-such-flag": "bad task flags",
+    }
+    for env_id, message in cases.items():
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            make_env(env_id)
+    # Without the piano extra, the error gives the install command.
+    for name in ("robopianist", "robopianist.music", "robopianist.suite"):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(ImportError, match=r"pip install 'prefrl\[piano\]'"):
+        make_env(f"robopianist:{song}")
+
+
+def test_clip_audio_sounds_when_keys_are_down():
+    pressed = np.zeros((40, 88), bool)
+    pressed[10:20, 39] = True  # middle C (pitch 60) from 0.5 s to 1.0 s at 20 fps
+    assert key_notes(pressed, 20.0) == [(60, 0.5, 1.0, 80)]
+    audio = keys_audio(pressed, 20.0)
+    assert audio.dtype == np.int16 and len(audio) == 2 * SAMPLE_RATE
+    loudness = [np.abs(audio[int(a * SAMPLE_RATE) : int(b * SAMPLE_RATE)]).mean()
+                for a, b in ((0.0, 0.5), (0.5, 1.0))]  # fmt: skip
+    assert loudness[0] < 2 and loudness[1] > 100  # (FluidSynth dithers the silence slightly)
+
+
+def test_eval_video_and_labelling_clips_carry_the_sound(tmp_path, song):
+    env_id = f"robopianist:{song} --control-timestep 0.1"
+    env = make_env(env_id, seed=0)
+    env.reset(seed=0)
+    states = []
+    for _ in range(10):
+        states.append(env.get_state())
+        env.step(np.zeros(env.action_dim))
+    renderer = ClipRenderer(env_id, size=64)
+    assert renderer.write(tmp_path / "clip.mp4", np.stack(states)) == 10
+    renderer.close()
+    with av.open(str(tmp_path / "clip.mp4")) as f:
+        kinds = sorted(s.codec_context.name for s in f.streams)
+        assert kinds == ["aac", "h264"]
+        assert f.streams.audio[0].codec_context.sample_rate == SAMPLE_RATE
+    # Training on the piano logs F1 with every evaluation; the eval video has the sound.
+    args = ["rl", "--env", env_id, "--steps", "40", "--warmstart-steps", "20", "--eval-interval",
+            "40", "--eval-episodes", "1", "--render-size", "64", "--runs-dir", str(tmp_path),
+            "--name", "piano", "--no-progress", "--agent.hidden-dims", "32", "32"]  # fmt: skip
+    assert main(args) == 0
+    rows = (tmp_path / "piano" / "metrics.jsonl").read_text()
+    assert '"eval/f1_mean"' in rows and '"eval/precision_mean"' in rows
+    video = next((tmp_path / "piano" / "videos").glob("*.mp4"))
+    with av.open(str(video)) as f:
+        assert len(f.streams.audio) == 1
+
+
+def test_midi_tools(tmp_path, capsys, song):
+    assert main(["midi", "info", str(song)]) == 0
+    out = capsys.readouterr().out
+    assert "1.95 s, 4 notes" in out and "C4" in out and "F4" in out
+    # The middle 1 s of the 1.95 s song, 0.475-1.475 s, holds the 2nd and 3rd notes.
+    clipped = tmp_path / "middle.mid"
+    assert main(["midi", "clip", str(song), "--out", str(clipped), "--middle", "1"]) == 0
+    notes = pretty_midi.PrettyMIDI(str(clipped)).instruments[0].notes
+    assert [n.pitch for n in notes] == [62, 64]
+    assert notes[0].start == pytest.approx(0.025, abs=0.01)
+    # Notes crossing a bound are cut at it: 0.2-1.2 s.
+    assert main(["midi", "clip", str(song), "--out", str(clipped), "--start", "0.2", "--end",
+                 "1.2"]) == 0  # fmt: skip
+    notes = pretty_midi.PrettyMIDI(str(clipped)).instruments[0].notes
+    spans = [(n.pitch, round(n.start, 2), round(n.end, 2)) for n in notes]
+    assert spans == [(60, 0.0, 0.25), (62, 0.3, 0.75), (64, 0.8, 1.0)]
+    # The held pedal carries into a window, and rendering makes a playable file.
+    pedalled = write_song(tmp_path / "pedal.mid", pedal=(0.2, 1.2))
+    assert main(["midi", "clip", str(pedalled), "--out", str(clipped), "--start", "0.6"]) == 0
+    ccs = pretty_midi.PrettyMIDI(str(clipped)).instruments[0].control_changes
+    assert (ccs[0].number, ccs[0].value, ccs[0].time) == (64, 127, 0.0)
+    for name in ("song.wav", "song.m4a"):
+        assert main(["midi", "render", str(song), "--out", str(tmp_path / name)]) == 0
+    with av.open(str(tmp_path / "song.m4a")) as f:
+        assert f.streams.audio[0].codec_context.name == "aac"
+        assert float(f.duration) / 1e6 == pytest.approx(2.95, abs=0.1)  # the song + 1 s tail
+    capsys.readouterr()
+    # Bad input: a window outside the song, two ways of naming one, a missing file.
+    assert main(["midi", "clip", str(song), "--out", str(clipped), "--start", "3"]) == 2
+    assert "outside the song (0 to 1.95 s)" in capsys.readouterr().err
+    assert (
+        main(["midi", "clip", str(song), "--out", str(clipped), "--first", "1", "--last", "1"]) == 2
+    )
+    assert "one way" in capsys.readouterr().err
+    assert main(["midi", "info", str(tmp_path / "none.mid")]) == 2
+    assert "does not exist" in capsys.readouterr().err
