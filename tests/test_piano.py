@@ -181,3 +181,62 @@ def test_midi_tools(tmp_path, capsys, song):
     assert "one way" in capsys.readouterr().err
     assert main(["midi", "info", str(tmp_path / "none.mid")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
+    """Pre-train on a song -> clips (with sound) from checkpoints x noise -> the F1 rater ->
+    CPL -> evaluation of both policies with F1, as the README's RoboPianist workflow."""
+    import dataclasses
+
+    from prefrl.agents.cpl import CPLConfig
+    from prefrl.loops.collect import policy_segments
+    from prefrl.loops.finetune import (
+        FinetuneConfig,
+        finetune,
+        make_rating_run,
+        rate_scripted,
+        segment_scores,
+    )
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.presets import RL_PRESETS
+
+    env_id = f"robopianist:{song} --control-timestep 0.1"
+    # The stored states replay the keys the episode pressed, one step behind the history.
+    env = make_env(env_id, seed=0)
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    states = []
+    for _ in range(15):
+        states.append(env.get_state())
+        env.step(rng.uniform(-1, 1, env.action_dim))
+    history = env.unwrapped.pressed_keys()
+    pressed, target = env.unwrapped.keys_of_states(np.stack(states))
+    np.testing.assert_array_equal(pressed[1:], history[:-1])
+    np.testing.assert_array_equal(target[1:], env.unwrapped.target_keys()[:14])
+
+    config = dataclasses.replace(
+        RL_PRESETS["robopianist-debug"].config, env=env_id, steps=60, warmstart_steps=30,
+        eval_interval=30, checkpoint_interval=30, keep_checkpoints=0, video=False,
+        progress=False, runs_dir=tmp_path, name="sac", agent=RLConfig().agent,
+    )  # fmt: skip
+    run = train_rl(config).run_dir
+    ckpts = sorted((run / "checkpoints").glob("step_*"))
+    segments, infos = policy_segments(ckpts, [0.0, 0.5], count=8, length=5)
+    rating_run = make_rating_run(tmp_path / "rate", env_id, segments, infos, 32)
+    clip = next((rating_run / "clips").glob("*.mp4"))
+    with av.open(str(clip)) as f:
+        assert len(f.streams.audio) == 1
+    f1 = segment_scores(segments, "piano-f1", env_id)
+    wrong = segment_scores(segments, "piano-wrong-keys", env_id)
+    assert f1.shape == wrong.shape == (8,) and (0 <= f1).all() and (f1 <= 1).all()
+    assert (wrong <= 0).all()
+    with pytest.raises(ValueError, match="rates piano segments"):
+        segment_scores(segments, "piano-f1", "Hopper-v5")
+    assert rate_scripted(rating_run, "piano-f1") == 8
+    result = finetune(FinetuneConfig(policy=run, ratings=rating_run, steps=10, eval_episodes=1,
+                                     runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4)))  # fmt: skip
+    assert np.isfinite(result.finetuned_returns).all()
+    assert main(["eval", str(run), str(result.run_dir), "--episodes", "1", "--render-size", "64",
+                 "--video", str(tmp_path / "both.mp4")]) == 0  # fmt: skip
+    with av.open(str(tmp_path / "both.mp4")) as f:
+        assert f.streams.audio[0].codec_context.channels == 2  # each policy on its side

@@ -639,8 +639,10 @@ class RateArgs:
     run_dir: Annotated[Path, tyro.conf.Positional]
     rater: str = "return"
     """return (true return), low-action (smaller actions), obs:I (higher observation I on
-    average), low-obs:I (lower), or A@B/N: A at equal B, e.g. low-action@return/5 (N bands of B's
-    score; a higher band always wins, inside a band A decides)."""
+    average), low-obs:I (lower), piano-f1 / piano-wrong-keys (piano runs: higher key-press F1 /
+    fewer keys pressed that the song did not ask for), or A@B/N: A at equal B, e.g.
+    low-action@return/5 (N bands of B's score; a higher band always wins, inside a band A
+    decides)."""
     noise: float = 0.0
     """Std of the rating noise, as a share of the 1-100 scale."""
     seed: int = 0

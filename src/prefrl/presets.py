@@ -19,6 +19,11 @@ class Preset:
     config: RLConfig | OnlineConfig | OfflineConfig
 
 
+# RoboPianist (Zakka et al. 2023), its README's SAC command.
+_PIANO_SAC = SACConfig(
+    hidden_dims=(256, 256, 256), discount=0.8, critic_dropout=0.01, critic_layer_norm=True
+)
+
 RL_PRESETS: dict[str, Preset] = {
     "quickstart": Preset(
         "a one-minute SAC run that swings up Pendulum-v1 and ends with a video",
@@ -45,6 +50,36 @@ RL_PRESETS: dict[str, Preset] = {
             steps=300_000,
             warmstart_steps=5_000,
             agent=SACConfig(utd_ratio=20, critic_dropout=0.01, critic_layer_norm=True),
+        ),
+    ),
+    "robopianist-sac": Preset(
+        "RoboPianist's published SAC run (GPU): 5M steps, 5k random, discount 0.8, 3x256 with "
+        "critic dropout 0.01 + layer norm, eval every 30k; the task settings are the "
+        "robopianist: ids' defaults",
+        RLConfig(
+            env="robopianist:debug-TwinkleTwinkleRousseau",
+            steps=5_000_000,
+            warmstart_steps=5_000,
+            eval_interval=30_000,
+            eval_episodes=1,
+            video_interval=1_000_000,
+            checkpoint_interval=100_000,
+            agent=_PIANO_SAC,
+        ),
+    ),
+    "robopianist-debug": Preset(
+        "the published piano SAC, shortened to show learning on a CPU within an hour: "
+        "Twinkle Twinkle (debug song), 60k steps, eval every 5k",
+        RLConfig(
+            env="robopianist:debug-TwinkleTwinkleRousseau",
+            steps=60_000,
+            warmstart_steps=5_000,
+            eval_interval=5_000,
+            eval_episodes=1,
+            video_interval=60_000,
+            checkpoint_interval=10_000,
+            buffer_size=100_000,
+            agent=_PIANO_SAC,
         ),
     ),
 }

@@ -324,6 +324,18 @@ class PianoEnv(gym.Env):
         updater.reset(self.physics, self._env.random_state)
         return self._flat(updater.get_observation())
 
+    def keys_of_states(self, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(pressed, target), each (len(states), 88) bool: the keys down in each stored state
+        and the keys the song asked for at the step that led to it (none before the first)."""
+        target_all = self.target_keys()
+        pressed, target = [], []
+        for state in states:
+            self.set_state(state)
+            pressed.append(self.key_activation())
+            t = self._task._t_idx - 1  # noqa: SLF001
+            target.append(target_all[t] if 0 <= t < len(target_all) else np.zeros(88, bool))
+        return np.stack(pressed), np.stack(target)
+
     def key_activation(self) -> np.ndarray:
         """(88,) bool: the keys pressed in the current (possibly restored) state."""
         return self._task.piano.activation.copy()

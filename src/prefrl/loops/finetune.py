@@ -58,8 +58,12 @@ def make_rating_run(
     return out
 
 
-def segment_scores(segments: Segments, rater: str) -> np.ndarray:
+def segment_scores(segments: Segments, rater: str, env_id: str | None = None) -> np.ndarray:
     """A per-segment score for a scripted rater (higher is better).
+
+    Piano raters (`env_id` a robopianist: id) replay each segment's stored states:
+    `piano-f1` prefers a higher key-press F1, `piano-wrong-keys` fewer keys pressed that the
+    song did not ask for.
 
     `A@B/N` prefers A at equal B: the segments are cut into N equal-width bands of B's score
     (default 5); a higher band always wins, and inside a band A decides. `low-action@return` is
@@ -77,14 +81,16 @@ def segment_scores(segments: Segments, rater: str) -> np.ndarray:
             raise ValueError(
                 f"rater {rater!r}: the band count after '/' must be a positive integer"
             )
-        base = segment_scores(segments, primary)
+        base = segment_scores(segments, primary, env_id)
         span = base.max() - base.min()
         band = np.floor(bands * (base - base.min()) / span) if span > 0 else np.zeros_like(base)
         band = np.minimum(band, bands - 1)
-        within = segment_scores(segments, secondary)
+        within = segment_scores(segments, secondary, env_id)
         span = within.max() - within.min()
         within = (within - within.min()) / span if span > 0 else np.zeros_like(within)
         return band + 0.999 * within
+    if rater in ("piano-f1", "piano-wrong-keys"):
+        return _piano_scores(segments, rater, env_id)
     if rater == "return":
         return segments.reward.sum(-1)
     if rater == "low-action":
@@ -100,9 +106,29 @@ def segment_scores(segments: Segments, rater: str) -> np.ndarray:
         mean = segments.obs[..., index].mean(-1)
         return -mean if rater.startswith("low-") else mean
     raise ValueError(
-        f"rater {rater!r} is invalid: expected return, low-action, obs:I, low-obs:I, or A@B/N "
-        "(A at equal B, in N bands of B)"
+        f"rater {rater!r} is invalid: expected return, low-action, obs:I, low-obs:I, piano-f1, "
+        "piano-wrong-keys, or A@B/N (A at equal B, in N bands of B)"
     )
+
+
+def _piano_scores(segments: Segments, rater: str, env_id: str | None) -> np.ndarray:
+    if env_id is None or not env_id.startswith("robopianist:"):
+        raise ValueError(f"rater {rater!r} rates piano segments; these are of {env_id!r}")
+    from prefrl.envs import make_env
+    from prefrl.envs.piano import key_press_metrics
+
+    env = make_env(env_id, seed=0)
+    try:
+        scores = []
+        for states in segments.state:
+            pressed, target = env.unwrapped.keys_of_states(states)
+            if rater == "piano-f1":
+                scores.append(key_press_metrics(pressed, target)["f1"])
+            else:
+                scores.append(-float((pressed & ~target).sum()))
+    finally:
+        env.close()
+    return np.asarray(scores)
 
 
 def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:
@@ -112,7 +138,7 @@ def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) 
         run_id = store.run_id(run.name, create=False)
         ids = store.segment_ids(run_id)
         segments = store.segments(run.run_dir, ids)
-        ratings = scripted_ratings(segment_scores(segments, rater), noise, seed)
+        ratings = scripted_ratings(segment_scores(segments, rater, run.env), noise, seed)
         for seg_id, value in zip(ids, ratings, strict=True):
             store.add_rating(seg_id, int(value), source=f"scripted:{rater}")
     return len(ids)
