@@ -332,7 +332,7 @@ class PianoEnv(gym.Env):
         for state in states:
             self.set_state(state)
             pressed.append(self.key_activation())
-            t = self._task._t_idx - 1  # noqa: SLF001
+            t = self._task._t_idx - 1
             target.append(target_all[t] if 0 <= t < len(target_all) else np.zeros(88, bool))
         return np.stack(pressed), np.stack(target)
 
