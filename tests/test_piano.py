@@ -189,6 +189,7 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
     import dataclasses
 
     from prefrl.agents.cpl import CPLConfig
+    from prefrl.data.segments import Label
     from prefrl.loops.collect import policy_segments
     from prefrl.loops.finetune import (
         FinetuneConfig,
@@ -230,8 +231,19 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
     wrong = segment_scores(segments, "piano-wrong-keys", env_id)
     assert f1.shape == wrong.shape == (8,) and (0 <= f1).all() and (f1 <= 1).all()
     assert (wrong <= 0).all()
-    with pytest.raises(ValueError, match="rates piano segments"):
+    with pytest.raises(ValueError, match="judges piano segments"):
         segment_scores(segments, "piano-f1", "Hopper-v5")
+    # The online teacher judging by F1 agrees with the F1 rater on every decided pair.
+    from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
+
+    teacher = ScriptedTeacher(TeacherConfig("oracle", judge="piano-f1"), 0, None, env_id)
+    left, right = np.arange(4), np.arange(4, 8)
+    teacher.submit(Query(np.arange(4), segments[left], segments[right]))
+    labels = [a.label for a in teacher.poll()]
+    for label, a, b in zip(labels, f1[left], f1[right], strict=True):
+        assert label == (Label.EQUAL if a == b else Label.RIGHT if b > a else Label.LEFT)
+    with pytest.raises(ValueError, match="judge='loudness' is invalid"):
+        TeacherConfig("oracle", judge="loudness")
     assert rate_scripted(rating_run, "piano-f1") == 8
     result = finetune(FinetuneConfig(policy=run, ratings=rating_run, steps=10, eval_episodes=1,
                                      runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4)))  # fmt: skip

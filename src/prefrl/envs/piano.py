@@ -162,21 +162,51 @@ def load_midi(song: str, stretch: float = 1.0, shift: int = 0):
     return midi
 
 
-def key_press_metrics(pressed: np.ndarray, target: np.ndarray) -> dict[str, float]:
-    """Mean per-step binary precision / recall / F1 of `pressed` keys (T, 88) against `target`
-    keys (T, 88); a step with nothing predicted (or nothing to press) scores 1 on that side."""
+def key_press_steps(pressed: np.ndarray, target: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-step binary precision / recall / F1 of `pressed` keys (T, 88) against `target` keys
+    (T, 88); a step with nothing predicted (or nothing to press) scores 1 on that side, and F1
+    is 1 when both are empty (scikit-learn's zero_division=1, as robopianist computes them)."""
     pressed, target = np.asarray(pressed, bool), np.asarray(target, bool)
     tp = (pressed & target).sum(1)
     n_pred, n_true = pressed.sum(1), target.sum(1)
-    precision = np.where(n_pred > 0, tp / np.maximum(n_pred, 1), 1.0)
-    recall = np.where(n_true > 0, tp / np.maximum(n_true, 1), 1.0)
-    # sklearn's F1 with zero_division=1: 2tp / (2tp + fp + fn), 1 when both sets are empty.
-    f1 = np.where(n_pred + n_true > 0, 2 * tp / np.maximum(n_pred + n_true, 1), 1.0)
     return {
-        "precision": float(precision.mean()),
-        "recall": float(recall.mean()),
-        "f1": float(f1.mean()),
+        "precision": np.where(n_pred > 0, tp / np.maximum(n_pred, 1), 1.0),
+        "recall": np.where(n_true > 0, tp / np.maximum(n_true, 1), 1.0),
+        # 2tp / (2tp + fp + fn)
+        "f1": np.where(n_pred + n_true > 0, 2 * tp / np.maximum(n_pred + n_true, 1), 1.0),
     }
+
+
+def key_press_metrics(pressed: np.ndarray, target: np.ndarray) -> dict[str, float]:
+    """An episode's (or clip's) precision / recall / F1: the means of the per-step figures."""
+    return {k: float(v.mean()) for k, v in key_press_steps(pressed, target).items()}
+
+
+def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
+    """Per-step scores of segments' stored states (N, H, state) for a piano judge:
+    `piano-f1` the key-press F1 of each step, `piano-wrong-keys` minus the keys down that the
+    song did not ask for."""
+    if judge not in JUDGES:
+        raise ValueError(f"piano judge {judge!r} is invalid: expected one of {JUDGES}")
+    if not env_id.startswith("robopianist:"):
+        raise ValueError(f"{judge!r} judges piano segments; these are of {env_id!r}")
+    from prefrl.envs import make_env
+
+    env = make_env(env_id, seed=0)
+    try:
+        out = np.empty(states.shape[:2])
+        for i, segment in enumerate(states):
+            pressed, target = env.unwrapped.keys_of_states(segment)
+            if judge == "piano-f1":
+                out[i] = key_press_steps(pressed, target)["f1"]
+            else:
+                out[i] = -(pressed & ~target).sum(1)
+    finally:
+        env.close()
+    return out
+
+
+JUDGES = ("piano-f1", "piano-wrong-keys")
 
 
 class PianoEnv(gym.Env):

@@ -59,8 +59,14 @@ class TeacherConfig:
     """Skip a pair when both returns are below ε · (recent mean episode return) · H / T_ep."""
     eps_equal: float | None = None
     """Answer equal when the returns differ by less than ε · |recent mean return| · H / T_ep."""
+    judge: str = "return"
+    """What a scripted teacher compares: the true return, or on the piano piano-f1 (key-press
+    F1 per step) or piano-wrong-keys (fewer keys down the song did not ask for), replayed from
+    the segments' stored states."""
 
     def __post_init__(self) -> None:
+        if self.judge not in JUDGES:
+            raise ValueError(f"teacher judge={self.judge!r} is invalid: expected one of {JUDGES}")
         if self.preset not in TEACHER_PRESETS and self.preset not in HUMAN_TEACHERS:
             raise ValueError(
                 f"teacher {self.preset!r} does not exist; scripted: "
@@ -101,6 +107,8 @@ class TeacherParams:
     eps_skip: float = 0.0
     eps_equal: float = 0.0
 
+
+JUDGES = ("return", "piano-f1", "piano-wrong-keys")
 
 # A person answers in the browser (`prefrl serve`) or the terminal (`prefrl label`).
 HUMAN_TEACHERS = ("web", "terminal")
@@ -151,12 +159,15 @@ def scripted_labels(
 
 
 class ScriptedTeacher:
-    """Answers every query at once from the segments' true rewards."""
+    """Answers every query at once from the segments' true rewards (or, with a piano judge, from
+    per-step scores of their replayed states; ε thresholds then use the pair's own mean)."""
 
     needs_true_reward = True
 
-    def __init__(self, config: TeacherConfig, seed: int, episode_length: int | None):
-        self.config = config
+    def __init__(
+        self, config: TeacherConfig, seed: int, episode_length: int | None, env_id: str = ""
+    ):
+        self.config, self.env_id = config, env_id
         self.params = config.resolved()
         self.rng = np.random.default_rng([seed, 7])
         self.episode_length = episode_length
@@ -175,10 +186,19 @@ class ScriptedTeacher:
         return mean_return * segments.length / t_ep
 
     def submit(self, query: Query) -> None:
-        both = Segments.concatenate([query.left, query.right])
-        labels = scripted_labels(
-            self.params, query.left, query.right, self.rng, self.return_scale(both)
+        left, right = query.left, query.right
+        if self.config.judge != "return":
+            from prefrl.envs.piano import step_scores
+
+            left = replace(left, reward=step_scores(self.env_id, left.state, self.config.judge))
+            right = replace(right, reward=step_scores(self.env_id, right.state, self.config.judge))
+        both = Segments.concatenate([left, right])
+        scale = (
+            self.return_scale(both)
+            if self.config.judge == "return"
+            else float(both.true_returns().mean())
         )
+        labels = scripted_labels(self.params, left, right, self.rng, scale)
         self._answers += [
             Answer(int(i), Label(int(lab))) for i, lab in zip(query.ids, labels, strict=True)
         ]

@@ -112,23 +112,12 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
 
 
 def _piano_scores(segments: Segments, rater: str, env_id: str | None) -> np.ndarray:
-    if env_id is None or not env_id.startswith("robopianist:"):
-        raise ValueError(f"rater {rater!r} rates piano segments; these are of {env_id!r}")
-    from prefrl.envs import make_env
-    from prefrl.envs.piano import key_press_metrics
+    from prefrl.envs.piano import step_scores
 
-    env = make_env(env_id, seed=0)
-    try:
-        scores = []
-        for states in segments.state:
-            pressed, target = env.unwrapped.keys_of_states(states)
-            if rater == "piano-f1":
-                scores.append(key_press_metrics(pressed, target)["f1"])
-            else:
-                scores.append(-float((pressed & ~target).sum()))
-    finally:
-        env.close()
-    return np.asarray(scores)
+    if env_id is None:
+        raise ValueError(f"rater {rater!r} rates piano segments; give their env")
+    scores = step_scores(env_id, segments.state, rater)
+    return scores.mean(1) if rater == "piano-f1" else scores.sum(1)
 
 
 def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:

@@ -230,7 +230,9 @@ class _Loop:
         scripted = (
             None
             if config.teacher.is_human
-            else ScriptedTeacher(config.teacher, config.seed, self.env.max_episode_steps)
+            else ScriptedTeacher(
+                config.teacher, config.seed, self.env.max_episode_steps, config.env
+            )
         )
         self.store = FeedbackStore(config.store or run_dir)
         self.teacher = FeedbackChannel(self.store, run_dir.name, run_dir, config.env, scripted)
