@@ -200,9 +200,19 @@ def test_compare_page_in_chromium(run, tmp_path):
                 "document.getElementById('right').readyState >= 2"
             )
             page.screenshot(path=str(tmp_path / "compare.png"))
+            # Sound (the piano's clips have it): one clip at a time, s cycles off/left/right.
+            muted = (
+                "[document.getElementById('left').muted, document.getElementById('right').muted]"
+            )
+            assert page.evaluate(muted) == [True, True]
+            page.keyboard.press("s")
+            assert page.evaluate(muted) == [False, True]
+            page.keyboard.press("s")
+            assert page.evaluate(muted) == [True, False]
             page.keyboard.press("ArrowLeft")
             page.wait_for_function(f"window.prefrlPair !== {first}")
             second = page.evaluate("window.prefrlPair")
+            assert page.evaluate(muted) == [True, False]  # the choice holds for the next pair
             page.keyboard.press("ArrowRight")
             page.wait_for_function(f"window.prefrlPair !== {second}")
             page.click("text=Equally good")

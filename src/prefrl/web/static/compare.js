@@ -10,6 +10,9 @@ let upcoming = [];    // pairs fetched and preloading
 let shownAt = 0;
 let sending = false;
 let labels = 0;
+// Whose sound plays (clips of the piano have it): both clips loop together, so only one at a time.
+const soundModes = ["off", "left", "right"];
+let sound = "off";
 
 function video(src) {
   const v = document.createElement("video");
@@ -33,8 +36,16 @@ async function fetchPairs() {
 
 function place(slot, v) {
   v.id = slot.id; v.className = "";
+  v.muted = sound !== slot.id;
   slot.replaceWith(v);
   slots[slot.id] = v;
+}
+
+function cycleSound() {
+  sound = soundModes[(soundModes.indexOf(sound) + 1) % soundModes.length];
+  for (const [side, v] of Object.entries(slots)) v.muted = sound !== side;
+  document.getElementById("sound").textContent = `s Sound: ${sound}`;
+  restart();
 }
 
 function restart() {
@@ -81,9 +92,11 @@ async function answer(label) {
 
 document.querySelectorAll("button[data-label]").forEach(b => b.addEventListener("click", () => answer(b.dataset.label)));
 document.getElementById("replay").addEventListener("click", restart);
+document.getElementById("sound").addEventListener("click", cycleSound);
 const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowUp: "equal", "=": "equal", ArrowDown: "skip", " ": "skip" };
 document.addEventListener("keydown", e => {
   if (e.key === "r") { restart(); return; }
+  if (e.key === "s") { cycleSound(); return; }
   const label = keys[e.key];
   if (label) { e.preventDefault(); answer(label); }
 });

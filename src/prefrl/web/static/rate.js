@@ -11,10 +11,19 @@ function card(seg) {
   fig.dataset.segment = seg.id;
   fig.innerHTML = `<video muted playsinline loop autoplay preload="auto" src="${seg.clip}"></video>
     <input type="range" min="1" max="100" value="50" aria-label="rating">
-    <output>50</output> <button>Save</button> <span class="err"></span>`;
+    <output>50</output> <button class="save">Save</button>
+    <button class="listen" title="play this clip from the start with its sound">Listen</button>
+    <span class="err"></span>`;
   const range = fig.querySelector("input"), out = fig.querySelector("output");
+  const v = fig.querySelector("video");
+  // All clips loop muted; Listen plays one with its sound (the piano's), silencing the others.
+  fig.querySelector(".listen").addEventListener("click", () => {
+    for (const other of grid.querySelectorAll("video")) other.muted = other !== v;
+    v.currentTime = 0;
+    v.play().catch(() => {});
+  });
   range.addEventListener("input", () => { out.textContent = range.value; });
-  fig.querySelector("button").addEventListener("click", async () => {
+  fig.querySelector(".save").addEventListener("click", async () => {
     const r = await fetch("/api/rating", { method: "POST", headers,
       body: JSON.stringify({ segment_id: seg.id, rating: Number(range.value) }) });
     const data = await r.json();
