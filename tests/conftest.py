@@ -1,3 +1,4 @@
+import contextlib
 import glob
 import os
 import shutil
@@ -75,3 +76,32 @@ def short_sac_run(runs_dir, name: str, env: str = "toy:point-reach", steps: int 
         progress=False, runs_dir=runs_dir, name=name,
     )  # fmt: skip
     return train_rl(config).run_dir
+
+
+@contextlib.contextmanager
+def served(app):
+    """The ASGI `app` served by uvicorn on a free local port (in a thread); yields the port."""
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def launch_chromium(playwright, *args: str):
+    """Debian's chromium (a test tool's own browser download fails here), headless."""
+    return playwright.chromium.launch(
+        executable_path=shutil.which("chromium"),
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run", *args],
+    )  # fmt: skip

@@ -258,11 +258,7 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
 def test_rating_page_plays_piano_clips_with_sound_in_chromium(tmp_path):
     """A person rates by ear: Chromium decodes the clip's AAC track once Listen is pressed."""
-    import threading
-    import time
-
-    import uvicorn
-    from conftest import free_port
+    from conftest import launch_chromium, served
     from playwright.sync_api import sync_playwright
 
     from prefrl.feedback.store import FeedbackStore, run_info
@@ -275,34 +271,20 @@ def test_rating_page_plays_piano_clips_with_sound_in_chromium(tmp_path):
     segments = random_segments(env_id, count=2, length=15)[:2]
     rating_run = make_rating_run(tmp_path / "rate", env_id, segments, [{}, {}], 96)
     run = run_info(rating_run)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(run), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=shutil.which("chromium"),
-                args=["--no-sandbox", "--disable-gpu", "--no-first-run",
-                      "--autoplay-policy=no-user-gesture-required"],
-            )  # fmt: skip
-            page = browser.new_page()
-            page.goto(f"http://127.0.0.1:{port}/rate")
-            page.wait_for_function("document.querySelectorAll('#clips video').length == 2")
-            page.wait_for_function("document.querySelector('#clips video').readyState >= 2")
-            page.locator("#clips figure").first.locator(".listen").click()
-            page.wait_for_function(
-                "(() => { const v = document.querySelectorAll('#clips video');"
-                " return !v[0].muted && v[1].muted && v[0].webkitAudioDecodedByteCount > 0; })()",
-                timeout=20_000,
-            )
-            page.locator("#clips figure").first.locator(".save").click()
-            page.wait_for_function("document.querySelectorAll('#clips video').length == 1")
-            browser.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with served(create_app(run)) as port, sync_playwright() as p:
+        browser = launch_chromium(p, "--autoplay-policy=no-user-gesture-required")
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{port}/rate")
+        page.wait_for_function("document.querySelectorAll('#clips video').length == 2")
+        page.wait_for_function("document.querySelector('#clips video').readyState >= 2")
+        page.locator("#clips figure").first.locator(".listen").click()
+        page.wait_for_function(
+            "(() => { const v = document.querySelectorAll('#clips video');"
+            " return !v[0].muted && v[1].muted && v[0].webkitAudioDecodedByteCount > 0; })()",
+            timeout=20_000,
+        )
+        page.locator("#clips figure").first.locator(".save").click()
+        page.wait_for_function("document.querySelectorAll('#clips video').length == 1")
+        browser.close()
     with FeedbackStore(run.store) as store:
         assert len(store.ratings(store.run_id(run.name))) == 1

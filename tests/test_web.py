@@ -6,14 +6,12 @@ from __future__ import annotations
 import io
 import json
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
-from conftest import free_port
+from conftest import launch_chromium, served
 
 from prefrl.data import Segments
 from prefrl.envs import make_env
@@ -173,55 +171,38 @@ def test_side_by_side_pair_videos_for_the_terminal(run):
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
 def test_compare_page_in_chromium(run, tmp_path):
-    import uvicorn
     from playwright.sync_api import sync_playwright
 
     _rendered(run)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(run), port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=shutil.which("chromium"),
-                args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-first-run"],
-            )  # fmt: skip
-            page = browser.new_page(viewport={"width": 1200, "height": 800})
-            page.goto(f"http://127.0.0.1:{port}/compare")
-            page.wait_for_function("window.prefrlPair !== undefined && window.prefrlPair !== null")
-            first = page.evaluate("window.prefrlPair")
-            # Both clips load and play.
-            page.wait_for_function(
-                "document.getElementById('left').readyState >= 2 && "
-                "document.getElementById('right').readyState >= 2"
-            )
-            page.screenshot(path=str(tmp_path / "compare.png"))
-            # Sound (the piano's clips have it): one clip at a time, s cycles off/left/right.
-            muted = (
-                "[document.getElementById('left').muted, document.getElementById('right').muted]"
-            )
-            assert page.evaluate(muted) == [True, True]
-            page.keyboard.press("s")
-            assert page.evaluate(muted) == [False, True]
-            page.keyboard.press("s")
-            assert page.evaluate(muted) == [True, False]
-            page.keyboard.press("ArrowLeft")
-            page.wait_for_function(f"window.prefrlPair !== {first}")
-            second = page.evaluate("window.prefrlPair")
-            assert page.evaluate(muted) == [True, False]  # the choice holds for the next pair
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function(f"window.prefrlPair !== {second}")
-            page.click("text=Equally good")
-            page.wait_for_function("document.getElementById('status').textContent"
-                                   ".includes('Labels given: 3')")  # fmt: skip
-            browser.close()
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with served(create_app(run)) as port, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(f"http://127.0.0.1:{port}/compare")
+        page.wait_for_function("window.prefrlPair !== undefined && window.prefrlPair !== null")
+        first = page.evaluate("window.prefrlPair")
+        # Both clips load and play.
+        page.wait_for_function(
+            "document.getElementById('left').readyState >= 2 && "
+            "document.getElementById('right').readyState >= 2"
+        )
+        page.screenshot(path=str(tmp_path / "compare.png"))
+        # Sound (the piano's clips have it): one clip at a time, s cycles off/left/right.
+        muted = "[document.getElementById('left').muted, document.getElementById('right').muted]"
+        assert page.evaluate(muted) == [True, True]
+        page.keyboard.press("s")
+        assert page.evaluate(muted) == [False, True]
+        page.keyboard.press("s")
+        assert page.evaluate(muted) == [True, False]
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function(f"window.prefrlPair !== {first}")
+        second = page.evaluate("window.prefrlPair")
+        assert page.evaluate(muted) == [True, False]  # the choice holds for the next pair
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function(f"window.prefrlPair !== {second}")
+        page.click("text=Equally good")
+        page.wait_for_function("document.getElementById('status').textContent"
+                               ".includes('Labels given: 3')")  # fmt: skip
+        browser.close()
     with FeedbackStore(run.store) as store:
         labels = store.labels(store.run_id(run.name))
     assert [(x.query_id, x.label.name) for x in labels][:2] == [(first, "LEFT"), (second, "RIGHT")]

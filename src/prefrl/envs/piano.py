@@ -22,7 +22,12 @@ from typing import ClassVar
 import gymnasium as gym
 import numpy as np
 
-from prefrl.envs.backends import FAST_RENDER_OFF, get_mujoco_state, set_mujoco_state
+from prefrl.envs.backends import (
+    FAST_RENDER_OFF,
+    NativeBackend,
+    get_mujoco_state,
+    set_mujoco_state,
+)
 
 INSTALL = (
     "the piano environments need the piano extra: pip install 'prefrl[piano]' (and the Debian "
@@ -413,21 +418,9 @@ class PianoEnv(gym.Env):
         return len(self._task._notes)
 
 
-class PianoBackend:
-    def __init__(self, env: PianoEnv):
-        self.base = env
-
-    def get_state(self) -> np.ndarray:
-        return self.base.get_state()
-
-    def set_state(self, state: np.ndarray) -> None:
-        self.base.set_state(state)
-
-    def observe(self):
-        return self.base.observe()
-
-    def render(self) -> np.ndarray:
-        return self.base.render()
+class PianoBackend(NativeBackend):
+    """A NativeBackend that also reports the song's frame rate and length and closes the
+    renderer."""
 
     def close(self) -> None:
         self.base.close()
