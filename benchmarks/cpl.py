@@ -90,7 +90,7 @@ def main() -> None:
     args = parser.parse_args()
     command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {(r["env"], r["rater"], r["conservative"]): r for r in existing["results"]}
+    rows = {(r["env"], r["rater"], r["conservative"], r["steps"]): r for r in existing["results"]}
     runs = Path(args.runs_dir)
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
@@ -105,7 +105,7 @@ def main() -> None:
         for conservative in settings:
             starts, finals, props = [], [], []
             for seed in args.seeds:
-                name = f"{env}_{tag}_{'cons' if conservative else 'free'}_s{seed}"
+                name = f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}_s{seed}"
                 shutil.rmtree(runs / name, ignore_errors=True)
                 cpl = CPLConfig(
                     conservative="mse" if conservative else "none",
@@ -152,7 +152,7 @@ def main() -> None:
             if props:
                 row["mean_squared_action_start"] = mean_squared_action(start)
                 row["mean_squared_action_finetuned"] = props
-            rows[(env, args.rater, conservative)] = row
+            rows[(env, args.rater, conservative, args.steps)] = row
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(
                 json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
