@@ -72,6 +72,21 @@ def test_dataset_minari_round_trip(tmp_path, monkeypatch):
         data.save(tmp_path / "ds")
     with pytest.raises(FileNotFoundError, match="not a Minari dataset"):
         OfflineDataset.load(tmp_path)
+    # A write stopped half-way leaves nothing that looks like a dataset; the next one succeeds.
+    real = OfflineDataset._write
+
+    def stopped(self, data_dir, name):
+        real(self, data_dir, name)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(OfflineDataset, "_write", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        data.save("ds2")
+    assert not (tmp_path / "ds2").exists()
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    data.save("ds2")
+    assert len(OfflineDataset.load("ds2")) == len(data)
 
 
 def test_normalized_score_and_episodes():

@@ -14,7 +14,9 @@ stored with the dataset as Minari's `ref_min_score` / `ref_max_score`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -227,15 +229,26 @@ class OfflineDataset:
 
     # ------------------------------------------------------------------------------- Minari I/O
     def save(self, path: str | Path) -> Path:
-        """Write a Minari dataset directory at `path` (refused if one is there already)."""
+        """Write a Minari dataset directory at `path` (refused if one is there already). It is
+        written under a temporary name and renamed when complete, so an interrupted write never
+        leaves something that looks like a dataset."""
+        path = Path(path).resolve()  # Minari joins a relative path onto itself
+        if path.exists() and any(path.iterdir()):
+            what = "a dataset" if (path / "data").exists() else "other files"
+            raise FileExistsError(f"{path} already holds {what}; choose another --out")
+        partial = path.with_name(f".{path.name}.partial")
+        shutil.rmtree(partial, ignore_errors=True)  # left by an earlier interrupted write
+        self._write(partial / "data", path.name)
+        if path.exists():
+            path.rmdir()  # empty
+        os.replace(partial, path)
+        return path
+
+    def _write(self, data: Path, name: str) -> None:
         import gymnasium as gym
         from minari.data_collector.episode_buffer import EpisodeBuffer
         from minari.dataset.minari_storage import MinariStorage
 
-        path = Path(path).resolve()  # Minari joins a relative path onto itself
-        data = path / "data"
-        if data.exists():
-            raise FileExistsError(f"{path} already holds a dataset; choose another --out")
         data.mkdir(parents=True)
         try:
             env_spec = gym.spec(self.env_id)
@@ -248,7 +261,7 @@ class OfflineDataset:
             env_spec=env_spec,
         )
         meta = {
-            "dataset_id": minari_id(path.name),
+            "dataset_id": minari_id(name),
             "algorithm_name": self.info.get("algorithm", "prefrl"),
             "description": self.info.get("description", f"{self.name} ({self.env_id})"),
             "prefrl": {"env": self.env_id, "name": self.name, **self.info},
@@ -271,7 +284,6 @@ class OfflineDataset:
             )
             for e in self.episodes()
         )
-        return path
 
     @classmethod
     def load(cls, path: str | Path) -> OfflineDataset:
