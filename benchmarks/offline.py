@@ -284,7 +284,7 @@ def main() -> None:
     parser.add_argument("--eval-interval", type=int, default=25_000)
     parser.add_argument("--reward-epochs", type=int, default=30)
     parser.add_argument("--bc-steps", type=int, default=20_000, help="offline CPL's BC steps")
-    parser.add_argument("--cpl-steps", type=int, default=5000, help="offline CPL's CPL steps")
+    parser.add_argument("--cpl-steps", type=int, default=1000, help="offline CPL's CPL steps")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])
