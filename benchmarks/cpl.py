@@ -126,8 +126,9 @@ def main() -> None:
                 )
                 starts.append(float(result.start_returns.mean()))
                 finals.append(float(result.finetuned_returns.mean()))
-                if args.rater.startswith("low-action"):
-                    props.append(mean_squared_action(result.run_dir))
+                # For every rater: the return rater's runs are the baseline a property rater's
+                # change in action size is judged against.
+                props.append(mean_squared_action(result.run_dir))
                 print(
                     f"{env} {'conservative' if conservative else 'no conservative term'} seed "
                     f"{seed}: {starts[-1]:.1f} -> {finals[-1]:.1f}"
