@@ -60,6 +60,7 @@ class PianoTask:
     reduced_action_space: bool = True
     """Fix the hand joints the published runs do not actuate."""
     control_timestep: float = 0.05
+    physics_timestep: float = 0.005
     n_steps_lookahead: int = 10
     """Steps of upcoming keys in the goal observation."""
     n_seconds_lookahead: float | None = None
@@ -79,6 +80,8 @@ class PianoTask:
     change_color_on_activation: bool = True
     """Colour pressed keys (what people see in clips)."""
     randomize_hand_positions: bool = False
+    attachment_yaw: float = 0.0
+    """Yaw of the hands' attachment, in degrees."""
     stretch: float = 1.0
     """Tempo factor of the song (2: half as fast)."""
     shift: int = 0
@@ -89,6 +92,7 @@ class PianoTask:
     def __post_init__(self) -> None:
         checks = {
             "control_timestep": self.control_timestep > 0,
+            "physics_timestep": 0 < self.physics_timestep <= self.control_timestep,
             "n_steps_lookahead": self.n_steps_lookahead >= 0,
             "initial_buffer_time": self.initial_buffer_time >= 0,
             "energy_penalty_coef": self.energy_penalty_coef >= 0,
