@@ -679,14 +679,18 @@ def cmd_finetune(args: list[str]) -> int:
             label, f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}", f"{r.max():.1f}"
         )
     Console().print(table)
-    acc = result.metrics.get("cpl/val_accuracy")
-    if acc is not None:
-        print(
-            f"held-out pairs: implied preference accuracy {acc:.2f} (original policy "
-            f"{result.metrics['cpl/val_accuracy_start']:.2f})"
-        )
-    print(f"run directory: {result.run_dir} (prefrl eval {result.run_dir} --video out.mp4)")
+    _print_cpl_end(result.metrics, "original policy", result.run_dir)
     return 0
+
+
+def _print_cpl_end(metrics: dict, start: str, run_dir: Path) -> None:
+    """The held-out accuracy of a CPL run (and of its start) and where the run is."""
+    if "cpl/val_accuracy" in metrics:
+        print(
+            f"held-out pairs: implied preference accuracy {metrics['cpl/val_accuracy']:.2f} "
+            f"({start} {metrics['cpl/val_accuracy_start']:.2f})"
+        )
+    print(f"run directory: {run_dir} (prefrl eval {run_dir} --video out.mp4)")
 
 
 def cmd_offline_cpl(args: list[str]) -> int:
@@ -711,12 +715,7 @@ def cmd_offline_cpl(args: list[str]) -> int:
         f"{m['eval/score_mean']:.1f} +- {m['eval/score_std']:.1f} (return "
         f"{m['eval/return_mean']:.1f})"
     )
-    if "cpl/val_accuracy" in m:
-        print(
-            f"held-out pairs: implied preference accuracy {m['cpl/val_accuracy']:.2f} (BC "
-            f"policy {m['cpl/val_accuracy_start']:.2f})"
-        )
-    print(f"run directory: {result.run_dir} (prefrl eval {result.run_dir} --video out.mp4)")
+    _print_cpl_end(m, "BC policy", result.run_dir)
     return 0
 
 
