@@ -463,6 +463,12 @@ def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_p
     # (BC on the uniform data's actions alone gives means near 0.)
     assert action[0] > 0.1 and action[0] > 2 * abs(action[1]), action
     assert main(["eval", str(result.run_dir), "--episodes", "1"]) == 0
+    args = ["offline-cpl", "--dataset", str(tmp_path / "ds"), "--labels", str(tmp_path / "q.json"),
+            "--hidden-dims", "16", "--bc-steps", "100", "--steps", "20", "--eval-episodes", "1",
+            "--runs-dir", str(tmp_path / "runs"), "--name", "cli", "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "CPL on 300 pairs (20 steps): normalised score" in out and "(BC policy " in out
     # Bad input fails before a run directory is made: queries without labels.
     sample_queries(data, 20, length=10).save(tmp_path / "unlabelled.json")
     with pytest.raises(ValueError, match="without labels"):
