@@ -148,6 +148,12 @@ def test_rater_prefers_a_property_at_equal_progress():
             segment_scores(segs, bad)
     with pytest.raises(ValueError, match="'fast@return' is invalid|rater 'fast'"):
         segment_scores(segs, "fast@return")
+    # Weighted standardised scores: a small weight on the property keeps progress first, a
+    # large one lets it decide.
+    assert np.argsort(segment_scores(segs, "return+0.05*low-action")).tolist() == [0, 1, 2, 3]
+    assert np.argsort(segment_scores(segs, "return+100*low-action")).tolist() == [1, 3, 2, 0]
+    with pytest.raises(ValueError, match="weight in 'x\\*low-action' is not a number"):
+        segment_scores(segs, "return+x*low-action")
 
 
 def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):

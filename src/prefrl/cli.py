@@ -640,9 +640,9 @@ class RateArgs:
     rater: str = "return"
     """return (true return), low-action (smaller actions), obs:I (higher observation I on
     average), low-obs:I (lower), piano-f1 / piano-wrong-keys (piano runs: higher key-press F1 /
-    fewer keys pressed that the song did not ask for), or A@B/N: A at equal B, e.g.
-    low-action@return/5 (N bands of B's score; a higher band always wins, inside a band A
-    decides)."""
+    fewer keys pressed that the song did not ask for), A+w*B: weighted standardised scores,
+    e.g. return+0.5*low-action, or A@B/N: A at equal B, e.g. low-action@return/5 (N bands of
+    B's score; a higher band always wins, inside a band A decides)."""
     noise: float = 0.0
     """Std of the rating noise, as a share of the 1-100 scale."""
     seed: int = 0

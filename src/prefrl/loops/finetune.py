@@ -65,11 +65,27 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
     `piano-f1` prefers a higher key-press F1, `piano-wrong-keys` fewer keys pressed that the
     song did not ask for.
 
+    `A+w*B` weighs standardised scores: `return+0.5*low-action` is the return plus half as many
+    standard deviations of action size (smaller is better).
     `A@B/N` prefers A at equal B: the segments are cut into N equal-width bands of B's score
     (default 5); a higher band always wins, and inside a band A decides. `low-action@return` is
     "smaller actions at equal progress": pairs across bands still teach progress, pairs inside a
     band teach the property.
     """
+    if "+" in rater:
+        total = np.zeros(len(segments))
+        for term in rater.split("+"):
+            weight, _, name = term.rpartition("*")
+            try:
+                w = float(weight) if weight else 1.0
+            except ValueError:
+                w = float("nan")
+            if not np.isfinite(w):
+                raise ValueError(f"rater {rater!r}: the weight in {term!r} is not a number")
+            score = segment_scores(segments, name, env_id)
+            std = score.std()
+            total += w * (score - score.mean()) / (std if std > 0 else 1.0)
+        return total
     if "@" in rater:
         secondary, primary = rater.split("@", 1)
         primary, _, bands_text = primary.partition("/")
@@ -107,7 +123,8 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         return -mean if rater.startswith("low-") else mean
     raise ValueError(
         f"rater {rater!r} is invalid: expected return, low-action, obs:I, low-obs:I, piano-f1, "
-        "piano-wrong-keys, or A@B/N (A at equal B, in N bands of B)"
+        "piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N (A at equal B, in N "
+        "bands of B)"
     )
 
 
