@@ -48,25 +48,28 @@ def start_checkpoints(run: Path) -> tuple[Path, list[Path]]:
     return ckpts[i][1], around
 
 
-def mean_squared_action(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> float:
-    """The deterministic policy's mean squared action over whole episodes (what the low-action
-    rater prefers small)."""
+def behaviour(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> dict:
+    """What property raters judge, for the deterministic policy over whole episodes: its mean
+    squared action (low-action) and its mean observation per dimension (obs:I, low-obs:I)."""
     loaded = load_policy(policy_path)
     env = make_env(loaded.config.env, seed=seed)
-    params, total, steps = loaded.state.actor_params, 0.0, 0
+    params, actions, observations = loaded.state.actor_params, [], []
     try:
         for i in range(episodes):
             obs, _ = env.reset(seed=seed + i)
             done = False
             while not done:
                 action = np.asarray(loaded.sac.act(params, obs, None, 0, deterministic=True))
+                observations.append(obs)
                 obs, _, term, trunc, _ = env.step(action)
-                total += float((action**2).mean())
-                steps += 1
+                actions.append(action)
                 done = term or trunc
     finally:
         env.close()
-    return total / steps
+    return {
+        "mean_squared_action": float((np.stack(actions) ** 2).mean()),
+        "mean_observation": np.stack(observations).mean(0).round(4).tolist(),
+    }
 
 
 def main() -> None:
@@ -128,7 +131,7 @@ def main() -> None:
                 finals.append(float(result.finetuned_returns.mean()))
                 # For every rater: the return rater's runs are the baseline a property rater's
                 # change in action size is judged against.
-                props.append(mean_squared_action(result.run_dir))
+                props.append(behaviour(result.run_dir))
                 print(
                     f"{env} {'conservative' if conservative else 'no conservative term'} seed "
                     f"{seed}: {starts[-1]:.1f} -> {finals[-1]:.1f}"
@@ -151,8 +154,11 @@ def main() -> None:
                 "command": command,
             }
             if props:
-                row["mean_squared_action_start"] = mean_squared_action(start)
-                row["mean_squared_action_finetuned"] = props
+                start_props = behaviour(start)
+                row["mean_squared_action_start"] = start_props["mean_squared_action"]
+                row["mean_squared_action_finetuned"] = [p["mean_squared_action"] for p in props]
+                row["mean_observation_start"] = start_props["mean_observation"]
+                row["mean_observation_finetuned"] = [p["mean_observation"] for p in props]
             rows[(env, args.rater, conservative, args.steps)] = row
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(
