@@ -16,6 +16,7 @@ Writes benchmarks/results/piano.json.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -43,16 +44,7 @@ def raw_env(song: str, task: PianoTask, seed: int):
     _quiet_import()
     from robopianist import suite
 
-    kwargs = {
-        "n_steps_lookahead": task.n_steps_lookahead,
-        "trim_silence": task.trim_silence,
-        "gravity_compensation": task.gravity_compensation,
-        "reduced_action_space": task.reduced_action_space,
-        "control_timestep": task.control_timestep,
-        "primitive_fingertip_collisions": task.primitive_fingertip_collisions,
-        "change_color_on_activation": task.change_color_on_activation,
-    }
-    return suite.load(f"RoboPianist-{song}-v0", seed=seed, task_kwargs=kwargs)
+    return suite.load(f"RoboPianist-{song}-v0", seed=seed, task_kwargs=task.task_kwargs())
 
 
 def time_raw(env, actions: np.ndarray) -> float:
@@ -126,8 +118,6 @@ def train_debug(runs: Path) -> dict:
     from prefrl.loops.rl import train_rl
 
     config = RL_PRESETS["robopianist-debug"].config
-    import dataclasses
-
     run = runs / "piano-debug"
     config = dataclasses.replace(config, runs_dir=runs, name=run.name, progress=False,
                                  resume=run if (run / "config.json").exists() else None)  # fmt: skip

@@ -89,6 +89,14 @@ class PianoTask:
     camera: str = "piano/back"
     """The camera clips and videos use."""
 
+    def task_kwargs(self) -> dict:
+        """The settings robopianist's task takes (the rest are prefrl's: observation, song,
+        camera)."""
+        ours = ("action_reward_observation", "stretch", "shift", "camera")
+        return {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ours
+        }
+
     def __post_init__(self) -> None:
         checks = {
             "control_timestep": self.control_timestep > 0,
@@ -232,12 +240,7 @@ class PianoEnv(gym.Env):
 
         self.song, self.task_settings = song, task
         midi = load_midi(song, task.stretch, task.shift)
-        kwargs = {
-            f.name: getattr(task, f.name)
-            for f in dataclasses.fields(task)
-            if f.name not in ("action_reward_observation", "stretch", "shift", "camera")
-        }
-        self._task = piano_with_shadow_hands.PianoWithShadowHands(midi=midi, **kwargs)
+        self._task = piano_with_shadow_hands.PianoWithShadowHands(midi=midi, **task.task_kwargs())
         self._env = composer_utils.Environment(
             task=self._task, random_state=0, strip_singleton_obs_buffer_dim=True,
             recompile_physics=False, legacy_step=True,

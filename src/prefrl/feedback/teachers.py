@@ -190,8 +190,12 @@ class ScriptedTeacher:
         if self.config.judge != "return":
             from prefrl.envs.piano import step_scores
 
-            left = replace(left, reward=step_scores(self.env_id, left.state, self.config.judge))
-            right = replace(right, reward=step_scores(self.env_id, right.state, self.config.judge))
+            # One replay of both sides: each call makes (and compiles) a piano env.
+            scores = step_scores(
+                self.env_id, np.concatenate([left.state, right.state]), self.config.judge
+            )
+            left = replace(left, reward=scores[: len(left)])
+            right = replace(right, reward=scores[len(left) :])
         both = Segments.concatenate([left, right])
         scale = (
             self.return_scale(both)

@@ -29,7 +29,7 @@ from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
-from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 
 
@@ -151,18 +151,14 @@ def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) 
 
 
 @dataclass(frozen=True)
-class FinetuneConfig:
-    """Fine-tune a SAC policy with CPL from the ratings of a rating run."""
+class CPLRun:
+    """What every CPL run has: its steps, the pairs it uses and holds out, its evaluation and
+    where it goes (`FinetuneConfig`, `offline_cpl.OfflineCPLConfig`)."""
 
-    policy: Path = Path("runs/policy")
-    """The SAC run directory (its latest checkpoint) or a checkpoint to start from."""
-    ratings: Path = Path("runs/ratings")
-    """A rating run (`prefrl collect`), rated by a person or `prefrl rate`."""
-    cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
     steps: int = 2000
     """CPL gradient steps."""
     max_pairs: int | None = None
-    """Train on a random subset of this many pairs (None: every pair the ratings give)."""
+    """Train on a random subset of this many pairs (None: every pair)."""
     val_fraction: float = 0.1
     """Share of the pairs held out to measure the implied preference's accuracy."""
     eval_episodes: int = 10
@@ -172,16 +168,28 @@ class FinetuneConfig:
     runs_dir: Path = Path("runs")
 
     def __post_init__(self) -> None:
-        for field in ("steps", "eval_episodes", "log_interval"):
-            if getattr(self, field) <= 0:
-                raise ValueError(
-                    f"--{field.replace('_', '-')}={getattr(self, field)} is invalid: expected a "
-                    "positive integer"
-                )
-        if self.max_pairs is not None and self.max_pairs < 1:
-            raise ValueError(f"--max-pairs={self.max_pairs} is invalid: expected >= 1 or None")
-        if not 0 <= self.val_fraction < 1:
-            raise ValueError(f"--val-fraction={self.val_fraction} is invalid: expected [0, 1)")
+        check_fields(self, self.checks(), "--")
+
+    def checks(self) -> dict[str, tuple[bool, str]]:
+        """Field -> (valid, what is accepted); subclasses add theirs."""
+        return {
+            "steps": (self.steps >= 1, "a positive integer"),
+            "max_pairs": (self.max_pairs is None or self.max_pairs >= 1, ">= 1 or None"),
+            "val_fraction": (0 <= self.val_fraction < 1, "a share in [0, 1)"),
+            "eval_episodes": (self.eval_episodes >= 1, "a positive integer"),
+            "log_interval": (self.log_interval >= 1, "a positive integer"),
+        }
+
+
+@dataclass(frozen=True)
+class FinetuneConfig(CPLRun):
+    """Fine-tune a SAC policy with CPL from the ratings of a rating run."""
+
+    policy: Path = Path("runs/policy")
+    """The SAC run directory (its latest checkpoint) or a checkpoint to start from."""
+    ratings: Path = Path("runs/ratings")
+    """A rating run (`prefrl collect`), rated by a person or `prefrl rate`."""
+    cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from prefrl.agents.sac import SAC, SACConfig
 from prefrl.loops.common import open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.finetune import (
+    CPLRun,
     batch_of,
     cpl_accuracy,
     pair_arrays,
@@ -33,13 +34,13 @@ from prefrl.loops.finetune import (
 from prefrl.loops.offline import load_labelled_queries, load_scored_dataset
 from prefrl.loops.rl import LoadedPolicy, RLConfig
 from prefrl.rundir.checkpoints import write_json
-from prefrl.rundir.config import check_fields, config_to_dict
+from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
 
 @dataclass(frozen=True)
-class OfflineCPLConfig:
+class OfflineCPLConfig(CPLRun):
     """Learn a policy from a dataset's labelled queries with CPL (BC on the dataset first)."""
 
     dataset: Path = Path("datasets/hopper-medium-replay")
@@ -51,27 +52,19 @@ class OfflineCPLConfig:
     here, not fine-tuning's 0.01: on Hopper medium-replay (500 Oracle pairs) BC scored 10.6,
     1000 CPL steps gave 12.9 at weight 0.1 and 8.9 at 0.01, and 5000 steps collapsed (-0.3) at
     either weight."""
+    steps: int = 1000
+    """CPL gradient steps (more over-fit the pairs: see --cpl)."""
     hidden_dims: tuple[int, ...] = (256, 256)
     """The policy's hidden widths."""
     bc_steps: int = 20_000
     """Behaviour-cloning steps on the whole dataset before CPL (0: start from a random policy)."""
     bc_lr: float = 3e-4
     bc_batch_size: int = 256
-    steps: int = 1000
-    """CPL gradient steps (more over-fit the pairs: see --cpl)."""
-    max_pairs: int | None = None
-    """Train on a random subset of this many pairs (None: all)."""
-    val_fraction: float = 0.1
-    """Share of the pairs held out to measure the implied preference's accuracy."""
-    eval_episodes: int = 10
-    log_interval: int = 100
-    seed: int = 0
-    name: str | None = None
-    runs_dir: Path = Path("runs")
     progress: bool = True
 
-    def __post_init__(self) -> None:
-        checks = {
+    def checks(self) -> dict[str, tuple[bool, str]]:
+        return {
+            **super().checks(),
             "hidden_dims": (
                 bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
                 "one or more positive widths",
@@ -79,13 +72,7 @@ class OfflineCPLConfig:
             "bc_steps": (self.bc_steps >= 0, ">= 0"),
             "bc_lr": (self.bc_lr > 0, "a positive number"),
             "bc_batch_size": (self.bc_batch_size >= 1, "a positive integer"),
-            "steps": (self.steps >= 1, "a positive integer"),
-            "max_pairs": (self.max_pairs is None or self.max_pairs >= 1, ">= 1 or None"),
-            "val_fraction": (0 <= self.val_fraction < 1, "a share in [0, 1)"),
-            "eval_episodes": (self.eval_episodes >= 1, "a positive integer"),
-            "log_interval": (self.log_interval >= 1, "a positive integer"),
         }
-        check_fields(self, checks, "")
 
 
 @dataclass

@@ -55,11 +55,12 @@ def _convert(hint, value):
 
 def check_fields(config: Any, checks: dict[str, tuple[bool, str]], label: str) -> None:
     """Refuse the first field whose check fails: `{label}{name}={value!r} is invalid: expected
-    {accepted}` (a `label` ending in "-" names the field as its flag, with dashes)."""
+    {accepted}`. A `label` ending in "-" names the field with dashes after the label's text
+    ("CPL -" -> "CPL bias-..."); the label "--" names it as its command-line flag."""
+    prefix = label if label == "--" else label.rstrip("-")
     for name, (ok, accepted) in checks.items():
         if not ok:
             shown = name.replace("_", "-") if label.endswith("-") else name
             raise ValueError(
-                f"{label.rstrip('-')}{shown}={getattr(config, name)!r} is invalid: "
-                f"expected {accepted}"
+                f"{prefix}{shown}={getattr(config, name)!r} is invalid: expected {accepted}"
             )
