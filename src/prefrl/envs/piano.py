@@ -327,6 +327,18 @@ class PianoEnv(gym.Env):
         sustain = np.concatenate([[False], self.sustain()])[:frames]
         return keys_audio(pressed, self.fps, sustain), SAMPLE_RATE
 
+    def clip_audio(self, states: np.ndarray) -> tuple[np.ndarray, int]:
+        """The sound of a clip re-created from stored states (one frame each): the keys and
+        pedal down in each state."""
+        from prefrl.render.audio import SAMPLE_RATE, keys_audio
+
+        pressed, sustain = [], []
+        for state in states:
+            self.set_state(state)
+            pressed.append(self.key_activation())
+            sustain.append(self.sustain_activation())
+        return keys_audio(np.stack(pressed), self.fps, np.asarray(sustain)), SAMPLE_RATE
+
     def episode_metrics(self) -> dict[str, float]:
         pressed = self.pressed_keys()
         return key_press_metrics(pressed, self.target_keys()[: len(pressed)])

@@ -107,7 +107,9 @@ def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
         cpl = CPL(config.cpl, dataset.action_dim, config.hidden_dims)
 
         def scores(params) -> tuple[np.ndarray, np.ndarray]:
-            act = jax.jit(lambda o: sac.act(params, o, None, 0, deterministic=True))
+            # sac.act is jitted already; wrapping it again would bake the parameters into a
+            # fresh compilation per call.
+            act = lambda o: sac.act(params, o, None, 0, deterministic=True)
             returns = evaluate(act, envs, config.seed + 3_000_000).returns
             return dataset.normalized_score(returns), returns
 
