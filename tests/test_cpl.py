@@ -94,6 +94,16 @@ def test_bad_cpl_settings_are_refused():
         CPLConfig(bias=1.5)
     with pytest.raises(ValueError, match="CPL conservative='l2' is invalid"):
         CPLConfig(conservative="l2")
+    # Run settings are named as their command-line flags.
+    from prefrl.loops.finetune import FinetuneConfig
+    from prefrl.loops.offline_cpl import OfflineCPLConfig
+
+    with pytest.raises(ValueError, match=r"--max-pairs=0 is invalid: expected >= 1 or None"):
+        FinetuneConfig(max_pairs=0)
+    with pytest.raises(ValueError, match=r"--bc-steps=-1 is invalid"):
+        OfflineCPLConfig(bc_steps=-1)
+    with pytest.raises(ValueError, match=r"--val-fraction=1.0 is invalid"):
+        OfflineCPLConfig(val_fraction=1.0)
 
 
 def test_ratings_become_every_pair_once():

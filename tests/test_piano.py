@@ -41,7 +41,10 @@ def song(tmp_path):
 
 
 def test_piano_env_flags_state_restore_and_episode_metrics(song):
-    env = make_env(f"robopianist:{song} --control-timestep 0.1 --n-steps-lookahead 2", seed=0)
+    env = make_env(
+        f"robopianist:{song} --control-timestep 0.1 --n-steps-lookahead 2 --attachment-yaw 5",
+        seed=0,
+    )
     # 2 s of song at 10 steps/s; goal (3 x 89) + fingering + piano + hands + last action/reward.
     assert env.max_episode_steps == 20 and env.fps == 10.0
     assert env.action_space.low.min() == -1 and env.action_space.high.max() == 1
@@ -97,6 +100,7 @@ def test_bad_piano_ids_say_what_is_wrong(tmp_path, song, monkeypatch):
         f"robopianist:{tmp_path / 'empty.mid'}": "has no notes",
         "robopianist:twinkle": "not a bundled song",
         f"robopianist:{song} --no-such-flag": "bad task flags",
+        f"robopianist:{song} --physics-timestep 0.1": "physics-timestep|bad task flags",
     }
     for env_id, message in cases.items():
         with pytest.raises((ValueError, FileNotFoundError), match=message):
