@@ -105,9 +105,15 @@ def test_bad_piano_ids_say_what_is_wrong(tmp_path, song, monkeypatch):
     for env_id, message in cases.items():
         with pytest.raises((ValueError, FileNotFoundError), match=message):
             make_env(env_id)
-    # Without the piano extra, the error gives the install command.
+    # Without the piano extra, configs naming piano tasks (the presets) still load; making the
+    # env gives the install command.
+    from prefrl.loops.rl import RLConfig
+
     for name in ("robopianist", "robopianist.music", "robopianist.suite"):
         monkeypatch.setitem(sys.modules, name, None)
+    assert RLConfig(env="robopianist:debug-TwinkleTwinkleRousseau").env.startswith("robopianist")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        RLConfig(env=f"robopianist:{tmp_path / 'missing.mid'}")
     with pytest.raises(ImportError, match=r"pip install 'prefrl\[piano\]'"):
         make_env(f"robopianist:{song}")
 

@@ -130,12 +130,25 @@ def parse_piano_id(name: str) -> tuple[str, PianoTask]:
     return song, task
 
 
-def song_ids() -> list[str]:
-    """The bundled songs, as `robopianist:` ids (the etude and repertoire songs also need
-    robopianist's separately downloaded MIDI data)."""
+def piano_installed() -> bool:
     try:
         _quiet_import()
     except ImportError:
+        return False
+    return True
+
+
+def check_song_file(song: str) -> None:
+    """A song given as a MIDI path must exist (what can be checked without robopianist)."""
+    path = Path(song)
+    if path.suffix.lower() in (".mid", ".midi") and not path.exists():
+        raise FileNotFoundError(f"robopianist:{song}: MIDI file {path} does not exist")
+
+
+def song_ids() -> list[str]:
+    """The bundled songs, as `robopianist:` ids (the etude and repertoire songs also need
+    robopianist's separately downloaded MIDI data)."""
+    if not piano_installed():
         return []
     from robopianist import suite
 
@@ -162,8 +175,7 @@ def load_midi(song: str, stretch: float = 1.0, shift: int = 0):
                 f"robopianist:{song}: not a bundled song nor a .mid/.midi file (bundled debug "
                 f"songs: {bundled}; `prefrl envs robopianist` lists all)"
             )
-        if not path.exists():
-            raise FileNotFoundError(f"robopianist:{song}: MIDI file {path} does not exist")
+        check_song_file(song)
         source = path
     try:
         midi = music.load(source, stretch=stretch, shift=shift)

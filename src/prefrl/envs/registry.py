@@ -115,10 +115,16 @@ def _make_gym(name: str, render: RenderSettings | None):
 
 
 def _check_piano(name: str) -> None:
-    from prefrl.envs.piano import load_midi, parse_piano_id
+    """The flags always; the song too when the piano extra is installed. Without it an id is
+    still accepted (configs and presets name piano tasks on machines without the extra), and
+    making the env says how to install it."""
+    from prefrl.envs.piano import check_song_file, load_midi, parse_piano_id, piano_installed
 
     song, task = parse_piano_id(name)
-    load_midi(song, task.stretch, task.shift)
+    if piano_installed():
+        load_midi(song, task.stretch, task.shift)
+    else:
+        check_song_file(song)
 
 
 def _make_piano(name: str, render: RenderSettings | None):
