@@ -72,6 +72,20 @@ def behaviour(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> di
     }
 
 
+def row_key(row: dict) -> tuple:
+    """One row per setting (rows from before `bias` and the weight were recorded used the
+    defaults, 0.5 and 0.01)."""
+    weight = row.get("conservative_weight", 0.01 if row["conservative"] else 0.0)
+    return (
+        row["env"],
+        row["rater"],
+        row["conservative"],
+        row["steps"],
+        row.get("bias", 0.5),
+        weight,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", default=["Hopper-v5"])
@@ -82,6 +96,10 @@ def main() -> None:
     parser.add_argument("--rater", default="return")
     parser.add_argument("--rater-noise", type=float, default=0.05)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--bias", type=float, default=0.5, help="CPL's λ (1: no bias)")
+    parser.add_argument(
+        "--conservative-weight", type=float, default=0.01, help="weight of the MSE term when on"
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
@@ -93,7 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {(r["env"], r["rater"], r["conservative"], r["steps"]): r for r in existing["results"]}
+    rows = {row_key(r): r for r in existing["results"]}
     runs = Path(args.runs_dir)
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
@@ -108,11 +126,20 @@ def main() -> None:
         for conservative in settings:
             starts, finals, props = [], [], []
             for seed in args.seeds:
-                name = f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}_s{seed}"
+                variant = (
+                    ""
+                    if (args.bias, args.conservative_weight) == (0.5, 0.01)
+                    else (f"_b{args.bias:g}_w{args.conservative_weight:g}")
+                )
+                name = (
+                    f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
+                    f"_s{seed}"
+                )
                 shutil.rmtree(runs / name, ignore_errors=True)
                 cpl = CPLConfig(
                     conservative="mse" if conservative else "none",
-                    conservative_weight=0.01 if conservative else 0.0,
+                    conservative_weight=args.conservative_weight if conservative else 0.0,
+                    bias=args.bias,
                 )
                 result = finetune(
                     FinetuneConfig(
@@ -151,6 +178,8 @@ def main() -> None:
                 "finetuned_returns": finals,
                 "ratio": float(np.mean(finals) / np.mean(starts)),
                 "steps": args.steps,
+                "bias": args.bias,
+                "conservative_weight": args.conservative_weight if conservative else 0.0,
                 "command": command,
             }
             if props:
@@ -159,7 +188,7 @@ def main() -> None:
                 row["mean_squared_action_finetuned"] = [p["mean_squared_action"] for p in props]
                 row["mean_observation_start"] = start_props["mean_observation"]
                 row["mean_observation_finetuned"] = [p["mean_observation"] for p in props]
-            rows[(env, args.rater, conservative, args.steps)] = row
+            rows[row_key(row)] = row
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(
                 json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
