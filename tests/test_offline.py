@@ -456,6 +456,9 @@ def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_p
     result = train_offline_cpl(config)
     m = result.metrics
     assert m["pairs"] == 300 and m["cpl/val_accuracy"] > m["cpl/val_accuracy_start"] + 0.1
+    assert m["cpl/train_accuracy"] > m["cpl/train_accuracy_start"] + 0.1
+    assert m["cpl/train_loss"] < m["cpl/train_loss_start"]
+    assert np.isfinite(m["cpl/train_advantage_median"])
     # The saved policy is a SAC checkpoint `prefrl eval` plays; its first action went up.
     policy = load_policy(result.run_dir)
     obs = data.observations[:500]

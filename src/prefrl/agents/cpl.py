@@ -135,8 +135,9 @@ class CPL:
             "conservative_loss": reg,
             "accuracy": correct.sum() / jnp.maximum(decided.sum(), 1),
             "grad_norm": optax.tree.norm(grads),
-            # With λ < 1 the loss also falls when every segment's likelihood rises; a mean
-            # advantage climbing while accuracy stays put shows that happening.
+            # With λ < 1 the loss also falls when every likelihood rises: once advantages are
+            # positive, A⁺ > λ A⁻ holds for pairs still ordered wrongly. A rising mean beside a
+            # flat accuracy shows the loss being met that way.
             "advantage_mean": 0.5 * (a_left.mean() + a_right.mean()),
             # 1 while every new parameter is finite: the NaN guard reads one scalar per step
             # instead of copying the parameters to the host.

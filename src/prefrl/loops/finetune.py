@@ -20,7 +20,7 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from prefrl.agents.cpl import CPL, CPLConfig
+from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
 from prefrl.data.segments import LABEL_TARGET, Label, Segments
 from prefrl.feedback.ratings import ratings_to_pairs, scripted_ratings
 from prefrl.feedback.store import FeedbackStore, run_info
@@ -274,9 +274,7 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
         "pairs": len(train) + len(val),
         **provenance,
     }
-    if len(val):
-        summary["cpl/val_accuracy"] = cpl_accuracy(cpl, params, batch_of(data, val))
-        summary["cpl/val_accuracy_start"] = cpl_accuracy(cpl, original, batch_of(data, val))
+    summary.update(pair_summary(cpl, original, params, data, train, val))
     metrics.log(config.steps, {k: v for k, v in summary.items() if isinstance(v, float)})
     save_actor(run_dir, loaded, params, config.steps)
     write_json(run_dir / "summary.json", {**summary, "time": time.time()})
@@ -346,19 +344,47 @@ def train_cpl(
         if step % log_interval == 0 or step == steps:
             row = {f"cpl/{k}": v for k, v in m.items()}
             if len(val):
-                row["cpl/val_accuracy"] = cpl_accuracy(cpl, state.params, batch_of(data, val))
+                row["cpl/val_accuracy"] = pair_stats(cpl, state.params, batch_of(data, val))[
+                    "accuracy"
+                ]
             metrics.log(step, row)
     return state.params
 
 
-def cpl_accuracy(cpl: CPL, params, batch) -> float:
-    """Share of the decided pairs whose implied preference (higher α Σ log π) is the label's."""
-    a_left = np.asarray(cpl.advantages(params, batch["obs_left"], batch["action_left"]))
-    a_right = np.asarray(cpl.advantages(params, batch["obs_right"], batch["action_right"]))
+def pair_stats(cpl: CPL, params, batch) -> dict[str, float]:
+    """On labelled pairs: `accuracy`, the share of the decided pairs whose implied preference
+    (higher α Σ log π) is the label's; the CPL `loss`; the `advantage_median` of their segments.
+    A loss near 0 at a low accuracy with a high median means the loss was met by raising every
+    likelihood, not by ordering the pairs (possible with a bias λ < 1)."""
+
+    def advantages(side: str) -> np.ndarray:  # in chunks: all pairs of long segments are big
+        obs, action = batch[f"obs_{side}"], batch[f"action_{side}"]
+        return np.concatenate(
+            [np.asarray(cpl.advantages(params, obs[i : i + 256], action[i : i + 256]))
+             for i in range(0, len(obs), 256)]
+        )  # fmt: skip
+
+    a_left, a_right = advantages("left"), advantages("right")
+    loss = cpl_loss(a_left, a_right, batch["target"], batch["weight"], cpl.config.bias)
     decided = batch["target"] != 0.5
-    if not decided.any():
-        return float("nan")
-    return float(((a_right > a_left) == (batch["target"] > 0.5))[decided].mean())
+    right = (a_right > a_left) == (batch["target"] > 0.5)
+    return {
+        "accuracy": float(right[decided].mean()) if decided.any() else float("nan"),
+        "loss": float(loss),
+        "advantage_median": float(np.median(np.concatenate([a_left, a_right]))),
+    }
+
+
+def pair_summary(cpl: CPL, start, final, data, train, val) -> dict[str, float]:
+    """`cpl/{train,val}_{accuracy,loss,advantage_median}` of the final parameters, and of the
+    start with `_start` appended (no val entries when nothing is held out)."""
+    out = {}
+    for part, idx in (("train", train), ("val", val)):
+        if len(idx):
+            for suffix, params in (("", final), ("_start", start)):
+                stats = pair_stats(cpl, params, batch_of(data, idx))
+                out.update({f"cpl/{part}_{k}{suffix}": v for k, v in stats.items()})
+    return out
 
 
 def save_actor(run_dir: Path, loaded, actor_params, step: int, source: str | None = None) -> None:

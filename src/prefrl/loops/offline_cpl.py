@@ -24,9 +24,8 @@ from prefrl.loops.common import open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.finetune import (
     CPLRun,
-    batch_of,
-    cpl_accuracy,
     pair_arrays,
+    pair_summary,
     save_actor,
     split_pairs,
     train_cpl,
@@ -140,9 +139,7 @@ def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
             "eval/bc_score_std": float(bc_scores.std()),
             "pairs": int(len(train) + len(val)),
         }
-        if len(val):
-            summary["cpl/val_accuracy"] = cpl_accuracy(cpl, params, batch_of(data, val))
-            summary["cpl/val_accuracy_start"] = cpl_accuracy(cpl, start, batch_of(data, val))
+        summary.update(pair_summary(cpl, start, params, data, train, val))
         metrics.log(config.bc_steps + config.steps, {k: v for k, v in summary.items()
                                                       if isinstance(v, float)})  # fmt: skip
         save_actor(run_dir, loaded, params, config.steps, str(config.dataset))
