@@ -62,6 +62,18 @@ SETTINGS = {
     ),
 }
 
+# Other settings to compare against SETTINGS (`--variant NAME`; runs and rows carry the name).
+VARIANTS = {
+    # Christiano's 2x64 reward nets (about 1/100 of the arithmetic per comparison-epoch of
+    # 3 x 3x256), so every fit can take its full 20 epochs without the overhead of the
+    # 20-epoch run.
+    "small-reward": {
+        "HalfCheetah-v5": dataclasses.replace(
+            SETTINGS["HalfCheetah-v5"], reward=RewardConfig(hidden_dims=(64, 64))
+        ),
+    },
+}
+
 
 def _final_return(run_dir: Path) -> float:
     rows = [r for r in read_metrics(run_dir) if "eval/return_mean" in r]
@@ -134,6 +146,11 @@ def main() -> None:
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
     parser.add_argument("--resume", action="store_true")
     parser.add_argument(
+        "--variant",
+        choices=list(VARIANTS),
+        help="other settings (see VARIANTS); SAC on the true reward is the same run as without",
+    )
+    parser.add_argument(
         "--only",
         choices=["pref", "true"],
         help="train only one side (e.g. two processes side by side); a later plain invocation "
@@ -144,10 +161,12 @@ def main() -> None:
     command = "python benchmarks/label_efficiency.py " + " ".join(sys.argv[1:])
 
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {(r["env"], r["teacher"]): r for r in existing["results"]}
+    rows = {(r["env"], r["teacher"], r.get("variant")): r for r in existing["results"]}
     for env in args.envs:
+        if args.variant and env not in VARIANTS[args.variant]:
+            raise SystemExit(f"variant {args.variant!r} has no settings for {env}")
         pref = dataclasses.replace(
-            SETTINGS[env],
+            VARIANTS[args.variant][env] if args.variant else SETTINGS[env],
             teacher=TeacherConfig(args.teacher),
             steps=args.steps or SETTINGS[env].steps,
             runs_dir=runs,
@@ -158,7 +177,8 @@ def main() -> None:
         feedback_timed: list[bool] = []
         for seed in args.seeds:
             tag = env.replace(":", "-")
-            p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}_s{seed}")
+            suffix = f"-{args.variant}" if args.variant else ""
+            p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}{suffix}_s{seed}")
             if args.only == "true":
                 pref_returns.append(float("nan"))
                 pref_wall.append(float("nan"))
@@ -190,9 +210,10 @@ def main() -> None:
         if args.only:
             continue  # one side only: nothing to compare yet
         pm, tm = float(np.mean(pref_returns)), float(np.mean(true_returns))
-        rows[(env, args.teacher)] = {
+        rows[(env, args.teacher, args.variant)] = {
             "env": env,
             "teacher": args.teacher,
+            **({"variant": args.variant} if args.variant else {}),
             "labels": pref.schedule.budget,
             "steps": pref.steps,
             "seeds": len(args.seeds),
@@ -213,7 +234,7 @@ def main() -> None:
             "loop_overhead_includes_query_selection": all(feedback_timed),
             "command": command,
         }
-        r = rows[(env, args.teacher)]
+        r = rows[(env, args.teacher, args.variant)]
         print(
             f"{env} [{args.teacher}, {r['labels']} labels, {r['steps']:,} steps, {r['seeds']} "
             f"seeds]: preferences {pm:.1f} +- {r['pref_return_std']:.1f}, true reward {tm:.1f} "
