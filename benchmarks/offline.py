@@ -110,6 +110,9 @@ def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) ->
         score = result.score_mean
     info_path = run_dir / "reward_metrics.json"
     info = json.loads(info_path.read_text()) if info_path.exists() else {}
+    # IQL's score moves a lot between evaluations at this budget: the last three say how much.
+    evals = [float(r["eval/score_mean"]) for r in read_metrics(run_dir) if "eval/score_mean" in r]
+    info["score_last3"] = float(np.mean(evals[-3:]))
     return score, info
 
 
@@ -146,12 +149,14 @@ def benchmark(args) -> None:
     command = "python benchmarks/offline.py " + " ".join(sys.argv[1:])
     for env in args.envs:
         dataset = dataset_for(env)
-        true_scores = [run_one(dataset, None, "true", s, args)[0] for s in args.seeds]
+        true_scores, true_infos = zip(
+            *(run_one(dataset, None, "true", s, args) for s in args.seeds)
+        )
         for teacher in args.teachers:
             labels = queries_for(dataset, teacher, args.queries, args.length)
             for reward in args.rewards:
                 if reward == "true":
-                    scores, infos = true_scores, [{}] * len(true_scores)
+                    scores, infos = true_scores, true_infos
                 else:
                     scores, infos = zip(
                         *(run_one(dataset, labels, reward, s, args) for s in args.seeds)
@@ -166,6 +171,7 @@ def benchmark(args) -> None:
                     "score_mean": float(np.mean(scores)),
                     "score_std": float(np.std(scores)),
                     "scores": [float(x) for x in scores],
+                    "score_last3_mean": [i.get("score_last3") for i in infos],
                     "iql_steps": args.iql_steps,
                     "reward_epochs": args.reward_epochs if reward not in ("true", "cpl") else None,
                     "true_score_mean": float(np.mean(true_scores)),
