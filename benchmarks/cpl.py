@@ -73,17 +73,14 @@ def behaviour(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> di
 
 
 def row_key(row: dict) -> tuple:
-    """One row per setting (rows from before `bias` and the weight were recorded used the
-    defaults, 0.5 and 0.01)."""
-    weight = row.get("conservative_weight", 0.01 if row["conservative"] else 0.0)
+    """One row per setting (rows from before these were recorded used the defaults: λ 0.5,
+    MSE weight 0.01, preference weight 1)."""
+    cons = row["conservative"]
     return (
-        row["env"],
-        row["rater"],
-        row["conservative"],
-        row["steps"],
-        row.get("bias", 0.5),
-        weight,
-    )
+        row["env"], row["rater"], cons, row["steps"], row.get("bias", 0.5),
+        row.get("conservative_weight", 0.01 if cons else 0.0),
+        row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -98,7 +95,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--bias", type=float, default=0.5, help="CPL's λ (1: no bias)")
     parser.add_argument(
-        "--conservative-weight", type=float, default=0.01, help="weight of the MSE term when on"
+        "--conservative-weight", type=float, default=0.01, help="weight of the term when on"
+    )
+    parser.add_argument("--regulariser", choices=["mse", "kl", "bc"], default="mse")
+    parser.add_argument(
+        "--preference-weight",
+        type=float,
+        default=1.0,
+        help="0 with --regulariser bc: behaviour cloning of the rated segments alone (a control)",
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
@@ -126,18 +130,19 @@ def main() -> None:
         for conservative in settings:
             starts, finals, props = [], [], []
             for seed in args.seeds:
-                variant = (
-                    ""
-                    if (args.bias, args.conservative_weight) == (0.5, 0.01)
-                    else (f"_b{args.bias:g}_w{args.conservative_weight:g}")
-                )
+                variant = ""
+                if (args.bias, args.conservative_weight) != (0.5, 0.01):
+                    variant += f"_b{args.bias:g}_w{args.conservative_weight:g}"
+                if (args.regulariser, args.preference_weight) != ("mse", 1.0):
+                    variant += f"_{args.regulariser}_p{args.preference_weight:g}"
                 name = (
                     f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
                     f"_s{seed}"
                 )
                 shutil.rmtree(runs / name, ignore_errors=True)
                 cpl = CPLConfig(
-                    conservative="mse" if conservative else "none",
+                    conservative=args.regulariser if conservative else "none",
+                    preference_weight=args.preference_weight,
                     conservative_weight=args.conservative_weight if conservative else 0.0,
                     bias=args.bias,
                 )
@@ -179,6 +184,8 @@ def main() -> None:
                 "ratio": float(np.mean(finals) / np.mean(starts)),
                 "steps": args.steps,
                 "bias": args.bias,
+                "regulariser": args.regulariser if conservative else "none",
+                "preference_weight": args.preference_weight,
                 "conservative_weight": args.conservative_weight if conservative else 0.0,
                 "command": command,
             }
