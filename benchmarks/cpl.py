@@ -127,25 +127,25 @@ def main() -> None:
             make_rating_run(ratings, env, segments, infos, render_size=None)
             rate_scripted(ratings, args.rater, args.rater_noise)
         settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.conservative]
+        variant = ""  # in run names: settings other than the defaults
+        if (args.bias, args.conservative_weight) != (0.5, 0.01):
+            variant += f"_b{args.bias:g}_w{args.conservative_weight:g}"
+        if (args.regulariser, args.preference_weight) != ("mse", 1.0):
+            variant += f"_{args.regulariser}_p{args.preference_weight:g}"
         for conservative in settings:
+            cpl = CPLConfig(
+                conservative=args.regulariser if conservative else "none",
+                preference_weight=args.preference_weight,
+                conservative_weight=args.conservative_weight if conservative else 0.0,
+                bias=args.bias,
+            )
             starts, finals, props = [], [], []
             for seed in args.seeds:
-                variant = ""
-                if (args.bias, args.conservative_weight) != (0.5, 0.01):
-                    variant += f"_b{args.bias:g}_w{args.conservative_weight:g}"
-                if (args.regulariser, args.preference_weight) != ("mse", 1.0):
-                    variant += f"_{args.regulariser}_p{args.preference_weight:g}"
                 name = (
                     f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
                     f"_s{seed}"
                 )
                 shutil.rmtree(runs / name, ignore_errors=True)
-                cpl = CPLConfig(
-                    conservative=args.regulariser if conservative else "none",
-                    preference_weight=args.preference_weight,
-                    conservative_weight=args.conservative_weight if conservative else 0.0,
-                    bias=args.bias,
-                )
                 result = finetune(
                     FinetuneConfig(
                         policy=start,
@@ -183,10 +183,10 @@ def main() -> None:
                 "finetuned_returns": finals,
                 "ratio": float(np.mean(finals) / np.mean(starts)),
                 "steps": args.steps,
-                "bias": args.bias,
-                "regulariser": args.regulariser if conservative else "none",
-                "preference_weight": args.preference_weight,
-                "conservative_weight": args.conservative_weight if conservative else 0.0,
+                "bias": cpl.bias,
+                "regulariser": cpl.conservative,
+                "preference_weight": cpl.preference_weight,
+                "conservative_weight": cpl.conservative_weight,
                 "command": command,
             }
             if props:

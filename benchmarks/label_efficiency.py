@@ -165,10 +165,11 @@ def main() -> None:
     for env in args.envs:
         if args.variant and env not in VARIANTS[args.variant]:
             raise SystemExit(f"variant {args.variant!r} has no settings for {env}")
+        base = VARIANTS[args.variant][env] if args.variant else SETTINGS[env]
         pref = dataclasses.replace(
-            VARIANTS[args.variant][env] if args.variant else SETTINGS[env],
+            base,
             teacher=TeacherConfig(args.teacher),
-            steps=args.steps or SETTINGS[env].steps,
+            steps=args.steps or base.steps,
             runs_dir=runs,
             progress=False,
             video=False,
