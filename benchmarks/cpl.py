@@ -6,7 +6,9 @@ starting checkpoint's return, in one invocation.
 For each env, the SAC run runs/datasets/<env>_sac_s0 (every checkpoint kept) gives the start:
 the checkpoint whose evaluation return is nearest half the final one. Segments are collected
 from the start checkpoint and its two neighbours at action noise 0, 0.1 and 0.3, rated 1-100 by a
-scripted rater (true return, noise 0.05), and a random 500 of the pairs they give are used. Each
+scripted rater (true return, noise 0.05), and a random 500 of the pairs they give are used
+(`--sources start`: from the start checkpoint alone, so that the rated segments are not ordered
+by training progress and cloning the better ones cannot pass for learning the preference). Each
 seed fine-tunes with the conservative term (MSE to the original, weight 0.01) and without it;
 returns are over 10 evaluation episodes on the same seeds for the start and fine-tuned policies.
 Results are merged into benchmarks/results/cpl.json.
@@ -80,6 +82,7 @@ def row_key(row: dict) -> tuple:
         row["env"], row["rater"], cons, row["steps"], row.get("bias", 0.5),
         row.get("conservative_weight", 0.01 if cons else 0.0),
         row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
+        row.get("sources", "around"),
     )  # fmt: skip
 
 
@@ -104,6 +107,12 @@ def main() -> None:
         default=1.0,
         help="0 with --regulariser bc: behaviour cloning of the rated segments alone (a control)",
     )
+    parser.add_argument(
+        "--sources",
+        choices=["around", "start"],
+        default="around",
+        help="segments from the start checkpoint and its two neighbours, or from the start alone",
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
@@ -119,11 +128,12 @@ def main() -> None:
     runs = Path(args.runs_dir)
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
-        tag = args.rater.replace("/", "-")
+        tag = args.rater.replace("/", "-") + ("_start-only" if args.sources == "start" else "")
         ratings = runs / f"{env}_{tag}_ratings"
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
-            segments, infos = policy_segments(around, [0.0, 0.1, 0.3], args.segments, args.length)
+            sources = around if args.sources == "around" else [start]
+            segments, infos = policy_segments(sources, [0.0, 0.1, 0.3], args.segments, args.length)
             make_rating_run(ratings, env, segments, infos, render_size=None)
             rate_scripted(ratings, args.rater, args.rater_noise)
         settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.conservative]
@@ -187,6 +197,7 @@ def main() -> None:
                 "regulariser": cpl.conservative,
                 "preference_weight": cpl.preference_weight,
                 "conservative_weight": cpl.conservative_weight,
+                "sources": args.sources,
                 "command": command,
             }
             if props:

@@ -72,6 +72,16 @@ VARIANTS = {
             SETTINGS["HalfCheetah-v5"], reward=RewardConfig(hidden_dims=(64, 64))
         ),
     },
+    # B-Pref's released walker script for the 1000-label budget: sessions of 100 (not 50) every
+    # 20k steps, so the budget is spent by 200k, and fits of up to 50 epochs (reward_update=50,
+    # stopping at 97% training accuracy). The preset keeps sessions of 50.
+    "bpref-script": {
+        "dmc:walker-walk": dataclasses.replace(
+            SETTINGS["dmc:walker-walk"],
+            schedule=dataclasses.replace(SETTINGS["dmc:walker-walk"].schedule, session_size=100),
+            reward=RewardConfig(max_epochs=50),
+        ),
+    },
 }
 
 

@@ -263,6 +263,19 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     other = short_sac_run(tmp_path, "pendulum", env="Pendulum-v1", steps=300)
     with pytest.raises(ValueError, match="different environments"):
         policy_segments([ckpts[0], other], [0.0], count=2, length=5)
+    # The regret rater: the judge's own noise-free actions have no regret, noisy ones do; the
+    # judge must be of the segments' env.
+    from prefrl.loops.finetune import segment_scores
+
+    own, own_infos = policy_segments([ckpts[-1]], [0.0, 0.5], count=8, length=10)
+    regret = segment_scores(own, f"regret:{ckpts[-1]}", "toy:point-reach")
+    noisy = np.array([i["noise"] > 0 for i in own_infos])
+    np.testing.assert_allclose(regret[~noisy], 0.0, atol=1e-4)
+    assert np.abs(regret[noisy]).min() > 1e-3
+    banded = segment_scores(own, f"low-action@regret:{ckpts[-1]}/2", "toy:point-reach")
+    assert banded.shape == (8,) and np.isfinite(banded).all()
+    with pytest.raises(ValueError, match="its critic is of Pendulum-v1"):
+        segment_scores(own, f"regret:{other}", "toy:point-reach")
     with pytest.raises(ValueError, match="ratings in .* are of 'toy:point-reach' segments"):
         finetune(FinetuneConfig(policy=other, ratings=rating_run, runs_dir=tmp_path, name="x"))
     assert not (tmp_path / "x").exists()

@@ -71,6 +71,11 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
     (default 5); a higher band always wins, and inside a band A decides. `low-action@return` is
     "smaller actions at equal progress": pairs across bands still teach progress, pairs inside a
     band teach the property.
+
+    `regret:RUN` rates by the advantage of each step's action under the critic of a (better) SAC
+    run or checkpoint, `Σ_t Q(s_t, a_t) - Q(s_t, π(s_t))`: the regret preference model CPL is
+    derived from. A segment's return mostly says which states it passed through; its regret
+    says how good its actions were where it was.
     """
     if "+" in rater:
         total = np.zeros(len(segments))
@@ -88,7 +93,12 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         return total
     if "@" in rater:
         secondary, primary = rater.split("@", 1)
-        primary, _, bands_text = primary.partition("/")
+        head, _, bands_text = primary.rpartition("/")
+        # `regret:runs/x` holds slashes of its own: a band count is the digits after the last.
+        if head and (bands_text.isdigit() or not head.startswith("regret:")):
+            primary = head
+        else:
+            bands_text = ""
         try:
             bands = int(bands_text or 5)
         except ValueError:
@@ -109,6 +119,8 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         return _piano_scores(segments, rater, env_id)
     if rater == "return":
         return segments.reward.sum(-1)
+    if rater.startswith("regret:"):
+        return _regret_scores(segments, Path(rater.removeprefix("regret:")), env_id)
     if rater == "low-action":
         return -(segments.action**2).sum(-1).mean(-1)
     if rater.startswith(("obs:", "low-obs:")):
@@ -122,9 +134,38 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         mean = segments.obs[..., index].mean(-1)
         return -mean if rater.startswith("low-") else mean
     raise ValueError(
-        f"rater {rater!r} is invalid: expected return, low-action, obs:I, low-obs:I, piano-f1, "
-        "piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N (A at equal B, in N "
+        f"rater {rater!r} is invalid: expected return, regret:RUN, low-action, obs:I, "
+        "low-obs:I, piano-f1, piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N (A at equal B, in N "
         "bands of B)"
+    )
+
+
+def _regret_scores(segments: Segments, run: Path, env_id: str | None) -> np.ndarray:
+    """Σ_t Q(s_t, a_t) - Q(s_t, π(s_t)) under `run`'s critics (their mean) and its deterministic
+    action: 0 for a segment that does what that policy would, below 0 the worse its actions."""
+    judge = load_policy(run)
+    if env_id is not None and judge.config.env != env_id:
+        raise ValueError(
+            f"rater regret:{run}: its critic is of {judge.config.env}, the segments of {env_id}"
+        )
+    obs = np.asarray(segments.obs, np.float32)
+    if obs.shape[-1] != judge.sac.obs_dim:
+        raise ValueError(
+            f"rater regret:{run}: its critic takes {judge.sac.obs_dim} observation values, the "
+            f"segments have {obs.shape[-1]}"
+        )
+    nets, state = judge.sac.nets, judge.state
+
+    @jax.jit
+    def regret(o, a):
+        greedy = jax.numpy.tanh(nets.actor.apply(state.actor_params, o)[0])
+        q_taken = nets.critic.apply(state.critic_params, o, a).mean(0)
+        q_greedy = nets.critic.apply(state.critic_params, o, greedy).mean(0)
+        return (q_taken - q_greedy).sum(-1)
+
+    action = np.asarray(segments.action, np.float32)
+    return np.concatenate(
+        [np.asarray(regret(obs[i : i + 256], action[i : i + 256])) for i in range(0, len(obs), 256)]
     )
 
 
