@@ -249,8 +249,11 @@ class PreferenceData:
         labels = self.arrays()["label"]
         return {m.name.lower(): int((labels == m).sum()) for m in Label}
 
-    def save(self, path: str | Path) -> None:
+    def save(self, path: str | Path, count: int | None = None) -> None:
+        """Write the labelled pairs (the first `count` of them if given) to one .npz file."""
         arrays = self.arrays() if self._parts else {}
+        if count is not None:
+            arrays = {k: v[:count] for k, v in arrays.items()}
         with atomic_write(path, "wb") as f:
             np.savez(f, **arrays)
 

@@ -36,6 +36,7 @@ from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
+from prefrl.reward.background import BackgroundFitter
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -78,6 +79,11 @@ class OnlineConfig:
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
+    fit_lag: int = 0
+    """0: fit the reward model between two steps (the agent waits). N > 0: fit in a process of
+    its own while the agent trains on, and use the result N steps after the fit began (waiting
+    for it only if it is not done by then): the same run whatever the machine's speed, and on
+    a multi-core CPU or a GPU the fit's time mostly off the wall clock."""
     warmstart_steps: int = 1_000
     """Uniform-random actions (SAC) or the initial policy (PPO), no updates, for this many steps."""
     unsupervised_steps: int = 0
@@ -114,7 +120,7 @@ class OnlineConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
-        for name in ("warmstart_steps", "unsupervised_steps"):
+        for name in ("warmstart_steps", "unsupervised_steps", "fit_lag"):
             if getattr(self, name) < 0:
                 raise ValueError(
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: expected >= 0"
@@ -246,6 +252,9 @@ class _Loop:
         self.requested = 0
         self.next_query_id = 0
         self.fitted = False
+        self.fitter = BackgroundFitter(run_dir / "fit_job") if config.fit_lag else None
+        self.pending_fit: dict | None = None  # {"start": step, "labels": count} of a fit running
+        self._fit_metrics: dict[str, float] = {}  # a fit done in place, until it is used
         self.ask_due = False
         self.last_eval: float | None = None
         self.reward_metrics: dict[str, float] = {}
@@ -293,10 +302,32 @@ class _Loop:
             return True
         return self.teacher.unanswered() == 0
 
-    def fit_reward(self) -> dict[str, float]:
-        metrics = self.model.fit(self.labels)
-        self.fitted = True
+    def start_fit(self) -> None:
+        """Fit on every label so far: here and now, or (`fit_lag`) begin it in the worker."""
         self.unfitted_labels = 0
+        self.pending_fit = {"start": self.step, "labels": len(self.labels)}
+        if self.fitter is None:
+            t0 = time.perf_counter()
+            self._fit_metrics = self.model.fit(self.labels)
+            self._fit_metrics["reward/fit_wait_seconds"] = time.perf_counter() - t0
+        else:
+            self.fitter.start(self.model, self.labels, len(self.labels))
+
+    def fit_ready(self) -> bool:
+        """A fit's result is due now (at once without a lag)."""
+        pending = self.pending_fit
+        return pending is not None and self.step >= pending["start"] + self.config.fit_lag
+
+    def finish_fit(self) -> dict[str, float]:
+        """Use the fitted model: relabel the buffer; returns the fit's metrics."""
+        if self.fitter is None:
+            metrics = self._fit_metrics
+        else:
+            self.model, metrics, waited = self.fitter.result()
+            metrics["reward/fit_wait_seconds"] = waited
+            metrics["reward/fit_started"] = float(self.pending_fit["start"])
+        self.pending_fit = None
+        self.fitted = True
         t0 = time.perf_counter()
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
@@ -351,6 +382,7 @@ class _Loop:
                 "unfitted_labels": self.unfitted_labels,
                 "next_query_id": self.next_query_id,
                 "fitted": self.fitted,
+                "pending_fit": self.pending_fit,
                 "ask_due": self.ask_due,
                 "last_eval": self.last_eval,
                 "reward_metrics": self.reward_metrics,
@@ -382,6 +414,17 @@ class _Loop:
         self.recorder.next_id = loop["next_segment_id"]
         self.rng.bit_generator.state = loop["rng"]
         self.intrinsic.load_state_dict(loop["intrinsic"])
+        pending = loop.get("pending_fit")
+        if pending is not None:
+            # The fit running at the checkpoint is begun again from the same model and labels
+            # (the checkpoint's are those the fit started from): the same result, at the same step.
+            if self.fitter is None:
+                raise ValueError(
+                    f"{ckpt} was taken while a reward-model fit ran in the background; resume "
+                    f"it with --fit-lag {self.config.fit_lag or 'N'} (N > 0), as it was run"
+                )
+            self.pending_fit = pending
+            self.fitter.start(self.model, self.labels, pending["labels"])
 
     # ------------------------------------------------------------------ evaluation
     def policy(self, obs: np.ndarray) -> np.ndarray:
@@ -404,6 +447,8 @@ class _Loop:
         )
 
     def close(self) -> None:
+        if self.fitter is not None:
+            self.fitter.close()
         self.store.close()
         self.env.close()
         for env in self._eval_envs or []:
@@ -502,9 +547,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                         loop.wait_for_first_labels(progress, stop)
                 if since_first >= 0 and step % 100 == 0:
                     loop.collect_answers()
-                if step % 100 == 0 and loop.fit_due():  # (may ask the store: not every step)
+                if loop.pending_fit is None and step % 100 == 0 and loop.fit_due():
+                    loop.start_fit()  # (fit_due may ask the store: not every step)
+                if loop.fit_ready():
                     was_fitted = loop.fitted
-                    fit_metrics = loop.fit_reward()
+                    fit_metrics = loop.finish_fit()
                     run.after_fit(first=not was_fitted)
                     metrics.log(step, fit_metrics)
                     check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, step)
@@ -556,7 +603,7 @@ class _SacSteps:
 
     def after_fit(self, first: bool) -> None:
         """PEBBLE resets the critics once, when the agent switches from the intrinsic reward to
-        the learned one (the buffer was relabelled by `fit_reward`)."""
+        the learned one (the buffer was relabelled by `finish_fit`)."""
         loop = self.loop
         if first and loop.config.unsupervised_steps:
             fresh = loop.agent.init(jax.random.fold_in(loop.key, 2))
