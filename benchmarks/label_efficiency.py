@@ -69,6 +69,11 @@ VARIANTS = {
             SETTINGS["HalfCheetah-v5"], reward=RewardConfig(refit_epochs=5)
         ),
     },
+    # The full fits in a worker process beside the agent (`fit_lag`), each used 10k steps (one
+    # label interval) after it began: on two cores the agent keeps one and the fit the other.
+    "background-fits": {
+        "HalfCheetah-v5": dataclasses.replace(SETTINGS["HalfCheetah-v5"], fit_lag=10_000),
+    },
     # Christiano's 2x64 reward nets (about 1/100 of the arithmetic per comparison-epoch of
     # 3 x 3x256), so every fit can take its full 20 epochs without the overhead of the
     # 20-epoch run.

@@ -50,6 +50,27 @@ def test_fit_learns_the_true_reward(fitted):
     assert pearson(predicted.sum(-1), test.true_returns()) > 0.85
 
 
+def test_out_of_bag_validation_trains_on_every_label_and_stays_honest():
+    """val_fraction 0 (PEBBLE): every label is trained on; each is validated by the members
+    whose bootstrap left it out. On random labels the training accuracy is well above chance
+    (memorised) but the out-of-bag accuracy is not; on the oracle's labels it is high."""
+    config = dataclasses.replace(SMALL, val_fraction=0.0, stop_accuracy=2.0, max_epochs=60)
+    metrics = MLPRewardEnsemble(config, OBS, ACT, seed=0).fit(_labelled(300))
+    assert metrics["reward/labels_train"] == 300
+    # A label is out of bag for some member with probability 1 - (1 - 1/e)^3, about 0.75.
+    assert metrics["reward/labels_val"] == pytest.approx(300 * (1 - (1 - 1 / np.e) ** 3), rel=0.1)
+    assert metrics["reward/val_accuracy"] > 0.8
+
+    rng = np.random.default_rng(1)
+    left, right = _segments(rng, 300), _segments(rng, 300)
+    noise = PreferenceData()
+    noise.add(left, right, rng.choice([Label.LEFT, Label.RIGHT], 300))
+    long = dataclasses.replace(config, max_epochs=200, lr=1e-3)
+    metrics = MLPRewardEnsemble(long, OBS, ACT, seed=0).fit(noise)
+    assert metrics["reward/train_accuracy"] > 0.75
+    assert 0.38 < metrics["reward/val_accuracy"] < 0.62
+
+
 def test_members_differ_and_outputs_are_normalised(fitted):
     model, _ = fitted
     test = _segments(np.random.default_rng(3), 100)

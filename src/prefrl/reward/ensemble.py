@@ -3,7 +3,9 @@
 Christiano et al. (2017) / PEBBLE: each member fits its own bootstrap of the labels with the
 Bradley-Terry cross-entropy on segment sums; P is mixed with 10% random responses; equal labels
 are the target (0.5, 0.5); skipped labels are not trained on. A fixed share of the labels (1/e)
-is held out for validation. Outputs are normalised to zero mean and a fixed std.
+is held out for validation, or (`val_fraction` 0, as PEBBLE trains on every label) each label is
+validated by the members whose bootstrap left it out. Outputs are normalised to zero mean and a
+fixed std.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class RewardConfig:
     stop_accuracy: float = 0.97
     """A fit stops once the ensemble's training accuracy reaches this (PEBBLE); above 1: never."""
     val_fraction: float = 1.0 / math.e
-    """Share of the labels held out for validation (Christiano: 1/e)."""
+    """Share of the labels held out for validation (Christiano: 1/e). 0: every label is trained
+    on (PEBBLE), and validation accuracy is the out-of-bag estimate: each label judged by the
+    members whose bootstrap left it out (about 1/e of them)."""
     bootstrap: bool = True
     """Each member trains on its own bootstrap resample of the training labels."""
     random_response: float = 0.1
@@ -237,25 +241,43 @@ class MLPRewardEnsemble(RewardModel):
             "reward/labels_train": float(len(train_idx)),
             "reward/labels_val": float(len(val_idx)),
         }
-        metrics.update(self._validate(device_data, val_idx, target))
+        if cfg.val_fraction == 0 and cfg.bootstrap:
+            metrics.update(self._validate_out_of_bag(device_data, train_idx, target, weight))
+        else:
+            metrics.update(self._validate(device_data, val_idx, target))
         metrics["reward/fit_seconds"] = time.perf_counter() - t0
         return metrics
+
+    def _member_probs(self, device_data, idx_all) -> np.ndarray:
+        """P(right ≻ left) by each member for the labels `idx_all`: (M, len(idx_all))."""
+        key = jax.random.key(0)
+        logits = []
+        b = min(self.config.batch_size, _bucket(len(idx_all)))
+        for start in range(0, len(idx_all), b):
+            idx = idx_all[start : start + b]
+            m = len(idx)
+            idx = np.concatenate([idx, np.zeros(b - m, np.int64)])
+            logits.append(np.asarray(self._pair_logits(self.params, device_data, idx, key))[:, :m])
+        logits = np.concatenate(logits, axis=1)
+        return 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
 
     def _validate(self, device_data, val_idx, target) -> dict[str, float]:
         if len(val_idx) == 0:
             return {}
-        key = jax.random.key(0)
-        logits = []
-        b = min(self.config.batch_size, _bucket(len(val_idx)))
-        for start in range(0, len(val_idx), b):
-            idx = val_idx[start : start + b]
-            m = len(idx)
-            idx = np.concatenate([idx, np.zeros(b - m, np.int64)])
-            logits.append(np.asarray(self._pair_logits(self.params, device_data, idx, key))[:, :m])
-        logits = np.concatenate(logits, axis=1)  # (M, V)
-        y = target[val_idx]
-        p = 1.0 / (1.0 + np.exp(-np.clip(logits, -50, 50)))
-        p_mean = p.mean(0)
+        return self._scores(self._member_probs(device_data, val_idx).mean(0), target[val_idx])
+
+    def _validate_out_of_bag(self, device_data, train_idx, target, weight) -> dict[str, float]:
+        """Each label judged by the mean P of the members that never trained on it."""
+        out = weight[train_idx] == 0  # (N, M)
+        judged = train_idx[out.any(1)]
+        if len(judged) < _MIN_LABELS_FOR_VALIDATION:
+            return {}
+        p = self._member_probs(device_data, judged)  # (M, V)
+        mask = out[out.any(1)].T
+        p_mean = (p * mask).sum(0) / mask.sum(0)
+        return {**self._scores(p_mean, target[judged]), "reward/labels_val": float(len(judged))}
+
+    def _scores(self, p_mean: np.ndarray, y: np.ndarray) -> dict[str, float]:
         eps = self.config.random_response
         pc = (1 - eps) * p_mean + 0.5 * eps
         loss = float(-(y * np.log(pc) + (1 - y) * np.log1p(-pc)).mean())
