@@ -82,14 +82,14 @@ VARIANTS = {
             SETTINGS["HalfCheetah-v5"], reward=RewardConfig(hidden_dims=(64, 64))
         ),
     },
-    # B-Pref's released walker script for the 1000-label budget: sessions of 100 (not 50) every
-    # 20k steps, so the budget is spent by 200k, and fits of up to 50 epochs (reward_update=50,
-    # stopping at 97% training accuracy). The preset keeps sessions of 50.
+    # B-Pref's released walker script for the 1000-label budget (preset pebble-walker-1000):
+    # sessions of 100 (not 50) every 20k steps, so the budget is spent by 190k, and fits of up
+    # to 50 epochs (reward_update=50, stopping at 97% training accuracy); the 2x256 agent.
     "bpref-script": {
         "dmc:walker-walk": dataclasses.replace(
-            SETTINGS["dmc:walker-walk"],
-            schedule=dataclasses.replace(SETTINGS["dmc:walker-walk"].schedule, session_size=100),
-            reward=RewardConfig(max_epochs=50),
+            ONLINE_PRESETS["pebble-walker-1000"].config,
+            agent=SACConfig(),
+            checkpoint_interval=25_000,
         ),
     },
 }
