@@ -184,33 +184,35 @@ def test_cli_train_prints_agreement_and_return(tmp_path, capsys):
 
 def test_background_fits_land_at_their_step_and_survive_a_resume(tmp_path):
     """With fit_lag the fit runs in a worker process and is used exactly fit_lag steps after it
-    began; a run stopped while a fit ran begins it again on resume and uses it at the same step,
-    with the same weights as a run that never stopped."""
-    lagged = {"fit_lag": 150, "checkpoint_interval": 150, "steps": 600}
+    began (the first at once: the agent has no reward to train on before it); a run stopped
+    while a fit ran begins it again on resume and uses it at the same step, with the same
+    weights as a run that never stopped."""
+    lagged = {"fit_lag": 150, "checkpoint_interval": 150, "steps": 900}
     straight = train_online(_config(tmp_path, name="straight", **lagged))
     rows = [r for r in read_metrics(straight.run_dir) if "feedback/labels" in r]
-    # Labels at 300 and 600 (20 each); the first fit begins at 300 and is used at 450; the
-    # second begins at 600, the last step, and is still running when the run ends.
+    # Labels at 300, 600 and 900 (20 each): fits begin there; the first is used at once, the
+    # second 150 steps later, the third is still running when the run ends.
     assert [(r["step"], r["reward/fit_started"], r["feedback/labels"]) for r in rows] == [
-        (450, 300.0, 20.0)
+        (300, 300.0, 20.0),
+        (750, 600.0, 40.0),
     ]
-    assert rows[0]["reward/fit_wait_seconds"] >= 0 and rows[0]["reward/fit_seconds"] > 0
+    assert all(r["reward/fit_wait_seconds"] >= 0 and r["reward/fit_seconds"] > 0 for r in rows)
     end = json.loads((latest_checkpoint(straight.run_dir) / "loop.json").read_text())
-    assert end["pending_fit"] == {"start": 600, "labels": 40}
+    assert end["pending_fit"] == {"start": 900, "labels": 60}
 
-    # Stopped at 400, while the first fit ran; resumed to 600.
-    stopped = train_online(_config(tmp_path, name="stopped", **{**lagged, "steps": 400}))
+    # Stopped at 700, while the second fit ran; resumed to 900.
+    stopped = train_online(_config(tmp_path, name="stopped", **{**lagged, "steps": 700}))
     loop = json.loads((latest_checkpoint(stopped.run_dir) / "loop.json").read_text())
-    assert loop["step"] == 400 and loop["pending_fit"] == {"start": 300, "labels": 20}
+    assert loop["step"] == 700 and loop["pending_fit"] == {"start": 600, "labels": 40}
     train_online(_config(tmp_path, name="stopped", **lagged, resume=stopped.run_dir))
     rows = [r for r in read_metrics(stopped.run_dir) if "feedback/labels" in r]
-    assert [(r["step"], r["feedback/labels"]) for r in rows] == [(450, 20.0)]
-    a = load_reward_model(straight.run_dir / "checkpoints" / "step_000000450" / "reward_model")
-    b = load_reward_model(stopped.run_dir / "checkpoints" / "step_000000450" / "reward_model")
+    assert [(r["step"], r["feedback/labels"]) for r in rows] == [(300, 20.0), (750, 40.0)]
+    a = load_reward_model(straight.run_dir / "checkpoints" / "step_000000750" / "reward_model")
+    b = load_reward_model(stopped.run_dir / "checkpoints" / "step_000000750" / "reward_model")
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(64, a.obs_dim)).astype(np.float32)
     action = rng.uniform(-1, 1, size=(64, a.action_dim)).astype(np.float32)
     np.testing.assert_array_equal(a.predict(obs, action), b.predict(obs, action))
     # A run begun with a lag resumes with one.
     with pytest.raises(ValueError, match="resume it with --fit-lag"):
-        train_online(_config(tmp_path, name="stopped", steps=900, resume=stopped.run_dir))
+        train_online(_config(tmp_path, name="stopped", steps=1200, resume=stopped.run_dir))

@@ -83,7 +83,8 @@ class OnlineConfig:
     """0: fit the reward model between two steps (the agent waits). N > 0: fit in a process of
     its own while the agent trains on, and use the result N steps after the fit began (waiting
     for it only if it is not done by then): the same run whatever the machine's speed, and on
-    a multi-core CPU or a GPU the fit's time mostly off the wall clock."""
+    a multi-core CPU or a GPU the fit's time mostly off the wall clock. The first fit is waited
+    for unless unsupervised pre-training gives the agent a reward to train on meanwhile."""
     warmstart_steps: int = 1_000
     """Uniform-random actions (SAC) or the initial policy (PPO), no updates, for this many steps."""
     unsupervised_steps: int = 0
@@ -314,9 +315,12 @@ class _Loop:
             self.fitter.start(self.model, self.labels, len(self.labels))
 
     def fit_ready(self) -> bool:
-        """A fit's result is due now (at once without a lag)."""
-        pending = self.pending_fit
-        return pending is not None and self.step >= pending["start"] + self.config.fit_lag
+        """A fit's result is due now: `fit_lag` steps after it began, or at once without a lag,
+        and for the first fit unless the agent has the intrinsic reward to train on meanwhile
+        (without a learned reward it has nothing to learn from: waiting costs no more)."""
+        pending, cfg = self.pending_fit, self.config
+        lag = cfg.fit_lag if self.fitted or cfg.unsupervised_steps else 0
+        return pending is not None and self.step >= pending["start"] + lag
 
     def finish_fit(self) -> dict[str, float]:
         """Use the fitted model: relabel the buffer; returns the fit's metrics."""
