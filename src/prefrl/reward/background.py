@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import time
 import traceback
 from pathlib import Path
@@ -38,6 +39,9 @@ def _fit_job(job_dir: Path) -> dict[str, float]:
 
 
 def _worker(jobs, results) -> None:
+    # Ctrl-C reaches the whole process group: the loop saves (recording the fit in flight) and
+    # ends this process itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _single_threaded()
     while (job := jobs.get()) is not None:
         try:
