@@ -199,6 +199,7 @@ def test_background_fits_land_at_their_step_and_survive_a_resume(tmp_path):
     assert all(r["reward/fit_wait_seconds"] >= 0 and r["reward/fit_seconds"] > 0 for r in rows)
     end = json.loads((latest_checkpoint(straight.run_dir) / "loop.json").read_text())
     assert end["pending_fit"] == {"start": 900, "labels": 60}
+    assert not (straight.run_dir / "fit_job").exists()  # the worker's scratch is gone
 
     # Stopped at 700, while the second fit ran; resumed to 900.
     stopped = train_online(_config(tmp_path, name="stopped", **{**lagged, "steps": 700}))

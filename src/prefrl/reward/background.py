@@ -109,3 +109,4 @@ class BackgroundFitter:
                 self._proc.kill()
         self._proc = None
         self.running = False
+        shutil.rmtree(self.job_dir, ignore_errors=True)  # scratch: a checkpoint records a fit
