@@ -116,9 +116,10 @@ _RESUME_GAP_S = 900.0
 
 def _loop_seconds(run_dir: Path) -> tuple[float, float, bool]:
     """(seconds in the preference machinery: query selection + labelling + polling, reward fits
-    (or waits for a fit running beside the agent), relabelling; wall seconds of training; whether query selection and labelling were timed),
-    from the run's metrics, so a run stopped and resumed is counted once and without the time it
-    stood still. (Fits before `feedback/seconds` was logged count their fit and relabel time only.)"""
+    (or waits for a fit running beside the agent), relabelling; wall seconds of training;
+    whether query selection and labelling were timed), from the run's metrics, so a run stopped
+    and resumed is counted once and without the time it stood still. (Fits before
+    `feedback/seconds` was logged count their fit and relabel time only.)"""
     rows = _fresh_rows(run_dir)
     timed = all("feedback/seconds" in r for r in rows if "reward/fit_seconds" in r)
     loop = sum(

@@ -136,9 +136,7 @@ ONLINE_PRESETS: dict[str, Preset] = {
         "as pebble-walker. With prefrl's 2x256 SAC it reached 96% of SAC on the true reward",
         dataclasses.replace(
             _PEBBLE_WALKER,
-            schedule=ScheduleConfig(
-                kind="sessions", budget=1000, session_size=100, interval=20_000
-            ),
+            schedule=dataclasses.replace(_PEBBLE_WALKER.schedule, session_size=100),
             reward=RewardConfig(max_epochs=50),
         ),
     ),

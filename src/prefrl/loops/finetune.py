@@ -135,8 +135,8 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         return -mean if rater.startswith("low-") else mean
     raise ValueError(
         f"rater {rater!r} is invalid: expected return, regret:RUN, low-action, obs:I, "
-        "low-obs:I, piano-f1, piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N (A at equal B, in N "
-        "bands of B)"
+        "low-obs:I, piano-f1, piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N "
+        "(A at equal B, in N bands of B)"
     )
 
 

@@ -254,8 +254,7 @@ class _Loop:
         self.next_query_id = 0
         self.fitted = False
         self.fitter = BackgroundFitter(run_dir / "fit_job") if config.fit_lag else None
-        self.pending_fit: dict | None = None  # {"start": step, "labels": count} of a fit running
-        self._fit_metrics: dict[str, float] = {}  # a fit done in place, until it is used
+        self.pending_fit: dict | None = None  # {"start": step, "labels": count} of a fit due
         self.ask_due = False
         self.last_eval: float | None = None
         self.reward_metrics: dict[str, float] = {}
@@ -304,14 +303,11 @@ class _Loop:
         return self.teacher.unanswered() == 0
 
     def start_fit(self) -> None:
-        """Fit on every label so far: here and now, or (`fit_lag`) begin it in the worker."""
+        """A fit on every label so far is due: begun in the worker with `fit_lag`, otherwise
+        done in place by `finish_fit` at this same step."""
         self.unfitted_labels = 0
         self.pending_fit = {"start": self.step, "labels": len(self.labels)}
-        if self.fitter is None:
-            t0 = time.perf_counter()
-            self._fit_metrics = self.model.fit(self.labels)
-            self._fit_metrics["reward/fit_wait_seconds"] = time.perf_counter() - t0
-        else:
+        if self.fitter is not None:
             self.fitter.start(self.model, self.labels, len(self.labels))
 
     def fit_ready(self) -> bool:
@@ -325,7 +321,9 @@ class _Loop:
     def finish_fit(self) -> dict[str, float]:
         """Use the fitted model: relabel the buffer; returns the fit's metrics."""
         if self.fitter is None:
-            metrics = self._fit_metrics
+            t0 = time.perf_counter()
+            metrics = self.model.fit(self.labels)
+            metrics["reward/fit_wait_seconds"] = time.perf_counter() - t0
         else:
             self.model, metrics, waited = self.fitter.result()
             metrics["reward/fit_wait_seconds"] = waited
