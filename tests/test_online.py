@@ -95,6 +95,18 @@ def test_resume_keeps_labels_model_buffer_and_agent(tmp_path):
     assert steps == [300, 600, 900, 1200]  # no duplicated rows after the resume
 
 
+def test_refit_growth_skips_small_additions_but_fits_the_last_labels(tmp_path):
+    # Sessions of 20 at 300, 600, 900, 1200. Growth 1.5: the first fit (20 labels); 20 new on 20
+    # fitted is too few; 40 new on 20 is enough; the last 20 on 60 are the budget's end.
+    result = train_online(_config(tmp_path, steps=1350, refit_growth=1.5))
+    fits = [(r["step"], r["feedback/labels"]) for r in read_metrics(result.run_dir)
+            if "feedback/labels" in r]  # fmt: skip
+    assert fits == [(300, 20.0), (900, 60.0), (1200, 80.0)]
+    assert json.loads((latest_checkpoint(result.run_dir) / "loop.json").read_text())[
+        "unfitted_labels"
+    ] == 0
+
+
 def test_ppo_and_unsupervised_pretraining(tmp_path):
     result = train_online(
         _config(
@@ -146,6 +158,7 @@ def test_queries_wait_for_segments(tmp_path):
         ({"env": "toy:point-free"}, "has no true reward"),
         ({"selection": "best"}, "query selection 'best' is unknown"),
         ({"warmstart_steps": 2000}, "after the run's last step"),
+        ({"refit_growth": -0.1}, r"--refit-growth=-0.1 is invalid: expected >= 0"),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, overrides, message):

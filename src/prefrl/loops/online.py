@@ -62,6 +62,10 @@ class OnlineConfig:
     """Feedback store: a SQLite file in the run directory by default, or postgresql://..."""
     refit_labels: int = 10
     """With a person answering: refit after this many new labels (or when all are answered)."""
+    refit_growth: float = 0.0
+    """Fit only once the labels not yet fitted are at least this share of those fitted (0: fit
+    on every new label). Late sessions of a front-loaded schedule add a few labels each; a full
+    fit for each costs as much as one on all labels. The budget's last labels always get a fit."""
     poll_seconds: float = 1.0
     """How often the trainer looks for a person's first labels while it waits for them."""
     web_port: int = 8000
@@ -121,6 +125,8 @@ class OnlineConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
+        if self.refit_growth < 0:
+            raise ValueError(f"--refit-growth={self.refit_growth} is invalid: expected >= 0")
         for name in ("warmstart_steps", "unsupervised_steps", "fit_lag"):
             if getattr(self, name) < 0:
                 raise ValueError(
@@ -294,9 +300,15 @@ class _Loop:
         return len(new.labels)
 
     def fit_due(self) -> bool:
-        """Scripted answers come all at once: fit on them. A person's come one by one: fit every
-        `refit_labels` of them, or when nothing asked is left unanswered."""
+        """New labels are enough of a change (`refit_growth`), or the budget's last: then
+        scripted answers (they come all at once) get a fit. A person's come one by one: fit
+        every `refit_labels` of them, or when nothing asked is left unanswered."""
         if self.unfitted_labels == 0:
+            return False
+        fitted = len(self.labels) - self.unfitted_labels
+        if self.unfitted_labels < self.config.refit_growth * fitted and not (
+            self.requested >= self.config.schedule.budget and self.teacher.unanswered() == 0
+        ):
             return False
         if not self.teacher.is_human or self.unfitted_labels >= self.config.refit_labels:
             return True
