@@ -102,9 +102,10 @@ def test_refit_growth_skips_small_additions_but_fits_the_last_labels(tmp_path):
     fits = [(r["step"], r["feedback/labels"]) for r in read_metrics(result.run_dir)
             if "feedback/labels" in r]  # fmt: skip
     assert fits == [(300, 20.0), (900, 60.0), (1200, 80.0)]
-    assert json.loads((latest_checkpoint(result.run_dir) / "loop.json").read_text())[
-        "unfitted_labels"
-    ] == 0
+    assert (
+        json.loads((latest_checkpoint(result.run_dir) / "loop.json").read_text())["unfitted_labels"]
+        == 0
+    )
 
 
 def test_ppo_and_unsupervised_pretraining(tmp_path):
