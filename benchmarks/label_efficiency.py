@@ -90,6 +90,21 @@ VARIANTS = {
             SETTINGS["HalfCheetah-v5"], reward=RewardConfig(hidden_dims=(64, 64))
         ),
     },
+    # A linear output instead of PEBBLE's tanh (Christiano's choice): HalfCheetah's reward grows
+    # with speed without bound, and at the end of the runs above 40-66% of the tanh outputs on
+    # the newest segments were within 5% of its ceiling, where faster running earns no more.
+    "linear-reward": {
+        "HalfCheetah-v5": dataclasses.replace(
+            SETTINGS["HalfCheetah-v5"], reward=RewardConfig(output="linear")
+        ),
+    },
+    # The same at half the width (3 x 3x128: less than half the time per comparison-epoch).
+    "linear-mid-reward": {
+        "HalfCheetah-v5": dataclasses.replace(
+            SETTINGS["HalfCheetah-v5"],
+            reward=RewardConfig(output="linear", hidden_dims=(128, 128, 128)),
+        ),
+    },
     # B-Pref's released walker script for the 1000-label budget (preset pebble-walker-1000):
     # sessions of 100 (not 50) every 20k steps, so the budget is spent by 190k, and fits of up
     # to 50 epochs (reward_update=50, stopping at 97% training accuracy); the 2x256 agent.
@@ -190,8 +205,7 @@ def main() -> None:
     runs = Path(args.runs_dir)
     command = "python benchmarks/label_efficiency.py " + " ".join(sys.argv[1:])
 
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {(r["env"], r["teacher"], r.get("variant")): r for r in existing["results"]}
+    rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written
     for env in args.envs:
         if args.variant and env not in VARIANTS[args.variant]:
             raise SystemExit(f"variant {args.variant!r} has no settings for {env}")
@@ -274,9 +288,13 @@ def main() -> None:
         )
     if args.only:
         return
+    # Read at the end, not the start: runs of hours side by side each add their own rows.
+    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    merged = {(r["env"], r["teacher"], r.get("variant")): r for r in existing["results"]}
+    merged.update(rows)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
-        json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
+        json.dumps({"command": command, "results": list(merged.values())}, indent=2) + "\n"
     )
     print(f"wrote {RESULTS}")
 

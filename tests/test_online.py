@@ -228,6 +228,16 @@ def test_background_fits_land_at_their_step_and_survive_a_resume(tmp_path):
     obs = rng.normal(size=(64, a.obs_dim)).astype(np.float32)
     action = rng.uniform(-1, 1, size=(64, a.action_dim)).astype(np.float32)
     np.testing.assert_array_equal(a.predict(obs, action), b.predict(obs, action))
+    # A lag of one label interval: each fit lands where the next begins, at the same step.
+    interval = train_online(_config(tmp_path, name="interval", fit_lag=300, steps=1200))
+    rows = [r for r in read_metrics(interval.run_dir) if "feedback/labels" in r]
+    assert [(r["step"], r["reward/fit_started"]) for r in rows] == [
+        (300, 300.0),
+        (900, 600.0),
+        (1200, 900.0),
+    ]
+    end = json.loads((latest_checkpoint(interval.run_dir) / "loop.json").read_text())
+    assert end["pending_fit"] == {"start": 1200, "labels": 80}
     # A run begun with a lag resumes with one.
     with pytest.raises(ValueError, match="resume it with --fit-lag"):
         train_online(_config(tmp_path, name="stopped", steps=1200, resume=stopped.run_dir))

@@ -518,6 +518,16 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
     cadence = Cadence(loop, metrics, progress, title)
+
+    def land_fit_if_ready() -> None:
+        if not loop.fit_ready():
+            return
+        was_fitted = loop.fitted
+        fit_metrics = loop.finish_fit()
+        run.after_fit(first=not was_fitted)
+        metrics.log(loop.step, fit_metrics)
+        check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, loop.step)
+        cadence.restart_clock(loop.step)
     with progress, graceful_stop() as stop:
         try:
             while loop.step < cfg.steps and not stop.requested:
@@ -545,8 +555,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     obs = next_obs
                 loop.step = step = step + 1
 
-                # Feedback: ask on the schedule's cadence, take whatever answers arrived (polled
-                # every 100 steps), refit on new labels.
+                # Feedback: a fit due now lands first (a lag of one label interval hands over
+                # at the step the next begins, and the queries are chosen with it); then ask on
+                # the schedule's cadence, take whatever answers arrived (polled every 100
+                # steps), and fit on new labels (without a lag the fit lands at once).
+                land_fit_if_ready()
                 since_first = step - cfg.first_query_step
                 if since_first >= 0 and since_first % cfg.schedule.interval == 0:
                     loop.ask_due = True
@@ -563,13 +576,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                     loop.collect_answers()
                 if loop.pending_fit is None and step % 100 == 0 and loop.fit_due():
                     loop.start_fit()  # (fit_due may ask the store: not every step)
-                if loop.fit_ready():
-                    was_fitted = loop.fitted
-                    fit_metrics = loop.finish_fit()
-                    run.after_fit(first=not was_fitted)
-                    metrics.log(step, fit_metrics)
-                    check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, step)
-                    cadence.restart_clock(step)
+                    land_fit_if_ready()
                 cadence.after_step(step, run.metrics, info=f"labels {len(loop.labels):,}")
             if stop.requested:
                 progress.update(loop.step)
