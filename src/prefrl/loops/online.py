@@ -528,6 +528,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
         metrics.log(loop.step, fit_metrics)
         check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, loop.step)
         cadence.restart_clock(loop.step)
+
     with progress, graceful_stop() as stop:
         try:
             while loop.step < cfg.steps and not stop.requested:
