@@ -105,6 +105,16 @@ VARIANTS = {
             reward=RewardConfig(output="linear", hidden_dims=(128, 128, 128)),
         ),
     },
+    # The same, training on every label (out-of-bag validation) instead of holding out 1/e, for
+    # 13 epochs a fit: the same arithmetic per fit (13 x 1000 = 20 x 1000 (1 - 1/e)).
+    "linear-mid-all-labels": {
+        "HalfCheetah-v5": dataclasses.replace(
+            SETTINGS["HalfCheetah-v5"],
+            reward=RewardConfig(
+                output="linear", hidden_dims=(128, 128, 128), val_fraction=0.0, max_epochs=13
+            ),
+        ),
+    },
     # B-Pref's released walker script for the 1000-label budget (preset pebble-walker-1000):
     # sessions of 100 (not 50) every 20k steps, so the budget is spent by 190k, and fits of up
     # to 50 epochs (reward_update=50, stopping at 97% training accuracy); the 2x256 agent.
