@@ -37,7 +37,8 @@ class RewardConfig:
     members: int = 3
     hidden_dims: tuple[int, ...] = (256, 256, 256)
     output: str = "tanh"
-    """"tanh" (PEBBLE) or "linear" (Christiano)."""
+    """"tanh" (PEBBLE; suits bounded rewards) or "linear" (Christiano; for rewards that grow
+    without bound, e.g. with speed, where tanh saturates once the agent is fast)."""
     lr: float = 3e-4
     weight_decay: float = 0.0
     """AdamW weight decay (L2); Christiano tunes it so validation loss is 1.1-1.5x training loss."""
