@@ -40,7 +40,7 @@ RESULTS = ROOT / "benchmarks/results/label_efficiency.json"
 # tanh) with rl-teacher's front-loaded annealed schedule, a fit every 10k steps, each of up to
 # 20 epochs. Measured (README): these full fits reached 85% of SAC-true with fitting 31% of the
 # wall time (seed 0); refits capped at 5 epochs (variant capped-refits) 68% with 23%; a linear
-# output at half the width (variant linear-mid-reward) 84% with 18% (seeds 0 and 1).
+# output at half the width (variant linear-mid-reward) 81% with 19% (seeds 0, 1 and 2).
 SETTINGS = {
     "Pendulum-v1": dataclasses.replace(ONLINE_PRESETS["quickstart"].config, steps=20_000),
     "HalfCheetah-v5": OnlineConfig(
