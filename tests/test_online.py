@@ -159,7 +159,8 @@ def test_queries_wait_for_segments(tmp_path):
         ({"env": "toy:point-free"}, "has no true reward"),
         ({"selection": "best"}, "query selection 'best' is unknown"),
         ({"warmstart_steps": 2000}, "after the run's last step"),
-        ({"refit_growth": -0.1}, r"--refit-growth=-0.1 is invalid: expected >= 0"),
+        ({"refit_growth": -0.1}, r"--refit-growth=-0.1 is invalid: expected a number >= 0"),
+        ({"refit_growth": float("nan")}, r"--refit-growth=nan is invalid"),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, overrides, message):

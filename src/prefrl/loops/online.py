@@ -125,8 +125,10 @@ class OnlineConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
-        if self.refit_growth < 0:
-            raise ValueError(f"--refit-growth={self.refit_growth} is invalid: expected >= 0")
+        if not self.refit_growth >= 0:  # (NaN too)
+            raise ValueError(
+                f"--refit-growth={self.refit_growth} is invalid: expected a number >= 0"
+            )
         for name in ("warmstart_steps", "unsupervised_steps", "fit_lag"):
             if getattr(self, name) < 0:
                 raise ValueError(
