@@ -82,7 +82,8 @@ def row_key(row: dict) -> tuple:
         row["env"], row["rater"], cons, row["steps"], row.get("bias", 0.5),
         row.get("conservative_weight", 0.01 if cons else 0.0),
         row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
-        row.get("sources", "around"),
+        row.get("sources", "around"), tuple(row.get("noise", (0.0, 0.1, 0.3))),
+        row.get("siblings", 1), row.get("paired", "all"),
     )  # fmt: skip
 
 
@@ -113,6 +114,21 @@ def main() -> None:
         default="around",
         help="segments from the start checkpoint and its two neighbours, or from the start alone",
     )
+    parser.add_argument(
+        "--noise", nargs="+", type=float, default=[0.0, 0.1, 0.3], help="collection noise levels"
+    )
+    parser.add_argument(
+        "--siblings",
+        type=int,
+        default=1,
+        help="segments per start state (above 1: families that differ by action noise alone)",
+    )
+    parser.add_argument(
+        "--pair-within",
+        choices=["all", "siblings"],
+        default="all",
+        help="which rated segments pair",
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
@@ -129,11 +145,15 @@ def main() -> None:
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
         tag = args.rater.replace("/", "-") + ("_start-only" if args.sources == "start" else "")
+        if args.noise != [0.0, 0.1, 0.3] or args.siblings > 1:
+            tag += "_n" + "-".join(f"{n:g}" for n in args.noise) + f"_x{args.siblings}"
         ratings = runs / f"{env}_{tag}_ratings"
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
             sources = around if args.sources == "around" else [start]
-            segments, infos = policy_segments(sources, [0.0, 0.1, 0.3], args.segments, args.length)
+            segments, infos = policy_segments(
+                sources, args.noise, args.segments, args.length, siblings=args.siblings
+            )
             make_rating_run(ratings, env, segments, infos, render_size=None)
             rate_scripted(ratings, args.rater, args.rater_noise)
         settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.conservative]
@@ -142,6 +162,8 @@ def main() -> None:
             variant += f"_b{args.bias:g}_w{args.conservative_weight:g}"
         if (args.regulariser, args.preference_weight) != ("mse", 1.0):
             variant += f"_{args.regulariser}_p{args.preference_weight:g}"
+        if args.pair_within != "all":
+            variant += f"_{args.pair_within}"
         for conservative in settings:
             cpl = CPLConfig(
                 conservative=args.regulariser if conservative else "none",
@@ -160,6 +182,7 @@ def main() -> None:
                     FinetuneConfig(
                         policy=start,
                         ratings=ratings,
+                        pairs=args.pair_within,
                         cpl=cpl,
                         steps=args.steps,
                         max_pairs=args.pairs,
@@ -198,6 +221,9 @@ def main() -> None:
                 "preference_weight": cpl.preference_weight,
                 "conservative_weight": cpl.conservative_weight,
                 "sources": args.sources,
+                "noise": args.noise,
+                "siblings": args.siblings,
+                "paired": args.pair_within,
                 "command": command,
             }
             if props:

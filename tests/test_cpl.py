@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -146,6 +148,21 @@ def test_ratings_become_every_pair_once():
         ratings_to_pairs([1, 2, 3], [40, 40, 40])
 
 
+def test_pairs_within_families_only():
+    # Segments 1-3 start from one state, 4-5 from another, 6 has no family.
+    ids, ratings = [1, 2, 3, 4, 5, 6], [10, 50, 90, 30, 20, 70]
+    pairs = ratings_to_pairs(ids, ratings, families=[0, 0, 0, 1, 1, None])
+    got = {(int(a), int(b)): Label(int(x)) for a, b, x in zip(*pairs, strict=True)}
+    assert got == {
+        (1, 2): Label.RIGHT, (1, 3): Label.RIGHT, (2, 3): Label.RIGHT, (4, 5): Label.LEFT
+    }  # fmt: skip
+    assert len(ratings_to_pairs(ids, ratings).labels) == 15  # without families: every pair
+    with pytest.raises(ValueError, match="no two rated segments are of the same family"):
+        ratings_to_pairs([1, 2, 3], [10, 50, 90], families=[0, 1, None])
+    with pytest.raises(ValueError, match="3 ratings and 2 families"):
+        ratings_to_pairs([1, 2, 3], [10, 50, 90], families=[0, 0])
+
+
 def test_scripted_ratings_follow_the_score():
     scores = np.array([3.0, -1.0, 10.0, 4.0])
     exact = scripted_ratings(scores)
@@ -188,6 +205,50 @@ def test_rater_prefers_a_property_at_equal_progress():
         segment_scores(segs, "return+x*low-action")
 
 
+def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
+    """`--siblings`: families of segments from one simulator state that differ by their action
+    noise; fine-tuning with pairs="siblings" compares only segments of one family."""
+    from conftest import short_sac_run
+
+    from prefrl.loops.collect import policy_segments
+    from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+
+    run = short_sac_run(tmp_path, "sac", steps=300)
+    segments, infos = policy_segments([run], [0.5], count=12, length=10, siblings=3)
+    family = np.array([i["family"] for i in infos])
+    assert len(segments) >= 12 and len(set(family.tolist())) >= 4
+    for f in set(family.tolist()):
+        members = segments[np.flatnonzero(family == f)]
+        assert len(members) >= 2
+        np.testing.assert_array_equal(
+            members.state[:, 0], members.state[:1, 0].repeat(len(members), 0)
+        )
+        np.testing.assert_array_equal(members.start, members.start[0])
+        assert not np.allclose(members.action[0], members.action[1])  # their own noise
+    with pytest.raises(ValueError, match=r"--siblings 3 needs every --noise above 0"):
+        policy_segments([run], [0.0, 0.5], count=4, length=10, siblings=3)
+    with pytest.raises(ValueError, match=r"--siblings 0 is invalid"):
+        policy_segments([run], [0.5], count=4, length=10, siblings=0)
+    rating_run = make_rating_run(tmp_path / "rate", "toy:point-reach", segments, infos, None)
+    rate_scripted(rating_run, "low-action")
+    sizes = np.unique(family, return_counts=True)[1]
+    config = FinetuneConfig(
+        policy=run, ratings=rating_run, pairs="siblings", steps=5, eval_episodes=1,
+        runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4),
+    )  # fmt: skip
+    result = finetune(config)
+    assert result.pairs == int((sizes * (sizes - 1) // 2).sum())
+    assert result.metrics["paired"] == "siblings"
+    # Segments collected without siblings have no family to pair within.
+    plain, plain_infos = policy_segments([run], [0.5], count=4, length=10)
+    plain_run = make_rating_run(tmp_path / "plain", "toy:point-reach", plain, plain_infos, None)
+    rate_scripted(plain_run, "low-action")
+    with pytest.raises(ValueError, match="no two rated segments are of the same family"):
+        finetune(dataclasses.replace(config, ratings=plain_run, name="plain"))
+    with pytest.raises(ValueError, match=r"--pairs='pairs' is invalid: expected all or siblings"):
+        FinetuneConfig(pairs="pairs")
+
+
 def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""
@@ -208,7 +269,8 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     assert len(list((rating_run / "clips").glob("*.mp4"))) == 12
     assert rate_scripted(rating_run, "return") == 12
     with FeedbackStore(rating_run) as store:
-        assert len(store.ratings(store.run_id("rate"))) == 12
+        rated = store.ratings(store.run_id("rate"))
+        assert len(rated) == 12 and {who for _, _, who in rated} == {"scripted:return"}
     result = finetune(
         FinetuneConfig(
             policy=run,

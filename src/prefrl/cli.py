@@ -607,6 +607,10 @@ class CollectArgs:
     segments: int = 150
     """Segments in all, an equal share per (checkpoint, noise)."""
     length: int = 50
+    siblings: int = 1
+    """Segments per start state: above 1, each family of segments starts from one state the
+    noisy policy reached and differs by its action noise alone (rate them, then fine-tune with
+    `prefrl finetune --pairs siblings`). Needs every --noise above 0."""
     out: Path = Path("runs/ratings")
     clip_size: int = 256
     """Clip size in pixels; 0 renders no clips (scripted raters need none)."""
@@ -620,13 +624,16 @@ def cmd_collect(args: list[str]) -> int:
 
     opts = tyro.cli(CollectArgs, args=args, prog="prefrl collect")
     segments, infos = policy_segments(
-        list(opts.checkpoints), list(opts.noise), opts.segments, opts.length, opts.seed
-    )
+        list(opts.checkpoints), list(opts.noise), opts.segments, opts.length, opts.seed,
+        opts.siblings,
+    )  # fmt: skip
     env_id = load_policy(opts.checkpoints[0]).config.env
     make_rating_run(opts.out, env_id, segments, infos, opts.clip_size or None)
     print(
         f"{len(segments)} segments of {opts.length} steps from {len(opts.checkpoints)} "
-        f"checkpoint(s) x noise {list(opts.noise)} in {opts.out}\nrate them: prefrl serve "
+        f"checkpoint(s) x noise {list(opts.noise)}"
+        + (f", in families of {opts.siblings} siblings" if opts.siblings > 1 else "")
+        + f" in {opts.out}\nrate them: prefrl serve "
         f"{opts.out} (then /rate), or prefrl rate {opts.out} --rater return"
     )
     return 0

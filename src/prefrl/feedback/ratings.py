@@ -32,14 +32,18 @@ class RatedPairs(NamedTuple):
     labels: np.ndarray  # (P,) int8 Label values
 
 
-def ratings_to_pairs(segment_ids, ratings) -> RatedPairs:
+def ratings_to_pairs(segment_ids, ratings, families=None) -> RatedPairs:
     """Every pair of rated segments as a label. A segment rated more than once (several people)
-    counts with its mean rating, so each pair appears once."""
+    counts with its mean rating, so each pair appears once.
+
+    `families` (one key per rating, e.g. the branch point of `prefrl collect --siblings`):
+    only pairs of segments of the same family, which differ by their actions and not by where
+    they started. A segment whose family is None is in no pair."""
     ids = np.asarray(segment_ids, np.int64).reshape(-1)
     values = np.asarray([parse_rating(r) for r in np.asarray(ratings).reshape(-1).tolist()])
     if len(ids) != len(values):
         raise ValueError(f"{len(ids)} segments and {len(values)} ratings: expected one each")
-    unique, inverse = np.unique(ids, return_inverse=True)
+    unique, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     mean = np.bincount(inverse, weights=values) / np.bincount(inverse)
     if len(np.unique(mean)) < 2:
         raise ValueError(
@@ -47,6 +51,19 @@ def ratings_to_pairs(segment_ids, ratings) -> RatedPairs:
             "least two different ratings are needed to make a preference"
         )
     i, j = np.triu_indices(len(unique), k=1)
+    if families is not None:
+        keys = np.asarray([None if f is None else str(f) for f in families], object)
+        if len(keys) != len(ids):
+            raise ValueError(f"{len(ids)} ratings and {len(keys)} families: expected one each")
+        family = keys[first]
+        known = np.asarray([f is not None for f in family], bool)
+        same = known[i] & (family[i] == family[j])
+        if not same.any():
+            raise ValueError(
+                "no two rated segments are of the same family: pairs within families need "
+                "segments collected with siblings (prefrl collect --siblings N)"
+            )
+        i, j = i[same], j[same]
     labels = np.where(
         mean[i] > mean[j], Label.LEFT, np.where(mean[i] < mean[j], Label.RIGHT, Label.EQUAL)
     ).astype(np.int8)

@@ -676,6 +676,17 @@ class FeedbackStore:
                 )
             )
 
+    def segment_infos(self, segment_ids: Sequence[int]) -> dict[int, dict]:
+        """Segment id -> the info stored with it (where it came from)."""
+        with self._session() as s:
+            return dict(
+                s.execute(
+                    select(SegmentRow.id, SegmentRow.info).where(
+                        SegmentRow.id.in_([int(i) for i in segment_ids])
+                    )
+                ).all()
+            )
+
     def segments(self, run_dir: Path, segment_ids: Sequence[int]) -> Segments:
         """The arrays of stored segments, in the order asked."""
         with self._session() as s:
@@ -800,12 +811,17 @@ class FeedbackStore:
             ))  # fmt: skip
 
     def ratings(self, run_id: int) -> list[tuple[int, int, str | None]]:
-        """(segment id, rating, annotator name) of every rating in the run."""
+        """(segment id, rating, who: the annotator's name, or the rating's source where no
+        annotator gave it, e.g. scripted:return) of every rating in the run."""
         with self._session() as s:
             return [
                 tuple(r)
                 for r in s.execute(
-                    select(RatingRow.segment_id, RatingRow.value, AnnotatorRow.name)
+                    select(
+                        RatingRow.segment_id,
+                        RatingRow.value,
+                        func.coalesce(AnnotatorRow.name, RatingRow.source),
+                    )
                     .join(SegmentRow, RatingRow.segment_id == SegmentRow.id)
                     .outerjoin(AnnotatorRow, RatingRow.annotator_id == AnnotatorRow.id)
                     .where(SegmentRow.run_id == run_id)

@@ -48,16 +48,31 @@ def policy_segments(
     count: int,
     length: int = 50,
     seed: int = 0,
+    siblings: int = 1,
 ) -> tuple[Segments, list[dict]]:
     """About `count` segments in all, an equal share from each (checkpoint, action-noise) pair:
     the policy's deterministic action with Gaussian noise of that std added before its tanh.
-    Returns the segments (with simulator states) and, per segment, where it came from."""
+    Returns the segments (with simulator states) and, per segment, where it came from.
+
+    With `siblings` > 1, segments come in families: each family's segments start from the same
+    simulator state (a state the noisy policy reached) and differ only by their action noise.
+    Rated segments of a rollout mostly differ by where the policy was, and CPL can only learn
+    from how the rated actions differ from the policy's own; between siblings, what differs is
+    the actions. A sibling whose episode ends before `length` steps is dropped, as a short
+    episode gives no segment. Each segment's info names its family (`family`)."""
     from prefrl.loops.rl import load_policy
 
     if not checkpoints:
         raise ValueError("give one or more --checkpoints (run directories or checkpoints)")
     if any(n < 0 for n in noises) or not noises:
         raise ValueError(f"--noise {noises} is invalid: expected one or more values >= 0")
+    if siblings < 1:
+        raise ValueError(f"--siblings {siblings} is invalid: expected a positive integer")
+    if siblings > 1 and min(noises) == 0:
+        raise ValueError(
+            f"--siblings {siblings} needs every --noise above 0 (got {noises}): siblings "
+            "without action noise are one segment repeated"
+        )
     policies = [load_policy(Path(c)) for c in checkpoints]
     envs = {p.config.env for p in policies}
     if len(envs) > 1:
@@ -69,38 +84,64 @@ def policy_segments(
     combos = [(p, n) for p in policies for n in noises]
     share = -(-count // len(combos))
     recorder, rng = SegmentRecorder(length), np.random.default_rng([seed, 17])
-    parts, infos, episode = [], [], 0
+    parts, infos, episode, families = [], [], 0, 0
     env = make_env(env_id, seed=seed)
+
+    def act(policy, noise, obs):
+        action = np.asarray(
+            policy.sac.act(policy.state.actor_params, obs, None, 0, deterministic=True)
+        )
+        # Noise before the policy's tanh: actions stay inside (-1, 1), where the tanh-Gaussian's
+        # log-likelihood (CPL's advantage) is finite and smooth; noise added after it and
+        # clipped puts actions on the bounds, where log π -> -inf and CPL's gradient pushes
+        # the mean off to infinity.
+        u = np.arctanh(np.clip(action, -1 + 1e-6, 1 - 1e-6))
+        return np.tanh(u + noise * rng.normal(size=action.shape)).astype(np.float32)
+
+    def rollout(policy, noise, obs, steps: int | None) -> None:
+        """Record up to `steps` steps (None: to the episode's end) into `recorder`."""
+        done, taken = False, 0
+        while not done and (steps is None or taken < steps):
+            state, action = env.get_state(), act(policy, noise, obs)
+            nxt, reward, term, trunc, _ = env.step(action)
+            recorder.record(0, obs, action, reward, state)
+            obs, done, taken = nxt, term or (trunc and steps is None), taken + 1
+
     try:
         for policy, noise in combos:
-            params, got = policy.state.actor_params, 0
+            got = 0
             while got < share:
-                obs, _ = env.reset(seed=seed + episode)
-                done = False
-                while not done:
-                    state = env.get_state()
-                    action = np.asarray(policy.sac.act(params, obs, None, 0, deterministic=True))
-                    # Noise before the policy's tanh: actions stay inside (-1, 1), where the
-                    # tanh-Gaussian's log-likelihood (CPL's advantage) is finite and smooth;
-                    # noise added after it and clipped puts actions on the bounds, where
-                    # log π -> -inf and CPL's gradient pushes the mean off to infinity.
-                    u = np.arctanh(np.clip(action, -1 + 1e-6, 1 - 1e-6))
-                    action = np.tanh(u + noise * rng.normal(size=action.shape))
-                    nxt, reward, term, trunc, _ = env.step(action.astype(np.float32))
-                    recorder.record(0, obs, action, reward, state)
-                    obs, done = nxt, term or trunc
+                episode_seed = seed + episode
+                obs, _ = env.reset(seed=episode_seed)
+                rollout(policy, noise, obs, None)
                 episode += 1
                 seg = recorder.end_episode(rng, episode)
                 if seg is None:
                     continue
-                seg = seg[: share - got]
-                parts.append(seg)
-                got += len(seg)
-                infos += [
-                    {"checkpoint": str(policy.checkpoint), "noise": float(noise),
-                     "episode": episode, "collected_at": time.time()}
-                    for _ in range(len(seg))
-                ]  # fmt: skip
+                if siblings == 1:
+                    family = [(seg[: share - got], None)]
+                else:  # one family per segment of the episode, as many as the share needs
+                    family = []
+                    for state, start in list(zip(seg.state[:, 0], seg.start, strict=True))[
+                        : -(-(share - got) // siblings)
+                    ]:
+                        for _ in range(siblings):
+                            env.reset(seed=episode_seed)
+                            rollout(policy, noise, env.set_state(state), length)
+                            child = recorder.end_episode(rng, episode)
+                            if child is not None:
+                                child.start[:] = start
+                                family.append((child, families))
+                        families += 1
+                for part, fam in family:
+                    parts.append(part)
+                    got += len(part)
+                    infos += [
+                        {"checkpoint": str(policy.checkpoint), "noise": float(noise),
+                         "episode": episode, "collected_at": time.time()}
+                        | ({} if fam is None else {"family": fam})
+                        for _ in range(len(part))
+                    ]  # fmt: skip
     finally:
         env.close()
     return Segments.concatenate(parts), infos

@@ -16,6 +16,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import jax
 import numpy as np
@@ -230,7 +231,13 @@ class FinetuneConfig(CPLRun):
     """The SAC run directory (its latest checkpoint) or a checkpoint to start from."""
     ratings: Path = Path("runs/ratings")
     """A rating run (`prefrl collect`), rated by a person or `prefrl rate`."""
+    pairs: Literal["all", "siblings"] = "all"
+    """Which rated segments are compared: every pair, or only siblings (segments collected
+    with `--siblings` from one start state, which differ by their actions alone)."""
     cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
+
+    def checks(self) -> dict[str, tuple[bool, str]]:
+        return {**super().checks(), "pairs": (self.pairs in ("all", "siblings"), "all or siblings")}
 
 
 @dataclass
@@ -242,8 +249,11 @@ class FinetuneResult:
     pairs: int
 
 
-def load_rated_pairs(ratings_dir: Path, env_id: str, obs_dim: int, action_dim: int):
-    """(left segments, right segments, labels, provenance) from a rating run's ratings."""
+def load_rated_pairs(
+    ratings_dir: Path, env_id: str, obs_dim: int, action_dim: int, pairs: str = "all"
+):
+    """(left segments, right segments, labels, provenance) from a rating run's ratings:
+    every pair (`pairs="all"`) or pairs of siblings alone (`"siblings"`)."""
     run = run_info(ratings_dir)
     if run.env != env_id:
         raise ValueError(
@@ -256,23 +266,27 @@ def load_rated_pairs(ratings_dir: Path, env_id: str, obs_dim: int, action_dim: i
         if not rows:
             raise ValueError(f"{ratings_dir} holds no ratings yet (rate its clips first)")
         seg_ids, values, who = zip(*rows, strict=True)
-        pairs = ratings_to_pairs(seg_ids, values)
-        left = store.segments(run.run_dir, pairs.left.tolist())
-        right = store.segments(run.run_dir, pairs.right.tolist())
+        families = None
+        if pairs == "siblings":
+            infos = store.segment_infos(seg_ids)
+            families = [infos[i].get("family") for i in seg_ids]
+        rated = ratings_to_pairs(seg_ids, values, families)
+        left = store.segments(run.run_dir, rated.left.tolist())
+        right = store.segments(run.run_dir, rated.right.tolist())
     if left.obs.shape[-1] != obs_dim or left.action.shape[-1] != action_dim:
         raise ValueError(
             f"the rated segments have obs/action sizes {left.obs.shape[-1]}/"
             f"{left.action.shape[-1]}; the policy takes {obs_dim}/{action_dim}"
         )
     sources = sorted({str(w) for w in who})
-    return left, right, pairs.labels, {"raters": sources, "ratings": len(rows)}
+    return left, right, rated.labels, {"raters": sources, "ratings": len(rows), "paired": pairs}
 
 
 def finetune(config: FinetuneConfig) -> FinetuneResult:
     loaded = load_policy(config.policy)
     sac, env_id = loaded.sac, loaded.config.env
     left, right, labels, provenance = load_rated_pairs(
-        config.ratings, env_id, sac.obs_dim, sac.action_dim
+        config.ratings, env_id, sac.obs_dim, sac.action_dim, config.pairs
     )
     name = config.name or run_name(env_id, "cpl", config.seed)
     run_dir = open_run_dir(None, config.runs_dir, name)
