@@ -8,7 +8,9 @@ the checkpoint whose evaluation return is nearest half the final one. Segments a
 from the start checkpoint and its two neighbours at action noise 0, 0.1 and 0.3, rated 1-100 by a
 scripted rater (true return, noise 0.05), and a random 500 of the pairs they give are used
 (`--sources start`: from the start checkpoint alone, so that the rated segments are not ordered
-by training progress and cloning the better ones cannot pass for learning the preference). Each
+by training progress and cloning the better ones cannot pass for learning the preference;
+`--noise 0.3 --siblings 10 --pair-within siblings`: families of ten segments from one state
+each, paired only inside a family, so that the pairs are about actions, not states). Each
 seed fine-tunes with the conservative term (MSE to the original, weight 0.01) and without it;
 returns are over 10 evaluation episodes on the same seeds for the start and fine-tuned policies.
 Results are merged into benchmarks/results/cpl.json.

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -179,10 +180,13 @@ def _run(kind: str, config, runs: Path, resume: bool) -> tuple[float, float]:
         meta = json.loads((run_dir / "wall.json").read_text())
         return _final_return(run_dir), meta["seconds"]
     previous = 0.0
-    if run_dir.exists() and resume and latest_checkpoint(run_dir) is not None:
-        config = dataclasses.replace(config, resume=run_dir)
-        wall = run_dir / "wall.json"
-        previous = json.loads(wall.read_text())["seconds"] if wall.exists() else 0.0
+    if run_dir.exists() and resume:
+        if latest_checkpoint(run_dir) is None:  # stopped before its first checkpoint
+            shutil.rmtree(run_dir)
+        else:
+            config = dataclasses.replace(config, resume=run_dir)
+            wall = run_dir / "wall.json"
+            previous = json.loads(wall.read_text())["seconds"] if wall.exists() else 0.0
     t0 = time.perf_counter()
     train = train_online if kind == "pref" else train_rl
     result = train(config)

@@ -190,6 +190,7 @@ def test_rater_prefers_a_property_at_equal_progress():
     assert np.argsort(scores).tolist() == [1, 0, 3, 2]
     # One band: only the property counts; many bands: only progress does.
     assert np.argsort(segment_scores(segs, "low-action@return/1")).tolist() == [1, 3, 2, 0]
+    assert np.argsort(segment_scores(segs, "high-action@return/1")).tolist() == [0, 2, 3, 1]
     assert np.argsort(segment_scores(segs, "low-action@return/100")).tolist() == [0, 1, 2, 3]
     assert np.argsort(segment_scores(segs, "low-obs:1@return")).tolist() == [0, 1, 2, 3]
     for bad in ("low-action@return/0", "low-action@return/x"):

@@ -646,7 +646,7 @@ class RateArgs:
     run_dir: Annotated[Path, tyro.conf.Positional]
     rater: str = "return"
     """return (true return), regret:RUN (advantage of the segment's actions under the critic of
-    a better SAC run or checkpoint), low-action (smaller actions), obs:I (higher observation I
+    a better SAC run or checkpoint), low-action / high-action (smaller / larger actions), obs:I (higher observation I
     on average), low-obs:I (lower), piano-f1 / piano-wrong-keys (piano runs: higher key-press F1 /
     fewer keys pressed that the song did not ask for), A+w*B: weighted standardised scores,
     e.g. return+0.5*low-action, or A@B/N: A at equal B, e.g. low-action@return/5 (N bands of

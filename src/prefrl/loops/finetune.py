@@ -122,8 +122,9 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         return segments.reward.sum(-1)
     if rater.startswith("regret:"):
         return _regret_scores(segments, Path(rater.removeprefix("regret:")), env_id)
-    if rater == "low-action":
-        return -(segments.action**2).sum(-1).mean(-1)
+    if rater in ("low-action", "high-action"):
+        size = (segments.action**2).sum(-1).mean(-1)
+        return -size if rater == "low-action" else size
     if rater.startswith(("obs:", "low-obs:")):
         try:
             index = int(rater.split(":", 1)[1])
@@ -135,7 +136,7 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
         mean = segments.obs[..., index].mean(-1)
         return -mean if rater.startswith("low-") else mean
     raise ValueError(
-        f"rater {rater!r} is invalid: expected return, regret:RUN, low-action, obs:I, "
+        f"rater {rater!r} is invalid: expected return, regret:RUN, low-action, high-action, obs:I, "
         "low-obs:I, piano-f1, piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N "
         "(A at equal B, in N bands of B)"
     )
