@@ -388,3 +388,6 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     )
     assert (tmp_path / "cli-cpl" / "summary.json").exists()
     assert main(["rate", str(out), "--rater", "obs:99"]) == 2  # toy observations have 6 dims
+    siblings_cmd = ["collect", "--checkpoints", str(ckpts[-1]), "--out", str(tmp_path / "sib")]
+    assert main([*siblings_cmd, "--noise", "0", "--siblings", "2"]) == 2  # siblings need noise
+    assert not (tmp_path / "sib").exists()
