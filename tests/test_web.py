@@ -170,6 +170,46 @@ def test_side_by_side_pair_videos_for_the_terminal(run):
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian chromium not installed")
+def test_rating_page_shows_siblings_as_a_family_in_chromium(tmp_path):
+    """Clips that start from one moment are rated together: the page shows a family whole, says
+    so, and moves to the next family once every clip of this one is rated."""
+    from fastapi.testclient import TestClient
+    from playwright.sync_api import sync_playwright
+
+    from prefrl.loops.finetune import make_rating_run
+
+    segs = random_segments(ENV, count=5, length=10)[:5]
+    infos = [{"family": 0}] * 3 + [{"family": 1}] * 2
+    run = run_info(make_rating_run(tmp_path / "rate", ENV, segs, infos, 64))
+    with TestClient(create_app(run)) as client:
+        got = client.get("/api/rate/next?n=2").json()  # the family, not n, decides
+        assert got["family"] == 0 and len(got["segments"]) == 3
+    count = "document.querySelectorAll('#clips figure').length"
+    with served(create_app(run)) as port, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        page.goto(f"http://127.0.0.1:{port}/rate")
+        page.wait_for_function(f"{count} == 3")
+        assert "These 3 clips start from the same moment" in page.inner_text("#family")
+        first = page.locator("#clips figure").first
+        first.locator("input").fill("90")
+        first.locator(".save").click()
+        page.wait_for_function(f"{count} == 2")
+        page.wait_for_timeout(300)  # the reload after a save brings no clip of another family
+        assert page.evaluate(count) == 2
+        for _ in range(2):
+            page.locator("#clips figure").first.locator(".save").click()
+        page.wait_for_function(f"{count} == 2 && !document.getElementById('family').hidden")
+        ids = page.evaluate("[...document.querySelectorAll('#clips figure')]"
+                            ".map(f => Number(f.dataset.segment))")  # fmt: skip
+        browser.close()
+    with FeedbackStore(run.store) as store:
+        rows = store.ratings(store.run_id(run.name))
+        infos_now = store.segment_infos(ids)
+    assert sorted(v for _, v, _ in rows) == [50, 50, 90]
+    assert {info["family"] for info in infos_now.values()} == {1}
+
+
 def test_compare_page_in_chromium(run, tmp_path):
     from playwright.sync_api import sync_playwright
 

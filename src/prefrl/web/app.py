@@ -29,6 +29,7 @@ from prefrl.rundir.metrics import read_metrics
 
 HERE = Path(__file__).parent
 LOCAL_ANNOTATOR = "local"
+FAMILY_WINDOW = 50  # unrated clips looked at to gather the next clip's family of siblings
 
 
 class LabelIn(BaseModel):
@@ -164,9 +165,18 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
 
     @app.get("/api/rate/next")
     def next_to_rate(who: Who, n: Annotated[int, Query(ge=1, le=20)] = 4) -> dict:
-        todo = store.segments_to_rate(run_id, who[0], n)
+        """The next `n` clips to rate; where the next clip has siblings (`prefrl collect
+        --siblings`), its family's unrated clips instead (up to 20), to be rated together."""
+        todo = store.segments_to_rate(run_id, who[0], FAMILY_WINDOW)
+        infos = store.segment_infos(todo[:1])
+        family = infos[todo[0]].get("family") if todo else None
+        if family is None:
+            todo = todo[:n]
+        else:  # families are collected one after another, so they are contiguous in id order
+            infos = store.segment_infos(todo)
+            todo = [s for s in todo if infos[s].get("family") == family][:20]
         urls = clip_urls(todo, who[2])
-        return {"segments": [{"id": s, "clip": urls[s]} for s in todo]}
+        return {"family": family, "segments": [{"id": s, "clip": urls[s]} for s in todo]}
 
     @app.post("/api/rating")
     def post_rating(body: RatingIn, who: Who) -> dict:

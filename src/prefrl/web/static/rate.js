@@ -1,9 +1,12 @@
 // The rating page: each clip gets a 1-100 rating; a saved rating is replaced by the next clip.
+// Siblings (clips that start from one moment, `prefrl collect --siblings`) come as a family:
+// the next family is shown once every clip of this one is rated.
 "use strict";
 const token = document.body.dataset.token;
 const headers = { "Content-Type": "application/json", "X-Prefrl-Token": token };
 const grid = document.getElementById("clips");
 const statusEl = document.getElementById("status");
+const familyEl = document.getElementById("family");
 let rated = 0;
 
 function card(seg) {
@@ -41,6 +44,9 @@ async function load() {
   if (!r.ok) { statusEl.textContent = data.detail; return; }
   const shown = new Set([...grid.children].map(f => Number(f.dataset.segment)));
   for (const seg of data.segments) if (!shown.has(seg.id)) grid.appendChild(card(seg));
+  familyEl.hidden = data.family === null || !grid.children.length;
+  familyEl.textContent = `These ${grid.children.length} clips start from the same moment and ` +
+    "differ only in what the agent did: rate them against each other.";
   statusEl.textContent = grid.children.length
     ? `Rated here: ${rated}.`
     : `Rated here: ${rated}. Nothing left to rate; checking every 5 s.`;
