@@ -119,9 +119,9 @@ def policy_segments(
                 if seg is None:
                     continue
                 if siblings == 1:
-                    family = [(seg[: share - got], None)]
+                    pieces = [(seg[: share - got], None)]
                 else:  # one family per segment of the episode, as many as the share needs
-                    family = []
+                    pieces = []
                     for state, start in list(zip(seg.state[:, 0], seg.start, strict=True))[
                         : -(-(share - got) // siblings)
                     ]:
@@ -131,15 +131,15 @@ def policy_segments(
                             child = recorder.end_episode(rng, episode)
                             if child is not None:
                                 child.start[:] = start
-                                family.append((child, families))
+                                pieces.append((child, families))
                         families += 1
-                for part, fam in family:
+                for part, family in pieces:
                     parts.append(part)
                     got += len(part)
                     infos += [
                         {"checkpoint": str(policy.checkpoint), "noise": float(noise),
                          "episode": episode, "collected_at": time.time()}
-                        | ({} if fam is None else {"family": fam})
+                        | ({} if family is None else {"family": family})
                         for _ in range(len(part))
                     ]  # fmt: skip
     finally:
