@@ -149,6 +149,37 @@ def test_terminal_labeller(run):
     assert "'x' is not an answer" in text and ".mp4" in text
 
 
+def test_terminal_rater(tmp_path):
+    from prefrl.feedback.terminal import rate_in_terminal
+    from prefrl.loops.finetune import make_rating_run
+
+    segs = random_segments(ENV, count=4, length=10)[:4]
+    infos = [{"family": 0}] * 2 + [{}] * 2
+    run = run_info(make_rating_run(tmp_path / "rate", ENV, segs, infos, 64))
+    out = io.StringIO()
+    with FeedbackStore(run.store) as store:
+        ids = store.segment_ids(store.run_id(run.name))
+        # Bad ratings are refused and asked again; Enter passes the first clip over.
+        answers = io.StringIO("x\n150\n\n70\n40\nq\n")
+        assert rate_in_terminal(store, run.name, run.run_dir, inp=answers, out=out,
+                                open_clips=False) == 2  # fmt: skip
+        # The next session starts with the clip passed over, then the one left.
+        assert rate_in_terminal(store, run.name, run.run_dir, inp=io.StringIO("55\n"), out=out,
+                                open_clips=False) == 1  # fmt: skip
+        rated = {seg: (value, who) for seg, value, who in store.ratings(store.run_id(run.name))}
+    assert rated == {ids[1]: (70, "terminal"), ids[2]: (40, "terminal"), ids[0]: (55, "terminal")}
+    text = out.getvalue()
+    assert "rating 'x' is invalid" in text and "rating '150' is invalid" in text
+    assert "family 0: rate it against its siblings" in text and ".mp4" in text
+    # A rating run without clips has nothing to show.
+    bare = run_info(make_rating_run(tmp_path / "bare", ENV, segs, infos, None))
+    out = io.StringIO()
+    with FeedbackStore(bare.store) as store:
+        assert rate_in_terminal(store, bare.name, bare.run_dir, inp=io.StringIO(""), out=out,
+                                open_clips=False) == 0  # fmt: skip
+    assert "4 segment(s) have no clip to show" in out.getvalue()
+
+
 def test_side_by_side_pair_videos_for_the_terminal(run):
     renderer = ClipRenderer(ENV, size=64)
     with FeedbackStore(run.store) as store:

@@ -641,25 +641,45 @@ def cmd_collect(args: list[str]) -> int:
 
 @dataclass(frozen=True)
 class RateArgs:
-    """Rate every segment of a rating run 1-100 with a scripted rater."""
+    """Rate every segment of a rating run 1-100: yourself in the terminal, or a scripted rater."""
 
     run_dir: Annotated[Path, tyro.conf.Positional]
     rater: str = "return"
-    """return (true return), regret:RUN (advantage of the segment's actions under the critic of
-    a better SAC run or checkpoint), low-action / high-action (smaller / larger actions), obs:I (higher observation I
-    on average), low-obs:I (lower), piano-f1 / piano-wrong-keys (piano runs: higher key-press F1 /
-    fewer keys pressed that the song did not ask for), A+w*B: weighted standardised scores,
-    e.g. return+0.5*low-action, or A@B/N: A at equal B, e.g. low-action@return/5 (N bands of
-    B's score; a higher band always wins, inside a band A decides)."""
+    """terminal (you: one clip at a time, typed 1-100), or a scripted rater: return (true
+    return), regret:RUN (advantage of the segment's actions under the critic of a better SAC run
+    or checkpoint), low-action / high-action (smaller / larger actions), obs:I (higher
+    observation I on average), low-obs:I (lower), piano-f1 / piano-wrong-keys (piano runs:
+    higher key-press F1 / fewer keys pressed that the song did not ask for), A+w*B: weighted
+    standardised scores, e.g. return+0.5*low-action, or A@B/N: A at equal B, e.g.
+    low-action@return/5 (N bands of B's score; a higher band always wins, inside a band A
+    decides)."""
     noise: float = 0.0
-    """Std of the rating noise, as a share of the 1-100 scale."""
+    """Std of the rating noise, as a share of the 1-100 scale (scripted raters)."""
     seed: int = 0
+    annotator: str = "terminal"
+    """Who is rating (--rater terminal)."""
+    open_clips: bool = True
+    """Open each clip with the system viewer where there is a display (--rater terminal)."""
 
 
 def cmd_rate(args: list[str]) -> int:
     from prefrl.loops.finetune import rate_scripted
 
     opts = tyro.cli(RateArgs, args=args, prog="prefrl rate")
+    if opts.rater == "terminal":
+        from prefrl.feedback.store import FeedbackStore, run_info
+        from prefrl.feedback.terminal import rate_in_terminal
+
+        run = run_info(opts.run_dir)
+        try:
+            with FeedbackStore(run.store, create=False) as store:
+                n = rate_in_terminal(
+                    store, run.name, run.run_dir, opts.annotator, open_clips=opts.open_clips
+                )
+        except KeyboardInterrupt:
+            return 0
+        print(f"{n} clips of {opts.run_dir} rated")
+        return 0
     n = rate_scripted(opts.run_dir, opts.rater, opts.noise, opts.seed)
     print(f"{n} segments of {opts.run_dir} rated by the scripted {opts.rater} rater")
     return 0

@@ -3,6 +3,9 @@
 Shows the two clips' paths (and opens them with the system viewer where there is one), then takes
 L (left), R (right), E (equal), Enter (can't tell: skip) or Q (quit), as the original
 learning-from-human-preferences interface did. Labels go to the same store as the web app's.
+
+The terminal rater (`prefrl rate RUN_DIR --rater terminal`) does the same for a rating run's
+clips: one clip at a time, answered with a rating from 1 to 100.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store import FeedbackStore, LabelConflict
 from prefrl.render.clips import pair_clip
 
@@ -93,3 +97,52 @@ def label_in_terminal(
         stored += created
         print(f"saved: {KEYS[key]} ({stored} this session)", file=out)
     return stored
+
+
+def rate_in_terminal(
+    store: FeedbackStore,
+    run_name: str,
+    run_dir: Path,
+    annotator: str = "terminal",
+    inp: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+    open_clips: bool = True,
+) -> int:
+    """Rate a rating run's clips 1-100 until Q, end of input or none is left; Enter passes a
+    clip over (for this session). Returns the number of ratings stored. Siblings (`prefrl
+    collect --siblings`) are named as such, so that they are rated against each other."""
+    run_id = store.run_id(run_name, create=False)
+    who, _ = store.annotator(store.add_annotator(annotator))
+    stored, passed = 0, set()
+    while True:
+        todo = [s for s in store.segments_to_rate(run_id, who, len(passed) + 1) if s not in passed]
+        if not todo:
+            ids = store.segment_ids(run_id)
+            missing = len(ids) - len(store.clips(ids))
+            unseen = f"; {missing} segment(s) have no clip to show" if missing else ""
+            print(f"nothing left to rate ({stored} rated this session{unseen})", file=out)
+            return stored
+        seg = todo[0]
+        clip = run_dir / store.clips([seg])[seg]
+        family = store.segment_infos([seg])[seg].get("family")
+        sibling = "" if family is None else f" (family {family}: rate it against its siblings)"
+        print(f"\nclip {seg}{sibling}\n  {clip}", file=out)
+        if open_clips:
+            open_with_viewer([clip])
+        while True:
+            print("rating 1-100, Enter: pass, [Q]uit > ", end="", file=out, flush=True)
+            line = inp.readline()
+            if not line or line.strip().lower() == "q":
+                return stored
+            if not line.strip():
+                passed.add(seg)
+                break
+            try:
+                value = parse_rating(line.strip())
+            except ValueError as e:
+                print(e, file=out)
+                continue
+            store.add_rating(seg, value, source="terminal", annotator_id=who)
+            stored += 1
+            print(f"saved: {value} ({stored} this session)", file=out)
+            break
