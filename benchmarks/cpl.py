@@ -85,7 +85,7 @@ def row_key(row: dict) -> tuple:
         row.get("conservative_weight", 0.01 if cons else 0.0),
         row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
         row.get("sources", "around"), tuple(row.get("noise", (0.0, 0.1, 0.3))),
-        row.get("siblings", 1), row.get("paired", "all"),
+        row.get("siblings", 1), row.get("paired", "all"), row["segments"],
     )  # fmt: skip
 
 
@@ -141,14 +141,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {row_key(r): r for r in existing["results"]}
     runs = Path(args.runs_dir)
     for env in args.envs:
         start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
         tag = args.rater.replace("/", "-") + ("_start-only" if args.sources == "start" else "")
         if args.noise != [0.0, 0.1, 0.3] or args.siblings > 1:
             tag += "_n" + "-".join(f"{n:g}" for n in args.noise) + f"_x{args.siblings}"
+        if args.segments != 150:
+            tag += f"_{args.segments}seg"
         ratings = runs / f"{env}_{tag}_ratings"
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
@@ -234,6 +234,9 @@ def main() -> None:
                 row["mean_squared_action_finetuned"] = [p["mean_squared_action"] for p in props]
                 row["mean_observation_start"] = start_props["mean_observation"]
                 row["mean_observation_finetuned"] = [p["mean_observation"] for p in props]
+            # Read at write time: runs side by side each add their rows, none drops another's.
+            existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+            rows = {row_key(r): r for r in existing["results"]}
             rows[row_key(row)] = row
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             RESULTS.write_text(
