@@ -153,6 +153,8 @@ def main() -> None:
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
             sources = around if args.sources == "around" else [start]
+            if args.siblings > 1:  # families start from states the first checkpoint reached
+                sources = [start] + [c for c in sources if c != start]
             segments, infos = policy_segments(
                 sources, args.noise, args.segments, args.length, siblings=args.siblings
             )

@@ -214,7 +214,7 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
     from prefrl.loops.collect import policy_segments
     from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
 
-    run = short_sac_run(tmp_path, "sac", steps=300)
+    run = short_sac_run(tmp_path, "sac", steps=600)
     segments, infos = policy_segments([run], [0.5], count=12, length=10, siblings=3)
     family = np.array([i["family"] for i in infos])
     assert len(segments) >= 12 and len(set(family.tolist())) >= 4
@@ -226,6 +226,19 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
         )
         np.testing.assert_array_equal(members.start, members.start[0])
         assert not np.allclose(members.action[0], members.action[1])  # their own noise
+    # With several checkpoints, a family holds siblings of each, from the first one's states.
+    ckpts = sorted((run / "checkpoints").glob("step_*"))
+    assert len(ckpts) == 2  # at 500 and 600 steps
+    mixed, mixed_infos = policy_segments(ckpts, [0.5], count=8, length=10, siblings=2)
+    by_family: dict[int, list[int]] = {}
+    for i, info in enumerate(mixed_infos):
+        by_family.setdefault(info["family"], []).append(i)
+    assert len(by_family) == 2
+    for members in by_family.values():
+        assert len(members) == 2 * len(ckpts)
+        assert {mixed_infos[i]["checkpoint"] for i in members} == {str(c) for c in ckpts}
+        first = mixed.state[members[0], 0]
+        assert all(np.array_equal(mixed.state[i, 0], first) for i in members)
     with pytest.raises(ValueError, match=r"--siblings 3 needs every --noise above 0"):
         policy_segments([run], [0.0, 0.5], count=4, length=10, siblings=3)
     with pytest.raises(ValueError, match=r"--siblings 0 is invalid"):

@@ -54,12 +54,14 @@ def policy_segments(
     the policy's deterministic action with Gaussian noise of that std added before its tanh.
     Returns the segments (with simulator states) and, per segment, where it came from.
 
-    With `siblings` > 1, segments come in families: each family's segments start from the same
-    simulator state (a state the noisy policy reached) and differ only by their action noise.
-    Rated segments of a rollout mostly differ by where the policy was, and CPL can only learn
-    from how the rated actions differ from the policy's own; between siblings, what differs is
-    the actions. A sibling whose episode ends before `length` steps is dropped, as a short
-    episode gives no segment. Each segment's info names its family (`family`)."""
+    With `siblings` > 1, segments come in families: a family holds `siblings` segments of every
+    (checkpoint, noise) pair, all started from one simulator state that the first checkpoint
+    (at the first noise level) reached, so they differ only by their actions: by the noise, and
+    by the policy where there are several checkpoints. Rated segments of a rollout mostly differ
+    by where the policy was, and CPL can only learn from how the rated actions differ from the
+    policy's own; between siblings, what differs is the actions. A sibling whose episode ends
+    before `length` steps is dropped, as a short episode gives no segment. Each segment's info
+    names its family (`family`)."""
     from prefrl.loops.rl import load_policy
 
     if not checkpoints:
@@ -107,41 +109,51 @@ def policy_segments(
             recorder.record(0, obs, action, reward, state)
             obs, done, taken = nxt, term or (trunc and steps is None), taken + 1
 
+    def add(part: Segments, policy, noise: float, family: int | None) -> None:
+        parts.append(part)
+        infos.extend(
+            {"checkpoint": str(policy.checkpoint), "noise": float(noise), "episode": episode,
+             "collected_at": time.time()} | ({} if family is None else {"family": family})
+            for _ in range(len(part))
+        )  # fmt: skip
+
+    def parent_episode(policy, noise) -> Segments | None:
+        """One whole episode; its segments (None if it was shorter than one)."""
+        nonlocal episode
+        obs, _ = env.reset(seed=seed + episode)
+        rollout(policy, noise, obs, None)
+        episode += 1
+        return recorder.end_episode(rng, episode)
+
     try:
-        for policy, noise in combos:
-            got = 0
-            while got < share:
-                episode_seed = seed + episode
-                obs, _ = env.reset(seed=episode_seed)
-                rollout(policy, noise, obs, None)
-                episode += 1
-                seg = recorder.end_episode(rng, episode)
+        if siblings == 1:
+            for policy, noise in combos:
+                got = 0
+                while got < share:
+                    seg = parent_episode(policy, noise)
+                    if seg is not None:
+                        piece = seg[: share - got]
+                        add(piece, policy, noise, None)
+                        got += len(piece)
+        else:  # one family per segment of the first checkpoint's episodes, until enough
+            wanted = -(-count // (siblings * len(combos)))
+            while families < wanted:
+                seg = parent_episode(*combos[0])
                 if seg is None:
                     continue
-                if siblings == 1:
-                    pieces = [(seg[: share - got], None)]
-                else:  # one family per segment of the episode, as many as the share needs
-                    pieces = []
-                    for state, start in list(zip(seg.state[:, 0], seg.start, strict=True))[
-                        : -(-(share - got) // siblings)
-                    ]:
+                episode_seed = seed + episode - 1
+                for state, start in list(zip(seg.state[:, 0], seg.start, strict=True))[
+                    : wanted - families
+                ]:
+                    for policy, noise in combos:
                         for _ in range(siblings):
                             env.reset(seed=episode_seed)
                             rollout(policy, noise, env.set_state(state), length)
                             child = recorder.end_episode(rng, episode)
                             if child is not None:
                                 child.start[:] = start
-                                pieces.append((child, families))
-                        families += 1
-                for part, family in pieces:
-                    parts.append(part)
-                    got += len(part)
-                    infos += [
-                        {"checkpoint": str(policy.checkpoint), "noise": float(noise),
-                         "episode": episode, "collected_at": time.time()}
-                        | ({} if family is None else {"family": family})
-                        for _ in range(len(part))
-                    ]  # fmt: skip
+                                add(child, policy, noise, families)
+                    families += 1
     finally:
         env.close()
     return Segments.concatenate(parts), infos
