@@ -168,12 +168,11 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
         """The next `n` clips to rate; where the next clip has siblings (`prefrl collect
         --siblings`), its family's unrated clips instead (up to 20), to be rated together."""
         todo = store.segments_to_rate(run_id, who[0], FAMILY_WINDOW)
-        infos = store.segment_infos(todo[:1])
+        infos = store.segment_infos(todo)
         family = infos[todo[0]].get("family") if todo else None
         if family is None:
             todo = todo[:n]
         else:  # families are collected one after another, so they are contiguous in id order
-            infos = store.segment_infos(todo)
             todo = [s for s in todo if infos[s].get("family") == family][:20]
         urls = clip_urls(todo, who[2])
         return {"family": family, "segments": [{"id": s, "clip": urls[s]} for s in todo]}
