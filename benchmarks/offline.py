@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
 THROUGHPUT = ROOT / "benchmarks/results/offline_throughput.json"
 REWARDS = ("true", "mr", "nmr", "pt", "cpl")
+LEARNED = ("mr", "nmr", "pt")
 """IQL on the true reward or on a learned one; cpl: offline CPL (BC, then CPL) on the same labels."""
 
 
@@ -79,6 +80,8 @@ def finished_score(run_dir: Path, steps: int) -> float | None:
 
 def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) -> tuple[float, dict]:
     name = f"{dataset.name}_{args_teacher(labels)}_{reward}_s{seed}"
+    if args.as_learned and reward in LEARNED:
+        name += "_as-learned"
     run_dir = Path(args.runs_dir) / name
     if reward == "cpl":
         return run_cpl(dataset, labels, seed, run_dir, args)
@@ -91,6 +94,7 @@ def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) ->
             reward_model=SegmentRewardConfig(
                 kind="pt" if reward == "true" else reward, epochs=args.reward_epochs
             ),
+            center_reward=not args.as_learned,
             steps=args.iql_steps,
             eval_interval=args.eval_interval,
             checkpoint_interval=args.eval_interval,
@@ -145,7 +149,14 @@ def args_teacher(labels: Path | None) -> str:
 
 def benchmark(args) -> None:
     existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
-    rows = {(r["dataset"], r["teacher"], r["reward"]): r for r in existing["results"]}
+    for r in existing["results"]:  # rows from before centring existed were as learned
+        if r["reward"] in LEARNED:
+            r.setdefault("reward_offset", "as learned")
+    rows = {
+        (r["dataset"], r["teacher"], r["reward"], r.get("reward_offset")): r
+        for r in existing["results"]
+    }
+    offset = "as learned" if args.as_learned else "centred"
     command = "python benchmarks/offline.py " + " ".join(sys.argv[1:])
     for env in args.envs:
         dataset = dataset_for(env)
@@ -180,6 +191,8 @@ def benchmark(args) -> None:
                     "reward_return_correlation": [
                         i.get("reward/episode_return_correlation") for i in infos
                     ],
+                    "reward_offset": offset if reward in LEARNED else None,
+                    "reward_scaled_mean": [i.get("reward/scaled_mean") for i in infos],
                     "command": command,
                 }
                 if reward == "cpl":
@@ -190,7 +203,7 @@ def benchmark(args) -> None:
                         bc_scores=[i["eval/bc_score_mean"] for i in infos],
                         cpl_val_accuracy=[i.get("cpl/val_accuracy") for i in infos],
                     )
-                key = (row["dataset"], row["teacher"], reward)
+                key = (row["dataset"], row["teacher"], reward, row["reward_offset"])
                 rows[key] = row
                 print(
                     f"{dataset.name} {row['teacher']:>7} {reward:>4}: score "
@@ -291,6 +304,11 @@ def main() -> None:
     parser.add_argument("--reward-epochs", type=int, default=30)
     parser.add_argument("--bc-steps", type=int, default=20_000, help="offline CPL's BC steps")
     parser.add_argument("--cpl-steps", type=int, default=1000, help="offline CPL's CPL steps")
+    parser.add_argument(
+        "--as-learned",
+        action="store_true",
+        help="give IQL learned rewards uncentred, as the reference relabels (default: centred)",
+    )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])

@@ -236,6 +236,15 @@ def test_reward_scaling():
     scaled = scale_rewards(data, data.rewards, shift=0.5)
     returns = data.episode_returns(scaled - 0.5)
     np.testing.assert_allclose(returns.max() - returns.min(), 1000.0, rtol=1e-4)
+    # A preference loss leaves a reward's constant free: centred, it no longer matters, so a
+    # reward learned 3 below the true one gets the same mean +0.5 per step and the same ranking.
+    offset = data.rewards - 3.0
+    centred = scale_rewards(data, offset, shift=0.5, center=True)
+    np.testing.assert_allclose(centred.mean(), 0.5, atol=1e-5)
+    np.testing.assert_allclose(
+        centred, scale_rewards(data, data.rewards, 0.5, center=True), atol=1e-4
+    )
+    assert scale_rewards(data, offset, shift=0.5).mean() < 0  # as learned: mostly negative
 
 
 # ------------------------------------------------------------------------------------ IQL
@@ -330,6 +339,8 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     assert (run / "reward_model" / "config.json").exists() and (run / "rewards.npy").exists()
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/score_mean" in r] == [1000, 2000]
+    fitted = json.loads((run / "reward_metrics.json").read_text())
+    assert abs(fitted["reward/scaled_mean"] - 0.5) < 1e-4  # centred by default
     # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
     before = np.load(run / "rewards.npy")
     assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0

@@ -45,6 +45,11 @@ class OfflineConfig:
     """true (the dataset's own rewards: the baseline), mr, nmr or pt."""
     reward_model: SegmentRewardConfig = dataclasses.field(default_factory=SegmentRewardConfig)
     """The reward model's settings (its kind is --reward's)."""
+    center_reward: bool = True
+    """Subtract the learned reward's mean over the dataset before the scaling. A preference
+    loss fixes a reward only up to a constant; where episodes end early (Hopper, Walker2d) that
+    constant's sign decides whether IQL learns to stay up or to fall at once. Off reproduces
+    the reference's relabelling exactly."""
     iql: IQLConfig = dataclasses.field(default_factory=IQLConfig)
     steps: int = 1_000_000
     """IQL gradient steps (sets the actor's cosine schedule)."""
@@ -174,7 +179,7 @@ class _Loop:
         info_path = self.run_dir / "reward_metrics.json"
         if path.exists() and info_path.exists():
             self.reward_metrics = json.loads(info_path.read_text())
-            return scale_rewards(ds, np.load(path), shift=0.5)
+            return self._scaled(np.load(path))
         model_cfg = dataclasses.replace(cfg.reward_model, kind=cfg.reward)
         model = SegmentRewardModel(
             model_cfg, ds.obs_dim, ds.action_dim, self.queries.length, cfg.seed
@@ -195,16 +200,24 @@ class _Loop:
         model.save(self.run_dir / "reward_model")
         progress.say(f"relabelling {len(ds)} transitions")
         learned = model.relabel(ds)
-        true_returns, learned_returns = ds.episode_returns(), ds.episode_returns(learned)
+        scaled = self._scaled(learned)
         self.reward_metrics = {
             **fit,
-            "reward/episode_return_correlation": pearson(true_returns, learned_returns),
+            # of the rewards IQL gets: with an offset, long episodes gain or lose by length
+            "reward/episode_return_correlation": pearson(
+                ds.episode_returns(), ds.episode_returns(scaled)
+            ),
             "reward/step_correlation": pearson(ds.rewards, learned),
+            "reward/scaled_mean": float(scaled.mean()),
         }
         metrics.log(0, self.reward_metrics)
         np.save(path, learned)
         write_json(info_path, self.reward_metrics)
-        return scale_rewards(ds, learned, shift=0.5)
+        return scaled
+
+    def _scaled(self, learned: np.ndarray) -> np.ndarray:
+        """A learned reward as IQL gets it: centred (by default), scaled, plus 0.5."""
+        return scale_rewards(self.dataset, learned, shift=0.5, center=self.config.center_reward)
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:

@@ -380,10 +380,16 @@ class SegmentRewardModel(RewardModel):
         return model
 
 
-def scale_rewards(dataset: OfflineDataset, rewards: np.ndarray, shift: float) -> np.ndarray:
+def scale_rewards(
+    dataset: OfflineDataset, rewards: np.ndarray, shift: float, center: bool = False
+) -> np.ndarray:
     """IQL's locomotion scaling: rewards x 1000 / (max - min episode return), plus `shift`
     (0.5 for learned rewards on locomotion, as Preference Transformer's runs; 0 for the true
-    reward, as IQL's)."""
+    reward, as IQL's). `center` first subtracts the rewards' mean over the dataset, so a
+    learned reward's arbitrary constant does not decide the sign of what IQL gets."""
+    rewards = np.asarray(rewards, np.float64)
+    if center:
+        rewards = rewards - rewards.mean()
     returns = dataset.episode_returns(rewards)
     span = float(returns.max() - returns.min())
     if span <= 0:
