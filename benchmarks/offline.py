@@ -46,9 +46,10 @@ from prefrl.rundir.metrics import read_metrics
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
 THROUGHPUT = ROOT / "benchmarks/results/offline_throughput.json"
-REWARDS = ("true", "mr", "nmr", "pt", "cpl")
-LEARNED = ("mr", "nmr", "pt")
-"""IQL on the true reward or on a learned one; cpl: offline CPL (BC, then CPL) on the same labels."""
+REWARDS = ("true", "true-like-learned", "mr", "nmr", "pt", "cpl")
+LEARNED = ("mr", "nmr", "pt", "true-like-learned")
+"""IQL on the true reward or on a learned one; cpl: offline CPL (BC, then CPL) on the same labels;
+true-like-learned: the true reward given what a learned one gets (centred, +0.5), a control."""
 
 
 def dataset_for(env: str) -> Path:
@@ -87,14 +88,16 @@ def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) ->
         return run_cpl(dataset, labels, seed, run_dir, args)
     score = finished_score(run_dir, args.iql_steps)
     if score is None:
+        true = reward in ("true", "true-like-learned")
         config = OfflineConfig(
             dataset=dataset,
-            labels=labels,
-            reward=reward,
+            labels=None if true else labels,
+            reward="true" if true else reward,
             reward_model=SegmentRewardConfig(
-                kind="pt" if reward == "true" else reward, epochs=args.reward_epochs
+                kind="pt" if true else reward, epochs=args.reward_epochs
             ),
             center_reward=not args.as_learned,
+            true_like_learned=reward == "true-like-learned",
             steps=args.iql_steps,
             eval_interval=args.eval_interval,
             checkpoint_interval=args.eval_interval,
@@ -168,14 +171,18 @@ def benchmark(args) -> None:
             for reward in args.rewards:
                 if reward == "true":
                     scores, infos = true_scores, true_infos
+                elif reward == "true-like-learned":
+                    scores, infos = zip(
+                        *(run_one(dataset, None, reward, s, args) for s in args.seeds)
+                    )
                 else:
                     scores, infos = zip(
                         *(run_one(dataset, labels, reward, s, args) for s in args.seeds)
                     )
                 row = {
                     "dataset": dataset.name,
-                    "teacher": teacher if reward != "true" else "none",
-                    "queries": args.queries if reward != "true" else 0,
+                    "teacher": teacher if not reward.startswith("true") else "none",
+                    "queries": args.queries if not reward.startswith("true") else 0,
                     "query_length": args.length,
                     "reward": reward,
                     "seeds": len(scores),
@@ -184,7 +191,7 @@ def benchmark(args) -> None:
                     "scores": [float(x) for x in scores],
                     "score_last3_mean": [i.get("score_last3") for i in infos],
                     "iql_steps": args.iql_steps,
-                    "reward_epochs": args.reward_epochs if reward not in ("true", "cpl") else None,
+                    "reward_epochs": args.reward_epochs if reward in ("mr", "nmr", "pt") else None,
                     "true_score_mean": float(np.mean(true_scores)),
                     "ratio_to_true": float(np.mean(scores) / np.mean(true_scores)),
                     "reward_val_accuracy": [i.get("reward/val_accuracy") for i in infos],

@@ -341,6 +341,18 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     assert [r["step"] for r in rows if "eval/score_mean" in r] == [1000, 2000]
     fitted = json.loads((run / "reward_metrics.json").read_text())
     assert abs(fitted["reward/scaled_mean"] - 0.5) < 1e-4  # centred by default
+    # The control: the true reward treated as a learned one (centred, scaled, +0.5).
+    args = ["offline", *common, "--reward", "true", "--steps", "1000", "--eval-interval", "1000"]
+    assert main([*args, "--true-like-learned", "--name", "true-like"]) == 0
+    assert "IQL on the true reward after 1,000 steps" in capsys.readouterr().out
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / "runs/true-like/metrics.jsonl").read_text().split("\n")
+        if x
+    ]
+    assert (
+        abs(next(r for r in rows if "reward/scaled_mean" in r)["reward/scaled_mean"] - 0.5) < 1e-4
+    )
     # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
     before = np.load(run / "rewards.npy")
     assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0

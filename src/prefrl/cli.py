@@ -580,7 +580,7 @@ def cmd_offline(args: list[str]) -> int:
         )
         return 130
     m = result.reward_metrics
-    if m:
+    if config.reward != "true":
         print(
             f"reward model ({config.reward}): validation accuracy "
             f"{m.get('reward/val_accuracy', float('nan')):.2f}, correlation with the true "

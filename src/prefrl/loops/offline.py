@@ -50,6 +50,10 @@ class OfflineConfig:
     loss fixes a reward only up to a constant; where episodes end early (Hopper, Walker2d) that
     constant's sign decides whether IQL learns to stay up or to fall at once. Off reproduces
     the reference's relabelling exactly."""
+    true_like_learned: bool = False
+    """With --reward true: give the true reward what a learned one gets (centred when
+    --center-reward, scaled, plus 0.5) instead of the scaling alone. A control: it tells how
+    much of a learned reward's score comes from that treatment rather than from its shape."""
     iql: IQLConfig = dataclasses.field(default_factory=IQLConfig)
     steps: int = 1_000_000
     """IQL gradient steps (sets the actor's cosine schedule)."""
@@ -174,7 +178,13 @@ class _Loop:
         directory), then scaled."""
         cfg, ds = self.config, self.dataset
         if cfg.reward == "true":
-            return scale_rewards(ds, ds.rewards, shift=0.0)
+            if cfg.true_like_learned:
+                scaled = self._scaled(ds.rewards)
+            else:
+                scaled = scale_rewards(ds, ds.rewards, shift=0.0)
+            self.reward_metrics = {"reward/scaled_mean": float(scaled.mean())}
+            metrics.log(0, self.reward_metrics)
+            return scaled
         path = self.run_dir / "rewards.npy"
         info_path = self.run_dir / "reward_metrics.json"
         if path.exists() and info_path.exists():
