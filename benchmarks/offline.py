@@ -171,13 +171,10 @@ def benchmark(args) -> None:
             for reward in args.rewards:
                 if reward == "true":
                     scores, infos = true_scores, true_infos
-                elif reward == "true-like-learned":
-                    scores, infos = zip(
-                        *(run_one(dataset, None, reward, s, args) for s in args.seeds)
-                    )
                 else:
+                    used = None if reward == "true-like-learned" else labels  # one per dataset
                     scores, infos = zip(
-                        *(run_one(dataset, labels, reward, s, args) for s in args.seeds)
+                        *(run_one(dataset, used, reward, s, args) for s in args.seeds)
                     )
                 row = {
                     "dataset": dataset.name,

@@ -22,8 +22,10 @@ from prefrl.feedback.dataset_queries import (
     sample_queries,
 )
 from prefrl.feedback.teachers import TeacherConfig
+from prefrl.loops.offline import OfflineConfig
 from prefrl.reward.base import load_reward_model
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+from prefrl.rundir.metrics import read_metrics
 
 
 def synthetic(n_episodes=12, length=40, obs_dim=4, action_dim=2, seed=0, env="toy:point-reach"):
@@ -345,14 +347,10 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     args = ["offline", *common, "--reward", "true", "--steps", "1000", "--eval-interval", "1000"]
     assert main([*args, "--true-like-learned", "--name", "true-like"]) == 0
     assert "IQL on the true reward after 1,000 steps" in capsys.readouterr().out
-    rows = [
-        json.loads(x)
-        for x in (tmp_path / "runs/true-like/metrics.jsonl").read_text().split("\n")
-        if x
-    ]
-    assert (
-        abs(next(r for r in rows if "reward/scaled_mean" in r)["reward/scaled_mean"] - 0.5) < 1e-4
-    )
+    logged = [r for r in read_metrics(tmp_path / "runs/true-like") if "reward/scaled_mean" in r]
+    assert abs(logged[0]["reward/scaled_mean"] - 0.5) < 1e-4
+    with pytest.raises(ValueError, match="--true-like-learned treats the true reward"):
+        OfflineConfig(reward="mr", true_like_learned=True)
     # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
     before = np.load(run / "rewards.npy")
     assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0
@@ -450,7 +448,6 @@ def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
 
 def test_offline_presets_hold_the_published_iql_settings():
     from prefrl.cli import _parse_config
-    from prefrl.loops.offline import OfflineConfig
     from prefrl.presets import OFFLINE_PRESETS
 
     args = ["--preset", "iql-adroit", "--iql.temperature", "0.7"]

@@ -75,6 +75,12 @@ class OfflineConfig:
     def __post_init__(self) -> None:
         if self.reward not in REWARDS:
             raise ValueError(f"--reward={self.reward!r} is invalid: expected one of {REWARDS}")
+        if self.true_like_learned and self.reward != "true":
+            raise ValueError(
+                f"--true-like-learned treats the true reward as a learned one; with "
+                f"--reward={self.reward!r} the reward is already learned: drop it or use "
+                "--reward true"
+            )
         for name in ("steps", "steps_per_call", "eval_interval", "checkpoint_interval"):
             if getattr(self, name) <= 0:
                 raise ValueError(
