@@ -31,6 +31,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+from device_results import device_kind, results_path
 
 from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
@@ -146,36 +147,66 @@ def run_cpl(dataset: Path, labels: Path, seed: int, run_dir: Path, args) -> tupl
     return info["eval/score_mean"], info
 
 
+def row_key(row: dict) -> tuple:
+    """Rows of the same data, teacher and reward at another IQL budget or offset stay apart."""
+    return (
+        row["dataset"],
+        row["teacher"],
+        row["reward"],
+        row.get("reward_offset"),
+        row.get("iql_steps"),
+    )
+
+
+def run_all(plan: dict[tuple, tuple], args) -> dict[tuple, tuple[float, dict]]:
+    """Run every planned run, `--jobs` at a time (each in its own process when more than one:
+    on a GPU machine the runs share the accelerator, on this CPU they would share two cores)."""
+    if args.jobs == 1:
+        return {key: run_one(*job, args) for key, job in plan.items()}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+        futures = {key: pool.submit(run_one, *job, args) for key, job in plan.items()}
+        return {key: future.result() for key, future in futures.items()}
+
+
 def args_teacher(labels: Path | None) -> str:
     return "none" if labels is None else labels.stem.split("_")[1]
 
 
 def benchmark(args) -> None:
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    results = Path(args.results)
+    existing = json.loads(results.read_text()) if results.exists() else {"results": []}
     for r in existing["results"]:  # rows from before centring existed were as learned
         if r["reward"] in LEARNED:
             r.setdefault("reward_offset", "as learned")
-    rows = {
-        (r["dataset"], r["teacher"], r["reward"], r.get("reward_offset")): r
-        for r in existing["results"]
-    }
+        r.setdefault("device", "cpu")  # rows from before the field all ran on the 2-core CPU
+    rows = {row_key(r): r for r in existing["results"]}
     offset = "as learned" if args.as_learned else "centred"
     command = "python benchmarks/offline.py " + " ".join(sys.argv[1:])
+    # Every run this invocation needs, once each (the true-reward runs serve every teacher).
+    plan: dict[tuple, tuple] = {}
     for env in args.envs:
         dataset = dataset_for(env)
-        true_scores, true_infos = zip(
-            *(run_one(dataset, None, "true", s, args) for s in args.seeds)
-        )
+        for seed in args.seeds:
+            plan[(env, "true", "none", seed)] = (dataset, None, "true", seed)
         for teacher in args.teachers:
             labels = queries_for(dataset, teacher, args.queries, args.length)
             for reward in args.rewards:
-                if reward == "true":
-                    scores, infos = true_scores, true_infos
-                else:
-                    used = None if reward == "true-like-learned" else labels  # one per dataset
-                    scores, infos = zip(
-                        *(run_one(dataset, used, reward, s, args) for s in args.seeds)
-                    )
+                used = None if reward.startswith("true") else labels
+                for seed in args.seeds:
+                    plan[(env, reward, args_teacher(used), seed)] = (dataset, used, reward, seed)
+    done = run_all(plan, args)
+    device = device_kind()
+    for env in args.envs:
+        dataset = dataset_for(env)
+        true_scores = [done[(env, "true", "none", s)][0] for s in args.seeds]
+        for teacher in args.teachers:
+            for reward in args.rewards:
+                used_teacher = "none" if reward.startswith("true") else teacher
+                scores, infos = zip(*(done[(env, reward, used_teacher, s)] for s in args.seeds))
                 row = {
                     "dataset": dataset.name,
                     "teacher": teacher if not reward.startswith("true") else "none",
@@ -197,6 +228,7 @@ def benchmark(args) -> None:
                     ],
                     "reward_offset": offset if reward in LEARNED else None,
                     "reward_scaled_mean": [i.get("reward/scaled_mean") for i in infos],
+                    "device": device,
                     "command": command,
                 }
                 if reward == "cpl":
@@ -207,15 +239,14 @@ def benchmark(args) -> None:
                         bc_scores=[i["eval/bc_score_mean"] for i in infos],
                         cpl_val_accuracy=[i.get("cpl/val_accuracy") for i in infos],
                     )
-                key = (row["dataset"], row["teacher"], reward, row["reward_offset"])
-                rows[key] = row
+                rows[row_key(row)] = row
                 print(
                     f"{dataset.name} {row['teacher']:>7} {reward:>4}: score "
                     f"{row['score_mean']:.1f} +- {row['score_std']:.1f} over {len(scores)} seeds "
                     f"({row['ratio_to_true']:.2f}x IQL on the true reward)"
                 )
-                RESULTS.parent.mkdir(parents=True, exist_ok=True)
-                RESULTS.write_text(
+                results.parent.mkdir(parents=True, exist_ok=True)
+                results.write_text(
                     json.dumps({"command": command, "results": list(rows.values())}, indent=2)
                     + "\n"
                 )
@@ -239,7 +270,7 @@ def throughput(args) -> None:
         "segment_length": t,
         "obs_dim": obs_dim,
         "action_dim": act_dim,
-        "device": jax.devices()[0].device_kind,
+        "device": device_kind(),
     }
     nets = {"mr": MarkovReward(), "nmr": LSTMReward(), "pt": PreferenceTransformer()}
     for kind in args.models:
@@ -281,8 +312,10 @@ def throughput(args) -> None:
     seconds = _median_seconds(step, args.repeats)
     out["iql_updates_per_s"] = calls / seconds
     print(f"IQL: {calls / seconds:,.0f} updates/s (batch 256, 2x256 nets, {calls} per call)")
-    THROUGHPUT.parent.mkdir(parents=True, exist_ok=True)
-    THROUGHPUT.write_text(json.dumps(out, indent=2) + "\n")
+    path = results_path(THROUGHPUT, out["device"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 def _median_seconds(fn, repeats: int) -> float:
@@ -314,6 +347,10 @@ def main() -> None:
         help="give IQL learned rewards uncentred, as the reference relabels (default: centred)",
     )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
+    parser.add_argument("--results", default=str(RESULTS), help="the JSON file rows merge into")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="runs at a time, each in its own process (GPU machines)"
+    )
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])
     parser.add_argument("--batch", type=int, default=256)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device_results import device_kind, results_path
 
 RESULTS = Path(__file__).parent / "results" / "sac_throughput.json"
 WARMUP = 1_000  # random-action steps before learning starts (not timed)
@@ -187,9 +188,12 @@ def main() -> None:
             + f" {row['ceiling']:8.1f}  "
             + ", ".join(ratios)
         )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"command": command, "results": results}, indent=2) + "\n")
-    print(f"\nwrote {RESULTS}")
+    kind = device_kind()
+    path = results_path(RESULTS, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"command": command, "device": kind, "results": results}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,7 @@
-"""H.264 mp4 files (yuv420p, faststart) that play in browsers, written with PyAV."""
+"""H.264 mp4 files (yuv420p, faststart) that play in browsers, written with PyAV.
+
+PyAV is imported where a video is read or written, so the training loops (which import
+`write_video`) load without it until a video is made."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import av
 import numpy as np
 
 
@@ -30,6 +32,8 @@ def write_video(
     h, w = first.shape[:2]
     # yuv420p needs even sizes; pad by one pixel where needed.
     pad = ((0, h % 2), (0, w % 2), (0, 0))
+    import av
+
     with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "faststart"}) as out:
         stream = out.add_stream("libx264", rate=round(fps))
         stream.width, stream.height = w + w % 2, h + h % 2
@@ -58,6 +62,8 @@ def write_video(
 
 def write_audio_stream(out, stream, samples: np.ndarray, rate: int, chunk: int = 4096) -> None:
     """Encode int16 samples (mono (n,) or stereo (n, 2)) into an audio `stream` of `out`."""
+    import av
+
     samples = np.asarray(samples, np.int16)
     layout = "stereo" if samples.ndim == 2 else "mono"
     for start in range(0, len(samples), chunk):
@@ -73,6 +79,8 @@ def write_audio_stream(out, stream, samples: np.ndarray, rate: int, chunk: int =
 
 def read_video(path: str | Path) -> list[np.ndarray]:
     """The RGB frames of a video file."""
+    import av
+
     with av.open(str(path)) as f:
         return [frame.to_ndarray(format="rgb24") for frame in f.decode(video=0)]
 
