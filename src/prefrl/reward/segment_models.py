@@ -131,6 +131,7 @@ class SegmentRewardModel(RewardModel):
         self._scores = jax.jit(self._scores_impl, static_argnames="train")
         self._rewards = jax.jit(self._rewards_impl)
         self._last_rewards = jax.jit(self._last_rewards_impl)
+        self._pair_logits = jax.jit(self._logits, static_argnames="train")
 
     # ------------------------------------------------------------------------------- forward
     def _apply(self, params, obs, action, timestep, mask, train, key):
@@ -265,8 +266,8 @@ class SegmentRewardModel(RewardModel):
         key = jax.random.key(0)
         for start in range(0, len(idx), b):
             part = idx[start : start + b]
-            batch = {k: _pad_rows(np.asarray(v[part]), b) for k, v in device.items()}
-            logits.append(np.asarray(self._logits(params, batch, key, False))[: len(part)])
+            batch = {k: v[_pad_rows(part, b)] for k, v in device.items()}
+            logits.append(np.asarray(self._pair_logits(params, batch, key, False))[: len(part)])
         z = np.concatenate(logits).astype(np.float64)
         y = target[idx].astype(np.float64)
         loss = float(np.mean(np.logaddexp(0, z) - y * z))
