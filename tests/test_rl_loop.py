@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -10,6 +11,7 @@ from prefrl.data import ReplayBuffer
 from prefrl.loops.rl import RLConfig, load_policy, train_rl
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.provenance import read_sessions
 
 SMALL = SACConfig(hidden_dims=(64, 64))
 
@@ -80,6 +82,12 @@ def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path):
     assert json.loads((ckpt / "loop.json").read_text())["step"] == 1500
     eval_steps = [r["step"] for r in read_metrics(first.run_dir) if "eval/return_mean" in r]
     assert eval_steps == [1000, 1500]  # nothing logged twice
+    # Each start and resume says where it ran (a run may be resumed on another machine).
+    sessions = read_sessions(first.run_dir)
+    assert len(sessions) == 2
+    assert all(s["backend"] == jax.default_backend() for s in sessions)
+    assert sessions[0]["versions"]["jax"] == jax.__version__
+    assert sessions[0]["devices"] == [d.device_kind for d in jax.devices()]
 
 
 def test_resume_drops_metrics_logged_after_the_last_checkpoint(tmp_path):

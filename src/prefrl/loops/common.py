@@ -15,6 +15,7 @@ from prefrl.rundir.checkpoints import latest_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
+from prefrl.rundir.provenance import record_session
 
 
 def run_name(env: str, algo: str, seed: int) -> str:
@@ -23,7 +24,8 @@ def run_name(env: str, algo: str, seed: int) -> str:
 
 
 def open_run_dir(resume: Path | None, runs_dir: Path, name: str) -> Path:
-    """The run directory: the one to resume, or a new (empty) one under `runs_dir`."""
+    """The run directory: the one to resume, or a new (empty) one under `runs_dir`; either way
+    this session's machine and versions are appended to its sessions.jsonl."""
     if resume is not None:
         run_dir = Path(resume)
     else:
@@ -34,6 +36,7 @@ def open_run_dir(resume: Path | None, runs_dir: Path, name: str) -> Path:
                 f"with --resume {run_dir}"
             )
     run_dir.mkdir(parents=True, exist_ok=True)
+    record_session(run_dir)
     return run_dir
 
 
