@@ -57,6 +57,13 @@ def dataset_for(env: str) -> Path:
     out = ROOT / "datasets/bench" / f"{env}-medium-replay"
     if not (out / "data").exists():
         run = ROOT / "runs/datasets" / f"{env}_sac_s0"
+        if not run.exists():
+            raise SystemExit(
+                f"no dataset {out} and no SAC run {run} to make it from: first run\n"
+                f"  prefrl rl --env {env} --steps 300000 --seed 0 --no-video "
+                "--checkpoint-interval 25000 --keep-checkpoints 0 --runs-dir runs/datasets "
+                f"--name {env}_sac_s0"
+            )
         data = collect_dataset(run, "medium-replay")
         data.name = out.name
         data.save(out)
