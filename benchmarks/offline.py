@@ -194,9 +194,9 @@ def benchmark(args) -> None:
     offset = "as learned" if args.as_learned else "centred"
     command = "python benchmarks/offline.py " + " ".join(sys.argv[1:])
     # Every run this invocation needs, once each (the true-reward runs serve every teacher).
+    datasets = {env: dataset_for(env) for env in args.envs}
     plan: dict[tuple, tuple] = {}
-    for env in args.envs:
-        dataset = dataset_for(env)
+    for env, dataset in datasets.items():
         for seed in args.seeds:
             plan[(env, "true", "none", seed)] = (dataset, None, "true", seed)
         for teacher in args.teachers:
@@ -207,16 +207,15 @@ def benchmark(args) -> None:
                     plan[(env, reward, args_teacher(used), seed)] = (dataset, used, reward, seed)
     done = run_all(plan, args)
     device = device_kind()
-    for env in args.envs:
-        dataset = dataset_for(env)
+    for env, dataset in datasets.items():
         true_scores = [done[(env, "true", "none", s)][0] for s in args.seeds]
         for teacher in args.teachers:
             for reward in args.rewards:
-                used_teacher = "none" if reward.startswith("true") else teacher
-                scores, infos = zip(*(done[(env, reward, used_teacher, s)] for s in args.seeds))
+                row_teacher = "none" if reward.startswith("true") else teacher
+                scores, infos = zip(*(done[(env, reward, row_teacher, s)] for s in args.seeds))
                 row = {
                     "dataset": dataset.name,
-                    "teacher": teacher if not reward.startswith("true") else "none",
+                    "teacher": row_teacher,
                     "queries": args.queries if not reward.startswith("true") else 0,
                     "query_length": args.length,
                     "reward": reward,
@@ -363,6 +362,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.jobs < 1:
+        parser.error(f"--jobs={args.jobs} is invalid: expected a positive integer")
     if args.throughput:
         throughput(args)
     else:

@@ -33,12 +33,10 @@ def session_record() -> dict:
     }
 
 
-def record_session(run_dir: Path) -> dict:
-    """Append this process's record to run_dir/sessions.jsonl and return it."""
-    record = session_record()
+def record_session(run_dir: Path) -> None:
+    """Append this process's record to run_dir/sessions.jsonl."""
     with open(Path(run_dir) / "sessions.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
-    return record
+        f.write(json.dumps(session_record()) + "\n")
 
 
 def read_sessions(run_dir: Path) -> list[dict]:
