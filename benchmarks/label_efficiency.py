@@ -51,6 +51,17 @@ SETTINGS = {
         schedule=ScheduleConfig(kind="annealed", budget=1000, interval=10_000),
         checkpoint_interval=25_000,
     ),
+    # An env that ends episodes when the robot falls. The preference run trains without that
+    # ending (OnlineConfig.early_termination, off by default where the env can turn it off) and
+    # is evaluated with it; variant early-termination keeps it. 100k steps: SAC on the true
+    # reward is far from converged there, but falling early or not shows by then.
+    "Hopper-v5": OnlineConfig(
+        env="Hopper-v5",
+        steps=100_000,
+        warmstart_steps=5_000,
+        schedule=ScheduleConfig(kind="annealed", budget=500, interval=10_000),
+        checkpoint_interval=25_000,
+    ),
     # PEBBLE's walker schedule (9k unsupervised steps, sessions of 50 every 20k) with the 2x256
     # SAC of the HalfCheetah runs on both sides: B-Pref's 2x1024 agent, batch 1024, would take
     # many hours per 500k-step run on this CPU. Full refits: one every 20k steps costs little, and
@@ -116,6 +127,11 @@ VARIANTS = {
                 output="linear", hidden_dims=(128, 128, 128), val_fraction=0.0, max_epochs=13
             ),
         ),
+    },
+    # Training episodes that end when the hopper falls, as the env defines them: the labelled
+    # segments then never show a fall, and the learned reward has no alive bonus.
+    "early-termination": {
+        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], early_termination=True),
     },
     # B-Pref's released walker script for the 1000-label budget (preset pebble-walker-1000):
     # sessions of 100 (not 50) every 20k steps, so the budget is spent by 190k, and fits of up

@@ -43,6 +43,7 @@ from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
 from prefrl.reward.segment_models import SegmentRewardConfig
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.provenance import read_sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
@@ -80,11 +81,18 @@ def queries_for(dataset_dir: Path, teacher: str, num: int, length: int) -> Path:
 
 
 def finished_score(run_dir: Path, steps: int) -> float | None:
-    ckpt = latest_checkpoint(run_dir) if run_dir.exists() else None
-    if ckpt is None or json.loads((ckpt / "loop.json").read_text())["step"] < steps:
+    """The final evaluation's score of a run that reached `steps`, else None. Read from the
+    metrics alone, so a finished run's metrics are enough to count it (runs made on a GPU machine
+    come back without their checkpoints)."""
+    rows = [r for r in read_metrics(run_dir) if "eval/score_mean" in r] if run_dir.exists() else []
+    if not rows or rows[-1]["step"] < steps:
         return None
-    rows = [r for r in read_metrics(run_dir) if "eval/score_mean" in r]
     return float(rows[-1]["eval/score_mean"])
+
+
+def run_devices(run_dir: Path) -> set[str]:
+    """The devices a run was trained on, from its sessions.jsonl (empty for runs made before it)."""
+    return {d for s in read_sessions(run_dir) for d in s.get("devices", [])[:1]}
 
 
 def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) -> tuple[float, dict]:
@@ -128,6 +136,7 @@ def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) ->
     # IQL's score moves a lot between evaluations at this budget: the last three say how much.
     evals = [float(r["eval/score_mean"]) for r in read_metrics(run_dir) if "eval/score_mean" in r]
     info["score_last3"] = float(np.mean(evals[-3:]))
+    info["devices"] = sorted(run_devices(run_dir))
     return score, info
 
 
@@ -151,6 +160,7 @@ def run_cpl(dataset: Path, labels: Path, seed: int, run_dir: Path, args) -> tupl
             )
         )
     info = json.loads(summary.read_text())
+    info["devices"] = sorted(run_devices(run_dir))
     return info["eval/score_mean"], info
 
 
@@ -206,13 +216,15 @@ def benchmark(args) -> None:
                 for seed in args.seeds:
                     plan[(env, reward, args_teacher(used), seed)] = (dataset, used, reward, seed)
     done = run_all(plan, args)
-    device = device_kind()
+    here = device_kind()
     for env, dataset in datasets.items():
         true_scores = [done[(env, "true", "none", s)][0] for s in args.seeds]
         for teacher in args.teachers:
             for reward in args.rewards:
                 row_teacher = "none" if reward.startswith("true") else teacher
                 scores, infos = zip(*(done[(env, reward, row_teacher, s)] for s in args.seeds))
+                # Runs from before sessions.jsonl existed count as made on this machine.
+                device = " + ".join(sorted({d for i in infos for d in i["devices"] or [here]}))
                 row = {
                     "dataset": dataset.name,
                     "teacher": row_teacher,
@@ -220,6 +232,7 @@ def benchmark(args) -> None:
                     "query_length": args.length,
                     "reward": reward,
                     "seeds": len(scores),
+                    "seed_ids": list(args.seeds),
                     "score_mean": float(np.mean(scores)),
                     "score_std": float(np.std(scores)),
                     "scores": [float(x) for x in scores],

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from prefrl.envs import UnknownEnvError, known_env_ids, make_env
+from prefrl.envs import UnknownEnvError, can_disable_early_termination, known_env_ids, make_env
 from prefrl.envs.backends import FAST_RENDER_OFF
 
 STATEFUL = ["toy:point-reach", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
@@ -131,6 +131,30 @@ def test_unknown_family_and_unsupported_gym_env():
         make_env("foo:bar")
     with pytest.raises(UnknownEnvError, match="CartPole-v1"):
         make_env("CartPole-v1")  # discrete actions
+
+
+def _steps_until_done(env, action):
+    env.reset(seed=0)
+    for n in range(1, 10_000):
+        _, reward, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            return n, terminated, reward
+
+
+def test_early_termination_can_be_turned_off_where_the_env_has_a_switch():
+    push = np.ones(3, np.float32)  # full torque on every joint: the hopper falls at once
+    n, terminated, _ = _steps_until_done(make_env("Hopper-v5"), push)
+    assert terminated and n < 100
+    n, terminated, last_reward = _steps_until_done(
+        make_env("Hopper-v5", early_termination=False), push
+    )
+    assert not terminated and n == 1000  # on to the time limit
+    assert last_reward < 0  # fallen: no alive bonus, only the control cost
+    assert can_disable_early_termination("Walker2d-v5")
+    for env_id in ("HalfCheetah-v5", "dmc:walker-walk", "toy:point-reach", "InvertedPendulum-v5"):
+        assert not can_disable_early_termination(env_id)
+    with pytest.raises(ValueError, match="HalfCheetah-v5 has no switch for early termination"):
+        make_env("HalfCheetah-v5", early_termination=False)
 
 
 def test_known_ids_cover_each_family():

@@ -9,7 +9,7 @@ from prefrl.agents import PPOConfig, SACConfig
 from prefrl.cli import main
 from prefrl.data import PreferenceData, ReplayBuffer
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import OnlineConfig, train_online
+from prefrl.loops.online import OnlineConfig, make_training_env, train_online
 from prefrl.reward import RewardConfig, load_reward_model
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -134,6 +134,21 @@ def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
     first_fit = min(r["step"] for r in rows if "feedback/labels" in r)
     assert first_fit == 600
     assert any("train/critic_loss" in r and r["step"] < first_fit for r in rows)
+
+
+def test_training_episodes_go_on_after_a_fall_unless_asked_to_end(tmp_path):
+    push = np.ones(3, np.float32)
+    for keep, ends_early in ((False, False), (True, True)):
+        env = make_training_env(_config(tmp_path, env="Hopper-v5", early_termination=keep), 0)
+        env.reset(seed=0)
+        for _ in range(100):
+            _, _, terminated, _, _ = env.step(push)
+            if terminated:
+                break
+        assert terminated == ends_early
+    # Envs without the switch are made as they are, whatever the flag says.
+    env = make_training_env(_config(tmp_path), 0)
+    assert env.env_id == "toy:point-reach"
 
 
 def test_queries_wait_for_segments(tmp_path):

@@ -1,7 +1,13 @@
 """Environment registry: Gymnasium MuJoCo ids, `dmc:domain-task`, built-in `toy:*` tasks."""
 
 from prefrl.envs.learned_reward import LearnedReward
-from prefrl.envs.registry import RenderSettings, UnknownEnvError, known_env_ids, make_env
+from prefrl.envs.registry import (
+    RenderSettings,
+    UnknownEnvError,
+    can_disable_early_termination,
+    known_env_ids,
+    make_env,
+)
 from prefrl.envs.wrapper import PrefrlEnv
 
 __all__ = [
@@ -9,6 +15,7 @@ __all__ = [
     "PrefrlEnv",
     "RenderSettings",
     "UnknownEnvError",
+    "can_disable_early_termination",
     "known_env_ids",
     "make_env",
 ]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from prefrl.envs.backends import (
     ClassicControlBackend,
@@ -96,7 +98,10 @@ def _gym_kind(spec) -> str | None:
     return None
 
 
-def _make_gym(name: str, render: RenderSettings | None):
+_TERMINATION_SWITCH = "terminate_when_unhealthy"
+
+
+def _make_gym(name: str, render: RenderSettings | None, **kwargs):
     kind = _gym_kind(gym.spec(name))
     if kind is None:
         raise UnknownEnvError(
@@ -108,7 +113,7 @@ def _make_gym(name: str, render: RenderSettings | None):
     if kind == "classic":
         env = gym.make(name, render_mode="rgb_array" if render else None)
         return env, ClassicControlBackend(env, settings.width, settings.height)
-    env = gym.make(name)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
+    env = gym.make(name, **kwargs)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
     if render is not None:
         prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
     return env, GymMujocoBackend(env, settings.width, settings.height, settings.fast)
@@ -193,19 +198,41 @@ def resolve(env_id: str) -> tuple[str, str]:
     return "gymnasium", env_id
 
 
+def can_disable_early_termination(env_id: str) -> bool:
+    """Whether `env_id` ends episodes when the robot falls and can be told not to (Gymnasium's
+    Hopper, Walker2d, Ant and Humanoid: `terminate_when_unhealthy`)."""
+    family, name = resolve(env_id)
+    if family != "gymnasium":
+        return False
+    creator = load_env_creator(gym.spec(name).entry_point)
+    return _TERMINATION_SWITCH in inspect.signature(creator).parameters
+
+
 def make_env(
     env_id: str,
     seed: int | None = 0,
     render: bool | RenderSettings = False,
+    early_termination: bool = True,
 ) -> PrefrlEnv:
     """Make an environment by id: `Hopper-v5`, `dmc:walker-walk`, `toy:point-reach`, ...
 
     `render=True` (or a RenderSettings) enables `env.render()` -> RGB array, offscreen with
-    MUJOCO_GL=egl by default.
+    MUJOCO_GL=egl by default. `early_termination=False` lets a fallen robot go on to the time
+    limit (only where `can_disable_early_termination`); the task reward is unchanged, so a
+    fallen robot earns no alive bonus.
     """
     family, name = resolve(env_id)
     settings = RenderSettings() if render is True else (render or None)
-    env, backend = FAMILIES[family].make(name, settings)
+    if early_termination:
+        env, backend = FAMILIES[family].make(name, settings)
+    elif can_disable_early_termination(env_id):
+        env, backend = _make_gym(name, settings, **{_TERMINATION_SWITCH: False})
+    else:
+        raise ValueError(
+            f"{env_id} has no switch for early termination (it either never ends an episode "
+            "early, or ends it without one); early_termination=False is accepted for Gymnasium "
+            "Hopper, Walker2d, Ant and Humanoid"
+        )
     return PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from prefrl.agents import PPO, SAC, PPOConfig, Rollout, SACConfig
 from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
-from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs import PrefrlEnv, can_disable_early_termination, make_env
 from prefrl.envs.registry import resolve
 from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfig, select_pairs
 from prefrl.feedback.channel import FeedbackChannel
@@ -80,6 +80,14 @@ class OnlineConfig:
     oversample: int = 10
     """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
     segment_length: int = 50
+    early_termination: bool = False
+    """Let training episodes end when the robot falls. Off by default where the env can turn it
+    off (Gymnasium Hopper, Walker2d, Ant, Humanoid): a segment is cut from one episode and every
+    step in it is alive, so the labels never show a fall, the learned reward (mean 0 on the
+    labelled steps) has no alive bonus, and ending an episode early can pay. Without it a fallen
+    robot goes on to the time limit, its clips show the fall, and the teacher can rank it.
+    Evaluation episodes always end as the env defines, so returns compare with SAC on the true
+    reward. Envs that never end early (DMC, HalfCheetah) are the same either way."""
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
@@ -156,6 +164,12 @@ class OnlineResult:
     interrupted: bool = False
 
 
+def make_training_env(config: OnlineConfig, seed: int | None) -> PrefrlEnv:
+    """The env the agent trains in (and its segments come from): see `early_termination`."""
+    keep = config.early_termination or not can_disable_early_termination(config.env)
+    return make_env(config.env, seed=seed, early_termination=keep)
+
+
 def check_env(config: OnlineConfig, env: PrefrlEnv) -> None:
     """Errors that must stop a run before any training."""
     limit = env.max_episode_steps
@@ -230,7 +244,7 @@ class _Loop:
     def __init__(self, config: OnlineConfig, run_dir: Path):
         self.config = config
         self.run_dir = run_dir
-        self.env = make_env(config.env, seed=config.seed)
+        self.env = make_training_env(config, seed=config.seed)
         obs_dim, action_dim = self.env.obs_dim, self.env.action_dim
         self.key = jax.random.key(config.seed, impl="rbg")
         self.rng = np.random.default_rng(config.seed)
@@ -473,7 +487,7 @@ class _Loop:
 
 def train_online(config: OnlineConfig) -> OnlineResult:
     """Run (or resume) a preference-learning run; returns where it went and how it ended."""
-    env = make_env(config.env, seed=None)
+    env = make_training_env(config, seed=None)
     try:
         check_env(config, env)  # before anything is written
     finally:
