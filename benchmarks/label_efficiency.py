@@ -51,10 +51,10 @@ SETTINGS = {
         schedule=ScheduleConfig(kind="annealed", budget=1000, interval=10_000),
         checkpoint_interval=25_000,
     ),
-    # An env that ends episodes when the robot falls. The preference run trains without that
-    # ending (OnlineConfig.early_termination, off by default where the env can turn it off) and
-    # is evaluated with it; variant early-termination keeps it. 100k steps: SAC on the true
-    # reward is far from converged there, but falling early or not shows by then.
+    # An env that ends episodes when the robot falls (OnlineConfig.termination: by default the
+    # end is an absorbing state the labels show and the agent values; the variants below try
+    # the others). 100k steps: SAC on the true reward is far from converged there, but falling
+    # early or not shows by then.
     "Hopper-v5": OnlineConfig(
         env="Hopper-v5",
         steps=100_000,
@@ -128,10 +128,14 @@ VARIANTS = {
             ),
         ),
     },
-    # Training episodes that end when the hopper falls, as the env defines them: the labelled
-    # segments then never show a fall, and the learned reward has no alive bonus.
-    "early-termination": {
-        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], early_termination=True),
+    # Episodes end at a fall and the end is worth 0; only whole segments are labelled, so no
+    # label shows a fall (prefrl's behaviour before `termination` existed).
+    "termination-end": {
+        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], termination="end"),
+    },
+    # A fallen hopper goes on to the time limit (terminate_when_unhealthy=False).
+    "termination-continue": {
+        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], termination="continue"),
     },
     # B-Pref's released walker script for the 1000-label budget (preset pebble-walker-1000):
     # sessions of 100 (not 50) every 20k steps, so the budget is spent by 190k, and fits of up

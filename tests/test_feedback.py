@@ -61,6 +61,25 @@ def test_recorder_cuts_non_overlapping_segments_with_states():
     assert rec.end_episode(rng, 8) is None  # shorter than a segment
 
 
+def test_an_episode_that_ended_early_is_padded_with_its_final_state_held_still():
+    rec = SegmentRecorder(length=10)
+    rng = np.random.default_rng(0)
+    for t in range(23):
+        rec.record(t, np.full(3, t, np.float32), np.ones(2), 1.0, np.full(4, t))
+    final = (np.full(3, 99, np.float32), np.full(4, 99))
+    segs = rec.end_episode(rng, 0, final)
+    assert len(segs) == 3 and segs.start.tolist() == [0, 10, 20]
+    last = segs[2]
+    np.testing.assert_array_equal(last.obs[0, :, 0], [20, 21, 22] + [99] * 7)
+    np.testing.assert_array_equal(last.state[0, :, 0], [20, 21, 22] + [99] * 7)
+    np.testing.assert_array_equal(last.action[0, 3:], 0.0)  # held still
+    np.testing.assert_array_equal(last.reward[0], [1, 1, 1] + [0] * 7)
+    assert segs.true_returns().tolist() == [10, 10, 3]  # the early end shows in the return
+    for t in range(4):  # shorter than a segment: one padded segment
+        rec.record(t, np.zeros(3), np.ones(2), 1.0, np.zeros(4))
+    assert len(rec.end_episode(rng, 1, final)) == 1
+
+
 def test_pool_is_a_ring_and_pairs_are_distinct(tmp_path):
     pool = SegmentPool(capacity=5)
     pool.add(_segments(np.arange(4)))

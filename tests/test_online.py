@@ -7,9 +7,9 @@ import pytest
 
 from prefrl.agents import PPOConfig, SACConfig
 from prefrl.cli import main
-from prefrl.data import PreferenceData, ReplayBuffer
+from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import OnlineConfig, make_training_env, train_online
+from prefrl.loops.online import OnlineConfig, absorbing_value, make_training_env, train_online
 from prefrl.reward import RewardConfig, load_reward_model
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -136,19 +136,51 @@ def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
     assert any("train/critic_loss" in r and r["step"] < first_fit for r in rows)
 
 
-def test_training_episodes_go_on_after_a_fall_unless_asked_to_end(tmp_path):
-    push = np.ones(3, np.float32)
-    for keep, ends_early in ((False, False), (True, True)):
-        env = make_training_env(_config(tmp_path, env="Hopper-v5", early_termination=keep), 0)
+def test_training_episodes_go_on_after_a_fall_only_with_termination_continue(tmp_path):
+    push = np.ones(3, np.float32)  # the hopper falls at once
+    for termination, ends_early in (("continue", False), ("absorbing", True), ("end", True)):
+        cfg = _config(tmp_path, env="Hopper-v5", termination=termination)
+        env = make_training_env(cfg, 0)
         env.reset(seed=0)
         for _ in range(100):
             _, _, terminated, _, _ = env.step(push)
             if terminated:
                 break
         assert terminated == ends_early
-    # Envs without the switch are made as they are, whatever the flag says.
-    env = make_training_env(_config(tmp_path), 0)
-    assert env.env_id == "toy:point-reach"
+    with pytest.raises(ValueError, match="toy:point-reach has none"):
+        _config(tmp_path, termination="continue")
+    with pytest.raises(ValueError, match="absorbing, end, continue"):
+        _config(tmp_path, termination="stop")
+
+
+def test_absorbing_value_holds_the_final_states_reward_to_the_time_limit():
+    class Constant:
+        def predict(self, obs, action):
+            assert np.all(action == 0)
+            return np.full(len(obs), -2.0, np.float32)
+
+    value = absorbing_value(Constant(), np.zeros((3, 4)), 2, discount=0.5, horizon=3)
+    np.testing.assert_allclose(value, -2.0 * (0.5 + 0.25 + 0.125))
+
+
+def test_absorbing_runs_label_early_ends_and_charge_the_last_step(tmp_path):
+    """Hopper's random-action episodes end early (it falls): their segments are padded with the
+    final state held still, and each episode's last transition carries the end's value."""
+    result = train_online(_config(tmp_path, env="Hopper-v5", steps=900, checkpoint_interval=900))
+    ckpt = latest_checkpoint(result.run_dir)
+    pool = SegmentPool.load(ckpt / "segments.npz").all()
+    still = np.all(pool.action[:, -2:] == 0, axis=(1, 2))  # padded: ends held still
+    assert still.any()
+    np.testing.assert_array_equal(pool.reward[still, -1], 0.0)
+    np.testing.assert_array_equal(pool.state[still, -1], pool.state[still, -2])
+    buffer = ReplayBuffer.load(ckpt / "buffer.npz")
+    ends = np.flatnonzero(buffer.terminated[: len(buffer)])
+    assert len(ends) > 5
+    model = load_reward_model(ckpt / "reward_model")
+    step = model.predict(buffer.obs[ends], buffer.action[ends])
+    end = absorbing_value(model, buffer.next_obs[ends], 3, 0.99, 1000)
+    assert np.abs(end).max() > 1.0  # the end's value is not negligible next to a step's
+    np.testing.assert_allclose(buffer.reward[ends], step + end, rtol=1e-4, atol=1e-3)
 
 
 def test_queries_wait_for_segments(tmp_path):

@@ -83,7 +83,8 @@ class SegmentRecorder:
     """Collects the steps of the running episode and cuts them into segments when it ends.
 
     Segments do not overlap; the first starts at a random offset so that segment boundaries do
-    not always fall on the same phase of the episode. Episodes shorter than H give none.
+    not always fall on the same phase of the episode. Episodes shorter than H give none, unless
+    they ended early and are padded (`end_episode`'s `final`).
     """
 
     def __init__(self, length: int, next_id: int = 0):
@@ -102,13 +103,25 @@ class SegmentRecorder:
     def discard(self) -> None:
         self._steps = []
 
-    def end_episode(self, rng: np.random.Generator, episode: int) -> Segments | None:
+    def end_episode(
+        self, rng: np.random.Generator, episode: int, final: tuple | None = None
+    ) -> Segments | None:
+        """Cut the episode's steps into segments. `final` = (observation, simulator state) after
+        the last step, for an episode that ended early: its steps are then padded to a whole
+        number of segments with that state held still (zero action, true reward 0, the
+        "absorbing" state), so the last segment shows the end, and the first starts at step 0."""
         steps, self._steps = self._steps, []
         h, n = self.length, len(steps)
+        if final is not None and n:
+            obs_end, state_end = final
+            reward = 0.0 if np.isfinite(steps[-1][2]) else np.nan  # (NaN: no true reward)
+            still = (obs_end, np.zeros_like(steps[0][1]), reward, state_end)
+            steps += [still] * ((-n) % h)
+            n = len(steps)
         if n < h:
             return None
         count = n // h
-        offset = int(rng.integers(0, n - count * h + 1))
+        offset = 0 if final is not None else int(rng.integers(0, n - count * h + 1))
         starts = offset + h * np.arange(count)
         obs, action, reward, state = (np.asarray(x) for x in zip(*steps, strict=True))
         window = starts[:, None] + np.arange(h)[None]

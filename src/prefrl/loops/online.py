@@ -35,7 +35,7 @@ from prefrl.feedback.selection import check_method
 from prefrl.feedback.store import FeedbackStore
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
-from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
+from prefrl.reward import MLPRewardEnsemble, RewardConfig, RewardModel, pearson
 from prefrl.reward.background import BackgroundFitter
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
@@ -44,6 +44,7 @@ from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
 ALGOS = ("sac", "ppo")
+TERMINATIONS = ("absorbing", "end", "continue")
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,17 @@ class OnlineConfig:
     oversample: int = 10
     """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
     segment_length: int = 50
-    early_termination: bool = False
-    """Let training episodes end when the robot falls. Off by default where the env can turn it
-    off (Gymnasium Hopper, Walker2d, Ant, Humanoid): a segment is cut from one episode and every
-    step in it is alive, so the labels never show a fall, the learned reward (mean 0 on the
-    labelled steps) has no alive bonus, and ending an episode early can pay. Without it a fallen
-    robot goes on to the time limit, its clips show the fall, and the teacher can rank it.
-    Evaluation episodes always end as the env defines, so returns compare with SAC on the true
-    reward. Envs that never end early (DMC, HalfCheetah) are the same either way."""
+    termination: str = "absorbing"
+    """What an episode that ends early (the robot fell) means to the labels and the agent.
+    absorbing: the episode ends; its last segment is padded with the final state held still
+    (no action, true reward 0), so labelled clips show the fall and what follows, and the
+    agent values that state by the learned reward held to the time limit (added to the reward
+    of the step that ended the episode). end: the episode ends, its unfinished last segment is
+    dropped and the end is worth 0 (so a learned reward of mean 0 sees no cost in falling).
+    continue: a fallen robot goes on to the time limit, task reward unchanged (Gymnasium
+    Hopper, Walker2d, Ant, Humanoid only: `terminate_when_unhealthy=False`); for behaviours
+    that need falling, e.g. a backflip. Evaluation episodes always end as the env defines.
+    Envs that never end early (DMC, HalfCheetah) are the same under all three."""
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
@@ -123,6 +127,15 @@ class OnlineConfig:
         if self.algo not in ALGOS:
             raise ValueError(f"--algo={self.algo!r} is unknown; known: {', '.join(ALGOS)}")
         check_method(self.selection)
+        if self.termination not in TERMINATIONS:
+            raise ValueError(
+                f"--termination={self.termination!r} is unknown; known: {', '.join(TERMINATIONS)}"
+            )
+        if self.termination == "continue" and not can_disable_early_termination(self.env):
+            raise ValueError(
+                f"--termination=continue needs an env whose early termination can be turned off "
+                f"(Gymnasium Hopper, Walker2d, Ant, Humanoid); {self.env} has none"
+            )
         for name in (
             "steps", "oversample", "segment_length", "segment_pool", "knn_k", "eval_interval",
             "refit_labels",
@@ -165,9 +178,17 @@ class OnlineResult:
 
 
 def make_training_env(config: OnlineConfig, seed: int | None) -> PrefrlEnv:
-    """The env the agent trains in (and its segments come from): see `early_termination`."""
-    keep = config.early_termination or not can_disable_early_termination(config.env)
-    return make_env(config.env, seed=seed, early_termination=keep)
+    """The env the agent trains in (and its segments come from): see `termination`."""
+    return make_env(config.env, seed=seed, early_termination=config.termination != "continue")
+
+
+def absorbing_value(
+    model: RewardModel, obs: np.ndarray, action_dim: int, discount: float, horizon: int
+) -> np.ndarray:
+    """The learned reward of each final state held still (zero action) from the next step to the
+    time limit: sum over k = 1..horizon of discount^k * r(obs, 0)."""
+    weight = float(np.sum(discount ** np.arange(1, horizon + 1, dtype=np.float64)))
+    return weight * model.predict(obs, np.zeros((len(obs), action_dim), np.float32))
 
 
 def check_env(config: OnlineConfig, env: PrefrlEnv) -> None:
@@ -338,6 +359,13 @@ class _Loop:
         if self.fitter is not None:
             self.fitter.start(self.model, self.labels, len(self.labels))
 
+    def end_value(self, final_obs: np.ndarray) -> np.ndarray:
+        """What ending an episode early is worth to the agent (termination "absorbing")."""
+        cfg = self.config
+        discount = cfg.agent.discount if cfg.algo == "sac" else cfg.ppo.discount
+        horizon = self.env.max_episode_steps or 1000
+        return absorbing_value(self.model, final_obs, self.env.action_dim, discount, horizon)
+
     def fit_ready(self) -> bool:
         """A fit's result is due now: `fit_lag` steps after it began, or at once without a lag,
         and for the first fit unless the agent has the intrinsic reward to train on meanwhile
@@ -361,6 +389,10 @@ class _Loop:
         t0 = time.perf_counter()
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
+            if self.config.termination == "absorbing":
+                ends = np.flatnonzero(self.buffer.terminated[: len(self.buffer)])
+                if len(ends):
+                    self.buffer.reward[ends] += self.end_value(self.buffer.next_obs[ends])
         metrics["reward/relabel_seconds"] = time.perf_counter() - t0
         metrics["feedback/seconds"] = self.feedback_seconds
         self.feedback_seconds = 0.0
@@ -559,7 +591,9 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                 if terminated or truncated:
                     loop.episodes += 1
                     loop.teacher.observe_episode(ep_return, ep_len)
-                    segments = loop.recorder.end_episode(loop.rng, loop.episodes)
+                    absorbing = terminated and cfg.termination == "absorbing"
+                    final = (next_obs, env.get_state()) if absorbing else None
+                    segments = loop.recorder.end_episode(loop.rng, loop.episodes, final)
                     if segments is not None:
                         loop.pool.add(segments)
                     metrics.log(
@@ -637,6 +671,8 @@ class _SacSteps:
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
         loop = self.loop
         reward = float(loop.model.predict(obs[None], action[None])[0]) if loop.fitted else 0.0
+        if terminated and loop.fitted and loop.config.termination == "absorbing":
+            reward += float(loop.end_value(next_obs[None])[0])
         loop.buffer.add(obs, action, reward, next_obs, terminated)
 
     def after_fit(self, first: bool) -> None:
@@ -691,6 +727,9 @@ class _PpoSteps:
         self.t = 0
         if loop.fitted:
             reward = loop.model.predict(self.obs, self.action)
+            ends = np.flatnonzero(self.terminated)
+            if cfg.termination == "absorbing" and len(ends):
+                reward[ends] += loop.end_value(self.next_obs[ends])
         elif cfg.unsupervised_steps and loop.step + 1 >= cfg.warmstart_steps:
             reward = loop.intrinsic(self.next_obs, loop.buffer, loop.rng)
         else:
