@@ -155,6 +155,13 @@ def _final_return(run_dir: Path) -> float:
     return float(rows[-1]["eval/return_mean"])
 
 
+def _curve_mean(run_dir: Path) -> float:
+    """Mean of every evaluation's return over the run (the area under the learning curve per
+    evaluation): steadier than the last evaluation alone where returns swing between them."""
+    rows = [r for r in _fresh_rows(run_dir) if "eval/return_mean" in r]
+    return float(np.mean([r["eval/return_mean"] for r in rows]))
+
+
 def _fresh_rows(run_dir: Path) -> list[dict]:
     """Metrics rows in the order written, without the steps a resumed run did over again."""
     rows, furthest = [], -1
@@ -254,11 +261,14 @@ def main() -> None:
             video=False,
         )
         pref_returns, true_returns, pref_wall, true_wall, loop_share = [], [], [], [], []
+        pref_names, true_names = [], []
         feedback_timed: list[bool] = []
         for seed in args.seeds:
             tag = env.replace(":", "-")
             suffix = f"-{args.variant}" if args.variant else ""
             p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}{suffix}_s{seed}")
+            pref_names.append(p.name)
+            true_names.append(f"{tag}_true_s{seed}")
             if args.only == "true":
                 pref_returns.append(float("nan"))
                 pref_wall.append(float("nan"))
@@ -305,6 +315,8 @@ def main() -> None:
             "ratio": pm / tm,
             "pref_returns": pref_returns,
             "true_reward_returns": true_returns,
+            "pref_curve_means": [_curve_mean(runs / n) for n in pref_names],
+            "true_reward_curve_means": [_curve_mean(runs / n) for n in true_names],
             "pref_wall_s": pref_wall,
             "true_reward_wall_s": true_wall,
             # Share of the preference run's wall time spent in query selection, labelling,
