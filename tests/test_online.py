@@ -166,7 +166,10 @@ def test_absorbing_value_holds_the_final_states_reward_to_the_time_limit():
 def test_absorbing_runs_label_early_ends_and_charge_the_last_step(tmp_path):
     """Hopper's random-action episodes end early (it falls): their segments are padded with the
     final state held still, and each episode's last transition carries the end's value."""
-    result = train_online(_config(tmp_path, env="Hopper-v5", steps=900, checkpoint_interval=900))
+    cfg = _config(
+        tmp_path, env="Hopper-v5", termination="absorbing", steps=900, checkpoint_interval=900
+    )
+    result = train_online(cfg)
     ckpt = latest_checkpoint(result.run_dir)
     pool = SegmentPool.load(ckpt / "segments.npz").all()
     still = np.all(pool.action[:, -2:] == 0, axis=(1, 2))  # padded: ends held still
