@@ -149,7 +149,7 @@ def test_training_episodes_go_on_after_a_fall_only_with_termination_continue(tmp
         assert terminated == ends_early
     with pytest.raises(ValueError, match="toy:point-reach has none"):
         _config(tmp_path, termination="continue")
-    with pytest.raises(ValueError, match="absorbing, end, continue"):
+    with pytest.raises(ValueError, match="end, absorbing, continue"):
         _config(tmp_path, termination="stop")
 
 

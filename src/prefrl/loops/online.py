@@ -44,7 +44,7 @@ from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
 ALGOS = ("sac", "ppo")
-TERMINATIONS = ("absorbing", "end", "continue")
+TERMINATIONS = ("end", "absorbing", "continue")
 
 
 @dataclass(frozen=True)
@@ -81,17 +81,17 @@ class OnlineConfig:
     oversample: int = 10
     """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
     segment_length: int = 50
-    termination: str = "absorbing"
+    termination: str = "end"
     """What an episode that ends early (the robot fell) means to the labels and the agent.
-    absorbing: the episode ends; its last segment is padded with the final state held still
-    (no action, true reward 0), so labelled clips show the fall and what follows, and the
-    agent values that state by the learned reward held to the time limit (added to the reward
-    of the step that ended the episode). end: the episode ends, its unfinished last segment is
-    dropped and the end is worth 0 (so a learned reward of mean 0 sees no cost in falling).
-    continue: a fallen robot goes on to the time limit, task reward unchanged (Gymnasium
-    Hopper, Walker2d, Ant, Humanoid only: `terminate_when_unhealthy=False`); for behaviours
-    that need falling, e.g. a backflip. Evaluation episodes always end as the env defines.
-    Envs that never end early (DMC, HalfCheetah) are the same under all three."""
+    end: the episode ends, its unfinished last segment is dropped (no label shows the fall),
+    and the end is worth 0 to the agent. absorbing (experimental): the last segment is padded
+    with the final state held still (zero action, true reward 0), so labelled clips show the
+    fall, and the step that ended the episode gets that held state's learned reward to the time
+    limit; measured worse on Hopper, as the model cannot tell the held state from a live one
+    (README). continue: a fallen robot goes on to the time limit, task reward unchanged
+    (Gymnasium Hopper, Walker2d, Ant, Humanoid only: `terminate_when_unhealthy=False`), for
+    behaviours that need a fall, e.g. a backflip. Evaluation episodes always end as the env
+    defines. Envs that never end early (DMC, HalfCheetah) are the same under all three."""
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
