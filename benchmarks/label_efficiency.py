@@ -52,8 +52,8 @@ SETTINGS = {
         checkpoint_interval=25_000,
     ),
     # An env that ends episodes when the robot falls (OnlineConfig.termination: by default the
-    # end is an absorbing state the labels show and the agent values; the variants below try
-    # the others). 100k steps: SAC on the true reward is far from converged there, but falling
+    # episode ends and its unfinished last segment is dropped; the variants below try the
+    # others). 100k steps: SAC on the true reward is far from converged there, but falling
     # early or not shows by then.
     "Hopper-v5": OnlineConfig(
         env="Hopper-v5",
@@ -128,10 +128,10 @@ VARIANTS = {
             ),
         ),
     },
-    # Episodes end at a fall and the end is worth 0; only whole segments are labelled, so no
-    # label shows a fall (prefrl's behaviour before `termination` existed).
-    "termination-end": {
-        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], termination="end"),
+    # The fall shown to the teacher: the last segment padded with the final state held still,
+    # and the end worth that state's learned reward to the time limit.
+    "termination-absorbing": {
+        "Hopper-v5": dataclasses.replace(SETTINGS["Hopper-v5"], termination="absorbing"),
     },
     # A fallen hopper goes on to the time limit (terminate_when_unhealthy=False).
     "termination-continue": {
