@@ -268,7 +268,6 @@ def main() -> None:
             suffix = f"-{args.variant}" if args.variant else ""
             p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}{suffix}_s{seed}")
             pref_names.append(p.name)
-            true_names.append(f"{tag}_true_s{seed}")
             if args.only == "true":
                 pref_returns.append(float("nan"))
                 pref_wall.append(float("nan"))
@@ -286,6 +285,7 @@ def main() -> None:
                 checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
                 name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, agent=p.agent,
             )  # fmt: skip
+            true_names.append(true.name)
             if args.only == "pref":
                 ret, wall = float("nan"), float("nan")
             else:

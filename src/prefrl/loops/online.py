@@ -359,12 +359,17 @@ class _Loop:
         if self.fitter is not None:
             self.fitter.start(self.model, self.labels, len(self.labels))
 
-    def end_value(self, final_obs: np.ndarray) -> np.ndarray:
-        """What ending an episode early is worth to the agent (termination "absorbing")."""
+    def add_end_values(self, reward: np.ndarray, next_obs: np.ndarray, terminated) -> None:
+        """Termination "absorbing": add what ending an episode early is worth to the reward of
+        each step that did (in place); nothing otherwise."""
         cfg = self.config
+        ends = np.flatnonzero(terminated)
+        if cfg.termination != "absorbing" or not len(ends):
+            return
         discount = cfg.agent.discount if cfg.algo == "sac" else cfg.ppo.discount
         horizon = self.env.max_episode_steps or 1000
-        return absorbing_value(self.model, final_obs, self.env.action_dim, discount, horizon)
+        action_dim = self.env.action_dim
+        reward[ends] += absorbing_value(self.model, next_obs[ends], action_dim, discount, horizon)
 
     def fit_ready(self) -> bool:
         """A fit's result is due now: `fit_lag` steps after it began, or at once without a lag,
@@ -389,10 +394,8 @@ class _Loop:
         t0 = time.perf_counter()
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
-            if self.config.termination == "absorbing":
-                ends = np.flatnonzero(self.buffer.terminated[: len(self.buffer)])
-                if len(ends):
-                    self.buffer.reward[ends] += self.end_value(self.buffer.next_obs[ends])
+            b, n = self.buffer, len(self.buffer)
+            self.add_end_values(b.reward[:n], b.next_obs[:n], b.terminated[:n])
         metrics["reward/relabel_seconds"] = time.perf_counter() - t0
         metrics["feedback/seconds"] = self.feedback_seconds
         self.feedback_seconds = 0.0
@@ -670,10 +673,10 @@ class _SacSteps:
 
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
         loop = self.loop
-        reward = float(loop.model.predict(obs[None], action[None])[0]) if loop.fitted else 0.0
-        if terminated and loop.fitted and loop.config.termination == "absorbing":
-            reward += float(loop.end_value(next_obs[None])[0])
-        loop.buffer.add(obs, action, reward, next_obs, terminated)
+        reward = loop.model.predict(obs[None], action[None]) if loop.fitted else np.zeros(1)
+        if terminated and loop.fitted:
+            loop.add_end_values(reward, next_obs[None], [terminated])
+        loop.buffer.add(obs, action, float(reward[0]), next_obs, terminated)
 
     def after_fit(self, first: bool) -> None:
         """PEBBLE resets the critics once, when the agent switches from the intrinsic reward to
@@ -727,9 +730,7 @@ class _PpoSteps:
         self.t = 0
         if loop.fitted:
             reward = loop.model.predict(self.obs, self.action)
-            ends = np.flatnonzero(self.terminated)
-            if cfg.termination == "absorbing" and len(ends):
-                reward[ends] += loop.end_value(self.next_obs[ends])
+            loop.add_end_values(reward, self.next_obs, self.terminated)
         elif cfg.unsupervised_steps and loop.step + 1 >= cfg.warmstart_steps:
             reward = loop.intrinsic(self.next_obs, loop.buffer, loop.rng)
         else:
