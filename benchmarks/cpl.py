@@ -86,6 +86,7 @@ def row_key(row: dict) -> tuple:
         row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
         row.get("sources", "around"), tuple(row.get("noise", (0.0, 0.1, 0.3))),
         row.get("siblings", 1), row.get("paired", "all"), row["segments"],
+        row.get("mean_only", False),
     )  # fmt: skip
 
 
@@ -131,6 +132,11 @@ def main() -> None:
         default="all",
         help="which rated segments pair",
     )
+    parser.add_argument(
+        "--mean-only",
+        action="store_true",
+        help="the preferences move the action mean only (CPLConfig.mean_only)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
@@ -168,12 +174,15 @@ def main() -> None:
             variant += f"_{args.regulariser}_p{args.preference_weight:g}"
         if args.pair_within != "all":
             variant += f"_{args.pair_within}"
+        if args.mean_only:
+            variant += "_mean-only"
         for conservative in settings:
             cpl = CPLConfig(
                 conservative=args.regulariser if conservative else "none",
                 preference_weight=args.preference_weight,
                 conservative_weight=args.conservative_weight if conservative else 0.0,
                 bias=args.bias,
+                mean_only=args.mean_only,
             )
             starts, finals, props = [], [], []
             for seed in args.seeds:
@@ -228,6 +237,7 @@ def main() -> None:
                 "noise": args.noise,
                 "siblings": args.siblings,
                 "paired": args.pair_within,
+                "mean_only": args.mean_only,
                 "command": command,
             }
             if props:

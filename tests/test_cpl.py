@@ -113,6 +113,31 @@ def test_a_strong_conservative_term_keeps_the_policy_close():
     assert moved[100.0] < 0.3 * moved[0.0], moved
 
 
+def test_mean_only_leaves_the_spread_to_the_regulariser():
+    """With `mean_only` the preference loss has no gradient on the log-std head, yet still moves
+    the mean towards the preferred actions; without it, the same pairs change that head."""
+    rng = np.random.default_rng(2)
+    sac = SAC(SACConfig(hidden_dims=(32, 32)), 3, 1)
+    original = sac.init(jax.random.key(0)).actor_params
+    batch = _pairs(rng)
+    a0 = float(np.asarray(sac.act(original, batch["obs_left"][:, 0], None, 0, True)).mean())
+    head_change = {}
+    for mean_only in (True, False):
+        config = CPLConfig(lr=1e-3, conservative="none", conservative_weight=0.0, bias=1.0,
+                           mean_only=mean_only)  # fmt: skip
+        cpl = CPL(config, 1, (32, 32))
+        state = cpl.init(original)
+        for _ in range(100):
+            state, metrics = cpl.update(state, original, batch)
+        head = state.params["params"]["Dense_1"]["kernel"] - original["params"]["Dense_1"]["kernel"]
+        head_change[mean_only] = float(jnp.abs(head).max())
+        a1 = float(np.asarray(sac.act(state.params, batch["obs_left"][:, 0], None, 0, True)).mean())
+        assert a1 > a0 + 0.2, (mean_only, a0, a1)
+        assert float(metrics["accuracy"]) > 0.9
+    assert head_change[True] == 0.0
+    assert head_change[False] > 1e-3, head_change
+
+
 def test_bad_cpl_settings_are_refused():
     with pytest.raises(ValueError, match="CPL bias=1.5 is invalid"):
         CPLConfig(bias=1.5)

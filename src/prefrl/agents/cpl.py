@@ -37,6 +37,10 @@ class CPLConfig:
     bias: float = 0.5
     """λ: the other segment's advantage is scaled by it (1: the plain contrastive loss)."""
     preference_weight: float = 1.0
+    mean_only: bool = False
+    """Take log π with the policy's log std held fixed (no gradient through it), so the
+    preferences can move the action mean only: pairs of noisy segments cannot be ordered by
+    narrowing or widening the spread around an unchanged mean."""
     conservative: str = "mse"
     """mse (to the frozen original policy's outputs), kl, bc or none."""
     conservative_weight: float = 0.01
@@ -90,6 +94,8 @@ class CPL:
     def _advantages(self, params, obs, action):
         """α Σ_t log π(a_t|s_t) of segments (B, T, dim) -> (B,)."""
         mean, log_std = self.actor.apply(params, obs)
+        if self.config.mean_only:
+            log_std = jax.lax.stop_gradient(log_std)
         return self.config.alpha * tanh_gaussian_log_prob(mean, log_std, action).sum(-1)
 
     def _regulariser(self, params, ref_params, obs, action):
