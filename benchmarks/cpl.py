@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/cpl.json"
 
 
-def start_checkpoints(run: Path) -> tuple[Path, list[Path]]:
-    """(the checkpoint nearest half the final return, it and its two neighbours)."""
+def start_checkpoints(run: Path, step: int | None = None) -> tuple[Path, list[Path]]:
+    """(the checkpoint nearest half the final return, or the one at `step`; it and its two
+    neighbours)."""
     evals = eval_returns(run)
     final = evals[max(evals)]
     ckpts = sorted(
@@ -47,7 +48,14 @@ def start_checkpoints(run: Path) -> tuple[Path, list[Path]]:
         for p in checkpoint_root(run).glob("step_*")
         if p.is_dir() and not p.name.endswith(".tmp") and int(p.name[5:]) in evals
     )
-    i = min(range(len(ckpts)), key=lambda k: abs(evals[ckpts[k][0]] - 0.5 * final))
+    if step is None:
+        i = min(range(len(ckpts)), key=lambda k: abs(evals[ckpts[k][0]] - 0.5 * final))
+    elif step in (s for s, _ in ckpts):
+        i = [s for s, _ in ckpts].index(step)
+    else:
+        raise SystemExit(
+            f"--start-step {step}: {run} has evaluated checkpoints at {[s for s, _ in ckpts]}"
+        )
     around = [ckpts[k][1] for k in range(max(0, i - 1), min(len(ckpts), i + 2))]
     return ckpts[i][1], around
 
@@ -77,8 +85,9 @@ def behaviour(policy_path: Path, episodes: int = 5, seed: int = 3_000_000) -> di
 
 
 def row_key(row: dict) -> tuple:
-    """One row per setting (rows from before these were recorded used the defaults: λ 0.5,
-    MSE weight 0.01, preference weight 1)."""
+    """One row per setting and start policy (rows from before these were recorded used the
+    defaults: λ 0.5, MSE weight 0.01, preference weight 1). The start policy is told apart by its
+    evaluated return as well as its path, since a re-trained source run reuses the paths."""
     cons = row["conservative"]
     return (
         row["env"], row["rater"], cons, row["steps"], row.get("bias", 0.5),
@@ -86,7 +95,8 @@ def row_key(row: dict) -> tuple:
         row.get("regulariser", "mse" if cons else "none"), row.get("preference_weight", 1.0),
         row.get("sources", "around"), tuple(row.get("noise", (0.0, 0.1, 0.3))),
         row.get("siblings", 1), row.get("paired", "all"), row["segments"],
-        row.get("mean_only", False),
+        row.get("mean_only", False), row["start_checkpoint"], round(row["start_return"], 1),
+        row.get("eval_episodes", 10),
     )  # fmt: skip
 
 
@@ -138,6 +148,13 @@ def main() -> None:
         help="the preferences move the action mean only (CPLConfig.mean_only)",
     )
     parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument(
+        "--start-step",
+        type=int,
+        default=None,
+        help="start from the checkpoint at this step (default: the one nearest half the final "
+        "return)",
+    )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
         "--conservative",
@@ -149,12 +166,14 @@ def main() -> None:
     command = "python benchmarks/cpl.py " + " ".join(sys.argv[1:])
     runs = Path(args.runs_dir)
     for env in args.envs:
-        start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0")
+        start, around = start_checkpoints(ROOT / "runs/datasets" / f"{env}_sac_s0", args.start_step)
         tag = args.rater.replace("/", "-") + ("_start-only" if args.sources == "start" else "")
         if args.noise != [0.0, 0.1, 0.3] or args.siblings > 1:
             tag += "_n" + "-".join(f"{n:g}" for n in args.noise) + f"_x{args.siblings}"
         if args.segments != 150:
             tag += f"_{args.segments}seg"
+        if args.start_step is not None:
+            tag += f"_from{args.start_step}"
         ratings = runs / f"{env}_{tag}_ratings"
         if not (ratings / "config.json").exists():
             shutil.rmtree(ratings, ignore_errors=True)
@@ -184,7 +203,7 @@ def main() -> None:
                 bias=args.bias,
                 mean_only=args.mean_only,
             )
-            starts, finals, props = [], [], []
+            starts, finals, props, episodes = [], [], [], []
             for seed in args.seeds:
                 name = (
                     f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
@@ -206,6 +225,12 @@ def main() -> None:
                     )
                 )
                 starts.append(float(result.start_returns.mean()))
+                episodes.append(
+                    {
+                        "start": np.round(result.start_returns, 1).tolist(),
+                        "finetuned": np.round(result.finetuned_returns, 1).tolist(),
+                    }
+                )
                 finals.append(float(result.finetuned_returns.mean()))
                 # For every rater: the return rater's runs are the baseline a property rater's
                 # change in action size is judged against.
@@ -227,6 +252,7 @@ def main() -> None:
                 "finetuned_return_std": float(np.std(finals)),
                 "finetuned_return_min": float(np.min(finals)),
                 "finetuned_returns": finals,
+                "episode_returns": episodes,  # per seed: each evaluation episode, same env seeds
                 "ratio": float(np.mean(finals) / np.mean(starts)),
                 "steps": args.steps,
                 "bias": cpl.bias,
@@ -238,6 +264,7 @@ def main() -> None:
                 "siblings": args.siblings,
                 "paired": args.pair_within,
                 "mean_only": args.mean_only,
+                "eval_episodes": args.eval_episodes,
                 "command": command,
             }
             if props:

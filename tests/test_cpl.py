@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import jax.numpy as jnp
@@ -424,7 +425,11 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
         )
         == 0
     )
-    assert (tmp_path / "cli-cpl" / "summary.json").exists()
+    summary = json.loads((tmp_path / "cli-cpl" / "summary.json").read_text())
+    # every evaluation episode's return is kept, and the means are theirs
+    assert len(summary["start_returns"]) == len(summary["finetuned_returns"]) == 2
+    assert summary["start_return_mean"] == pytest.approx(np.mean(summary["start_returns"]))
+    assert summary["eval/return_mean"] == pytest.approx(np.mean(summary["finetuned_returns"]))
     assert main(["rate", str(out), "--rater", "obs:99"]) == 2  # toy observations have 6 dims
     siblings_cmd = ["collect", "--checkpoints", str(ckpts[-1]), "--out", str(tmp_path / "sib")]
     assert main([*siblings_cmd, "--noise", "0", "--siblings", "2"]) == 2  # siblings need noise

@@ -327,6 +327,8 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
         "eval/return_mean": float(final.mean()),
         "eval/return_std": float(final.std()),
         "start_return_mean": float(start.mean()),
+        "start_returns": start.tolist(),
+        "finetuned_returns": final.tolist(),
         "pairs": len(train) + len(val),
         **provenance,
     }
