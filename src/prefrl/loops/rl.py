@@ -185,6 +185,10 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
     act, update, key, rng = sac.act, sac.update, loop.key, loop.rng
     update_metrics = None
+    batch = None  # the next update's batch, drawn while the previous update runs
+
+    def learning(step: int) -> bool:
+        return step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size
 
     obs, _ = env.reset(seed=cfg.seed + loop.step)
     ep_return, ep_len = 0.0, 0
@@ -201,11 +205,14 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                 else:
                     action = np.asarray(act(loop.state.actor_params, obs, key, step))
                 # Dispatch the update before stepping the env: JAX runs it asynchronously, so
-                # the env step and buffer work below overlap with it. The action above already
-                # came from the latest parameters (act, then train, as in SB3).
-                if step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size:
-                    batch = buffer.sample(rng, batch_size)
+                # the env step, the buffer work and drawing the next batch below overlap with
+                # it. The action above already came from the latest parameters (act, then
+                # train, as in SB3).
+                if learning(step):
+                    if batch is None:  # the first update, or the first after a resume
+                        batch = buffer.sample(rng, batch_size)
                     loop.state, update_metrics = update(loop.state, batch, key)
+                    batch = None
                 next_obs, reward, terminated, truncated, _ = env.step(action)
                 buffer.add(obs, action, reward, next_obs, terminated)
                 ep_return += reward
@@ -222,6 +229,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     obs = next_obs
                 loop.step = step + 1
                 cadence.after_step(loop.step, update_metrics)
+                # Drawn after a checkpoint (in after_step) saved the generator's state, so a
+                # resumed run draws this batch first. It holds the transitions before the next
+                # step, as if the update drew it at its own step (benchmarks/sac_batch_overlap.py).
+                if learning(loop.step) and loop.step < cfg.steps and not stop.requested:
+                    batch = buffer.sample(rng, batch_size)
             if stop.requested:
                 progress.update(loop.step)
                 loop.save()
