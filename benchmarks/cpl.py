@@ -48,14 +48,13 @@ def start_checkpoints(run: Path, step: int | None = None) -> tuple[Path, list[Pa
         for p in checkpoint_root(run).glob("step_*")
         if p.is_dir() and not p.name.endswith(".tmp") and int(p.name[5:]) in evals
     )
+    steps = [s for s, _ in ckpts]
     if step is None:
-        i = min(range(len(ckpts)), key=lambda k: abs(evals[ckpts[k][0]] - 0.5 * final))
-    elif step in (s for s, _ in ckpts):
-        i = [s for s, _ in ckpts].index(step)
+        i = min(range(len(ckpts)), key=lambda k: abs(evals[steps[k]] - 0.5 * final))
+    elif step in steps:
+        i = steps.index(step)
     else:
-        raise SystemExit(
-            f"--start-step {step}: {run} has evaluated checkpoints at {[s for s, _ in ckpts]}"
-        )
+        raise SystemExit(f"--start-step {step}: {run} has evaluated checkpoints at {steps}")
     around = [ckpts[k][1] for k in range(max(0, i - 1), min(len(ckpts), i + 2))]
     return ckpts[i][1], around
 

@@ -212,7 +212,6 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     if batch is None:  # the first update, or the first after a resume
                         batch = buffer.sample(rng, batch_size)
                     loop.state, update_metrics = update(loop.state, batch, key)
-                    batch = None
                 next_obs, reward, terminated, truncated, _ = env.step(action)
                 buffer.add(obs, action, reward, next_obs, terminated)
                 ep_return += reward
@@ -232,8 +231,8 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                 # Drawn after a checkpoint (in after_step) saved the generator's state, so a
                 # resumed run draws this batch first. It holds the transitions before the next
                 # step, as if the update drew it at its own step (benchmarks/sac_batch_overlap.py).
-                if learning(loop.step) and loop.step < cfg.steps and not stop.requested:
-                    batch = buffer.sample(rng, batch_size)
+                more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
+                batch = buffer.sample(rng, batch_size) if more else None
             if stop.requested:
                 progress.update(loop.step)
                 loop.save()
