@@ -2,7 +2,9 @@
 
 Settings for every contestant: one gradient step per env step, batch 256, 2x256 networks, 2
 critics, learned temperature. Each contestant runs in its own subprocess; the timed window starts
-after warm-up (random actions, compilation) and covers `--steps` learning steps.
+after warm-up (random actions, compilation) and covers `--steps` learning steps. The ceiling (the
+jitted update alone) is measured twice: in its own process, and right after the loop in the
+loop's process, where the round's ratio of the two shares that process's speed.
 
     python benchmarks/sac_throughput.py --envs HalfCheetah-v5 Hopper-v5 --steps 3000 --rounds 3
 
@@ -55,19 +57,21 @@ def _peer_rate(algo_cls, env_id: str, steps: int) -> float:
     return steps / (time.perf_counter() - marks["start"])
 
 
-def worker_sb3(env_id: str, steps: int) -> float:
+def worker_sb3(env_id: str, steps: int) -> dict[str, float]:
     from stable_baselines3 import SAC
 
-    return _peer_rate(SAC, env_id, steps)
+    return {"sb3": _peer_rate(SAC, env_id, steps)}
 
 
-def worker_sbx(env_id: str, steps: int) -> float:
+def worker_sbx(env_id: str, steps: int) -> dict[str, float]:
     from sbx import SAC
 
-    return _peer_rate(SAC, env_id, steps)
+    return {"sbx": _peer_rate(SAC, env_id, steps)}
 
 
-def worker_prefrl(env_id: str, steps: int) -> float:
+def worker_prefrl(env_id: str, steps: int) -> dict[str, float]:
+    """The loop's rate, then the update alone in the same process: a ceiling measured seconds
+    later under the same process's conditions, which a separate process does not share."""
     import tempfile
 
     from prefrl.loops.rl import RLConfig, train_rl
@@ -93,10 +97,11 @@ def worker_prefrl(env_id: str, steps: int) -> float:
         rows = [r for r in read_metrics(result.run_dir) if "train/steps_per_s" in r]
     # Intervals that lie wholly inside the timed window.
     timed = [r["train/steps_per_s"] for r in rows if r["step"] - log >= WARMUP + SKIP]
-    return len(timed) / sum(1.0 / r for r in timed)  # harmonic mean = total steps / total time
+    loop = len(timed) / sum(1.0 / r for r in timed)  # harmonic mean = total steps / total time
+    return {"prefrl": loop, "ceiling_same_process": worker_ceiling(env_id, steps)["ceiling"]}
 
 
-def worker_ceiling(env_id: str, steps: int) -> float:
+def worker_ceiling(env_id: str, steps: int) -> dict[str, float]:
     """Pure jitted-update rate: the same update on batches already in memory, no env."""
     import jax
     import numpy as np
@@ -126,13 +131,13 @@ def worker_ceiling(env_id: str, steps: int) -> float:
     for i in range(steps):
         state, _ = sac.update(state, batches[i % 64], key)
     jax.block_until_ready(state)
-    return steps / (time.perf_counter() - start)
+    return {"ceiling": steps / (time.perf_counter() - start)}
 
 
 WORKERS = {"prefrl": worker_prefrl, "sb3": worker_sb3, "sbx": worker_sbx, "ceiling": worker_ceiling}
 
 
-def run_worker(name: str, env_id: str, steps: int) -> float:
+def run_worker(name: str, env_id: str, steps: int) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", name, "--envs", env_id, "--steps", str(steps)],
         check=True,
@@ -140,7 +145,7 @@ def run_worker(name: str, env_id: str, steps: int) -> float:
         text=True,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])["steps_per_s"]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -153,8 +158,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.steps < 1000:  # the loop's rate is read from its 500-step metric rows
+        parser.error(f"--steps={args.steps} is too few: expected at least 1000")
     if args.worker:
-        print(json.dumps({"steps_per_s": WORKERS[args.worker](args.envs[0], args.steps)}))
+        print(json.dumps(WORKERS[args.worker](args.envs[0], args.steps)))
         return
 
     command = "python benchmarks/sac_throughput.py " + " ".join(sys.argv[1:])
@@ -163,15 +170,23 @@ def main() -> None:
     for env_id in args.envs:
         # The machine's speed drifts by up to ~20% over minutes, so contestants take turns
         # (round-robin) and each one's median over the rounds is reported.
-        rates: dict[str, list[float]] = {name: [] for name in contestants}
+        rates: dict[str, list[float]] = {}
         for round_ in range(args.rounds):
             for name in contestants:
-                rate = run_worker(name, env_id, args.steps)
-                rates[name].append(rate)
-                print(f"{env_id:16s} round {round_ + 1} {name:8s} {rate:8.1f} steps/s", flush=True)
+                for label, rate in run_worker(name, env_id, args.steps).items():
+                    rates.setdefault(label, []).append(rate)
+                    print(
+                        f"{env_id:16s} round {round_ + 1} {label:8s} {rate:8.1f} steps/s",
+                        flush=True,
+                    )
         row = {"env": env_id}
         row.update({name: round(float(np.median(r)), 1) for name, r in rates.items()})
         row["rounds"] = {name: [round(x, 1) for x in r] for name, r in rates.items()}
+        # Each round's contestants ran minutes apart, so a round's ratios share its drift.
+        row["paired_ratios"] = {
+            name: round(float(np.median(np.divide(rates["prefrl"], rates[name]))), 3)
+            for name in [*contestants[1:], "ceiling_same_process"]
+        }
         results.append(row)
 
     print(
@@ -187,6 +202,13 @@ def main() -> None:
             + " ".join(f"{row[p]:8.1f}" for p in args.peers)
             + f" {row['ceiling']:8.1f}  "
             + ", ".join(ratios)
+        )
+        paired = row["paired_ratios"]
+        print(
+            f"{'':16s} median of the rounds' own ratios: "
+            + ", ".join(f"{paired[p]:.2f}x {p}" for p in args.peers)
+            + f", {paired['ceiling']:.0%} of ceiling"
+            + f" ({paired['ceiling_same_process']:.0%} of the same process's ceiling)"
         )
     kind = device_kind()
     path = results_path(RESULTS, kind)
