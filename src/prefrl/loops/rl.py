@@ -230,7 +230,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                 cadence.after_step(loop.step, update_metrics)
                 # Drawn after a checkpoint (in after_step) saved the generator's state, so a
                 # resumed run draws this batch first. It holds the transitions before the next
-                # step, as if the update drew it at its own step (benchmarks/sac_batch_overlap.py).
+                # step, as if the update drew it at its own step (benchmarks/sac_loop_variants.py).
                 more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
                 batch = buffer.sample(rng, batch_size) if more else None
             if stop.requested:
