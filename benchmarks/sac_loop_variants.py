@@ -63,7 +63,7 @@ class Bench:
         )
         init = self.sac.init(jax.random.PRNGKey(0))
         copy = jax.jit(lambda s: jax.tree.map(jnp.copy, s))  # each variant owns its buffers
-        self.states = {name: copy(init) for name in VARIANTS}
+        self.states = {name: copy(init) for name in VARIANTS if name != "packed"}
         self.states["packed"] = jax.jit(self.pack)(init)
         self.fixed = [self.buf.sample(self.rng, BATCH) for _ in range(16)]
 
@@ -167,6 +167,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     args = parser.parse_args()
+    for name in ("steps", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}={getattr(args, name)} is invalid: expected a positive integer")
     variants = list(dict.fromkeys(["overlapped", *args.variants, "ceiling"]))
     bench = Bench(args.env)
     for name in variants:

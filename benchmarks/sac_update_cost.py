@@ -33,6 +33,10 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=300, help="updates per round")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    for name in ("obs_dim", "action_dim", "width", "batch", "updates", "rounds"):
+        if getattr(args, name) < 1:
+            flag = name.replace("_", "-")
+            parser.error(f"--{flag}={getattr(args, name)} is invalid: expected a positive integer")
 
     config = SACConfig(hidden_dims=(args.width, args.width), batch_size=args.batch)
     sac = SAC(config, args.obs_dim, args.action_dim)
