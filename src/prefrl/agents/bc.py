@@ -13,6 +13,7 @@ import optax
 from flax import struct
 
 from prefrl.nn import TanhGaussianActor, tanh_gaussian_log_prob
+from prefrl.xla import jit_step
 
 
 class BCState(struct.PyTreeNode):
@@ -25,7 +26,7 @@ class BehaviourCloning:
     def __init__(self, actor: TanhGaussianActor, lr: float = 3e-4, batch_size: int = 256):
         self.actor, self.batch_size = actor, batch_size
         self.tx = optax.adam(lr)
-        self.update = jax.jit(self._update, static_argnames="steps", donate_argnums=0)
+        self.update = jit_step(self._update, static_argnames="steps", donate_argnums=0)
 
     def init(self, params: dict) -> BCState:
         return BCState(params=params, opt_state=self.tx.init(params), step=jnp.zeros((), int))

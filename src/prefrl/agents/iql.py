@@ -21,6 +21,7 @@ from flax import struct
 
 from prefrl.nn import BoundedMeanGaussianActor, CriticEnsemble, ValueNet, gaussian_log_prob
 from prefrl.rundir.config import check_fields
+from prefrl.xla import jit_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,7 +100,7 @@ class IQL:
         self.actor_tx = optax.adam(schedule)
         self.critic_tx = optax.adam(config.critic_lr)
         self.value_tx = optax.adam(config.value_lr)
-        self.update = jax.jit(self._update, static_argnames="steps", donate_argnums=0)
+        self.update = jit_step(self._update, static_argnames="steps", donate_argnums=0)
         self.act = jax.jit(lambda p, o: self.actor.apply(p, o)[0])
 
     def init(self, key) -> IQLState:

@@ -17,6 +17,7 @@ import optax
 from flax import struct
 
 from prefrl.nn import GaussianActor, ValueNet, gaussian_log_prob
+from prefrl.xla import jit_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +82,7 @@ class PPO:
         self.tx = optax.chain(
             optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.lr, eps=1e-5)
         )
-        self.update = jax.jit(self._update, donate_argnums=0)
+        self.update = jit_step(self._update, donate_argnums=0)
         self.act = jax.jit(self._act, static_argnames="deterministic")
 
     def init(self, key: jax.Array) -> PPOState:

@@ -19,6 +19,7 @@ from flax import struct
 
 from prefrl.data.batch import Batch
 from prefrl.nn import CriticEnsemble, TanhGaussianActor, tanh_gaussian_sample
+from prefrl.xla import jit_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,7 +118,7 @@ class SAC:
         self.actor_tx = optax.adam(config.actor_lr)
         self.critic_tx = optax.adam(config.critic_lr)
         self.temperature_tx = optax.adam(config.temperature_lr)
-        self.update = jax.jit(self._update, donate_argnums=0)
+        self.update = jit_step(self._update, donate_argnums=0)
         self.act = jax.jit(self._act, static_argnames="deterministic")
 
     # ----------------------------------------------------------------------------- state

@@ -28,6 +28,7 @@ from prefrl.nn import RewardNetEnsemble
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.config import check_fields
+from prefrl.xla import jit_step
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ class MLPRewardEnsemble(RewardModel):
         self.scale = np.ones(config.members, np.float32)
         self.steps = 0  # gradient steps so far (folded into the dropout key)
         self.fits = 0
-        self._train_step = jax.jit(self._train_step_impl, donate_argnums=(0, 1))
+        self._train_step = jit_step(self._train_step_impl, donate_argnums=(0, 1))
         self._pair_logits = jax.jit(self._pair_logits_impl)
         self._raw_rewards = jax.jit(lambda p, o, a: self.net.apply(p, o, a))
 
