@@ -5,6 +5,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from prefrl.nn.dense import narrow_dot_general
 from prefrl.nn.mlp import MLP
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -24,8 +25,8 @@ class TanhGaussianActor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         h = MLP(self.hidden_dims)(obs)
-        mean = nn.Dense(self.action_dim)(h)
-        log_std = nn.Dense(self.action_dim)(h)
+        mean = nn.Dense(self.action_dim, dot_general=narrow_dot_general)(h)
+        log_std = nn.Dense(self.action_dim, dot_general=narrow_dot_general)(h)
         log_std = jnp.clip(log_std, self.log_std_min, self.log_std_max)
         return mean, log_std
 
@@ -67,7 +68,11 @@ class GaussianActor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
         h = MLP(self.hidden_dims, activation=nn.tanh)(obs)
-        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(h)
+        mean = nn.Dense(
+            self.action_dim,
+            kernel_init=nn.initializers.orthogonal(0.01),
+            dot_general=narrow_dot_general,
+        )(h)
         log_std = self.param(
             "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
         )
@@ -90,6 +95,6 @@ class BoundedMeanGaussianActor(nn.Module):
     @nn.compact
     def __call__(self, obs: jax.Array, train: bool = False) -> tuple[jax.Array, jax.Array]:
         h = MLP(self.hidden_dims, dropout_rate=self.dropout_rate)(obs, train)
-        mean = jnp.tanh(nn.Dense(self.action_dim)(h))
+        mean = jnp.tanh(nn.Dense(self.action_dim, dot_general=narrow_dot_general)(h))
         log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
         return mean, jnp.broadcast_to(jnp.clip(log_std, -5.0, 2.0), mean.shape)
