@@ -3,12 +3,14 @@ XLA:CPU computes several times faster.
 
 Autodiff writes a layer's kernel gradient as x^T @ g, an (in, out) product that contracts the
 batch axis of both operands. With a narrow output (out = 6 for HalfCheetah's actions) XLA:CPU
-runs that as a slow library call: 43 µs for a 256x256 by 256x6 product on the project's CPU,
-where the same FLOPs as g^T @ x, an (out, in) product, take 7 µs. This VJP computes the gradient
-in that wide form and transposes the small result, whenever the layer has fewer outputs than
-inputs (otherwise the two forms cost the same, or the wide one loses). The optimisation barrier
-keeps XLA from folding the transpose back into the product. The values are the same, bit for
-bit, and the parameters are those of a plain `nn.Dense`, so checkpoints do not change.
+runs that as a slow library call: about 50 µs for a 256x256 by 256x6 product on the project's
+CPU, where the same FLOPs as g^T @ x, an (out, in) product, take about 12 µs
+(benchmarks/kernel_grad_forms.py). This VJP computes the gradient in that wide form and
+transposes the small result, whenever the layer has fewer outputs than inputs (otherwise the two
+forms cost the same, or the wide one loses). The optimisation barrier keeps XLA from folding the
+transpose back into the product. The values are the same, bit for
+bit, and the parameters are those of a plain `nn.Dense`, so checkpoints do not change. Like any
+`jax.custom_vjp`, it supports reverse-mode differentiation only (no `jax.jvp` through it).
 """
 
 from __future__ import annotations
