@@ -23,9 +23,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from sac_update_cost import random_batch
 
 from prefrl.agents import SAC, SACConfig
-from prefrl.data import Batch
 from prefrl.nn import MLP, TanhGaussianActor
 from prefrl.xla import jit_step
 
@@ -88,14 +88,7 @@ def kernel_gradients(rounds: int) -> None:
 
 
 def sac_update(rounds: int) -> None:
-    rng = np.random.default_rng(0)
-    batch = Batch(
-        rng.standard_normal((256, 17)).astype(np.float32),
-        rng.uniform(-1, 1, (256, 6)).astype(np.float32),
-        rng.standard_normal(256).astype(np.float32),
-        rng.standard_normal((256, 17)).astype(np.float32),
-        np.zeros(256, np.float32),
-    )
+    batch = random_batch(np.random.default_rng(0), 256, 17, 6)
     key = jax.random.key(1, impl="rbg")
     agents = {"plain heads": SAC(SACConfig(), 17, 6), "prefrl": SAC(SACConfig(), 17, 6)}
     plain = agents["plain heads"]

@@ -24,6 +24,17 @@ from prefrl.data import Batch
 CHAIN = 40  # matmuls per call of the chain: long enough that the call's own cost vanishes
 
 
+def random_batch(rng: np.random.Generator, n: int, obs_dim: int, action_dim: int) -> Batch:
+    """A batch of `n` random transitions, none terminal: timing inputs for an update."""
+    return Batch(
+        rng.standard_normal((n, obs_dim)).astype(np.float32),
+        rng.uniform(-1, 1, (n, action_dim)).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+        rng.standard_normal((n, obs_dim)).astype(np.float32),
+        np.zeros(n, np.float32),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--obs-dim", type=int, default=17)
@@ -42,14 +53,7 @@ def main() -> None:
     sac = SAC(config, args.obs_dim, args.action_dim)
     state, key = sac.init(jax.random.PRNGKey(0)), jax.random.key(1, impl="rbg")
     rng = np.random.default_rng(0)
-    obs = rng.standard_normal((args.batch, args.obs_dim)).astype(np.float32)
-    batch = Batch(
-        obs,
-        rng.uniform(-1, 1, (args.batch, args.action_dim)).astype(np.float32),
-        rng.standard_normal(args.batch).astype(np.float32),
-        rng.standard_normal((args.batch, args.obs_dim)).astype(np.float32),
-        np.zeros(args.batch, np.float32),
-    )
+    batch = random_batch(rng, args.batch, args.obs_dim, args.action_dim)
     cost = sac.update.lower(state, batch, key).compile().cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
     update_flops = float(cost["flops"])
