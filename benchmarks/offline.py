@@ -12,6 +12,10 @@ datasets/bench/<env>-medium-replay; 500 queries of 100 steps are sampled (seed 0
 by each teacher. Runs go to runs/bench-offline/ and are reused when finished (resumed when not).
 Results are merged into benchmarks/results/offline.json, one row per dataset, teacher and reward.
 
+`--plot` draws the rows of one IQL budget (`--iql-steps`) from the results file: per dataset,
+each reward's mean and its seeds, by teacher, against the true reward's mean, written beside the
+results as offline_<steps>.png.
+
 `--throughput` measures reward-model training (pairs/s, at the published sizes: 256-wide, batch
 256 pairs of 100-step segments) and IQL updates/s, written to
 benchmarks/results/offline_throughput.json.
@@ -350,6 +354,56 @@ def throughput(args) -> None:
     print(f"wrote {path}")
 
 
+def plot(results: Path, iql_steps: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [
+        r
+        for r in json.loads(results.read_text())["results"]
+        if r.get("iql_steps") == iql_steps and r["reward"] in ("true", "pt", "mr", "nmr")
+    ]
+    datasets = sorted({r["dataset"] for r in rows})
+    if not datasets:
+        raise SystemExit(f"no rows with --iql-steps {iql_steps} in {results}")
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
+    colours = {"pt": "tab:blue", "nmr": "tab:orange", "mr": "tab:green"}
+    for ax, name in zip(axes[0], datasets):
+        mine = [r for r in rows if r["dataset"] == name]
+        x = 0
+        ticks, labels = [], []
+        for r in mine:
+            if r["reward"] == "true":
+                ax.axhline(r["score_mean"], color="black", ls="--", lw=1)
+                ax.text(0, r["score_mean"], f"true, {r['seeds']} seeds", va="bottom", fontsize=8)
+        for teacher in ("oracle", "mistake"):
+            for reward in ("pt", "nmr", "mr"):
+                row = next(
+                    (r for r in mine if r["teacher"] == teacher and r["reward"] == reward), None
+                )
+                if row is None:
+                    continue
+                ax.bar(x, row["score_mean"], color=colours[reward], alpha=0.6)
+                ax.plot([x] * len(row["scores"]), row["scores"], "k.", ms=6)
+                ticks.append(x)
+                labels.append(f"{teacher}\n{reward.upper()} ({row['ratio_to_true']:.2f}x)")
+                x += 1
+            x += 0.5
+        ax.set_xticks(ticks, labels, fontsize=8)
+        ax.set_title(f"{name}, IQL {iql_steps:,} steps")
+        ax.set_ylabel("normalised score (dots: seeds)")
+    fig.suptitle(
+        "bars: mean over seeds; x: against the true reward over the same seeds", fontsize=9
+    )
+    fig.tight_layout()
+    out = results.with_name(f"{results.stem}_{iql_steps // 1000}k.png")
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+    return out
+
+
 def _median_seconds(fn, repeats: int) -> float:
     jax.block_until_ready(fn())
     times = []
@@ -384,6 +438,9 @@ def main() -> None:
         "--jobs", type=int, default=1, help="runs at a time, each in its own process (GPU machines)"
     )
     parser.add_argument("--throughput", action="store_true")
+    parser.add_argument(
+        "--plot", action="store_true", help="draw the --iql-steps rows, run nothing"
+    )
     parser.add_argument("--models", nargs="+", default=["mr", "nmr", "pt"])
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
@@ -392,6 +449,8 @@ def main() -> None:
         parser.error(f"--jobs={args.jobs} is invalid: expected a positive integer")
     if args.throughput:
         throughput(args)
+    elif args.plot:
+        plot(Path(args.results), args.iql_steps)
     else:
         benchmark(args)
 
