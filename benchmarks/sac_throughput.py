@@ -148,6 +148,16 @@ def run_worker(name: str, env_id: str, steps: int) -> dict[str, float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def ratio_interval(a: list[float], b: list[float], level: float = 0.9) -> tuple[float, float]:
+    """Bootstrap interval of the median of the per-round ratios a/b (rounds resampled, seeded):
+    how far the verdict could move with other rounds on this machine."""
+    ratios = np.divide(a, b)
+    picks = np.random.default_rng(0).integers(0, len(ratios), (2000, len(ratios)))
+    medians = np.median(ratios[picks], axis=1)
+    tail = (1 - level) / 2 * 100
+    return float(np.percentile(medians, tail)), float(np.percentile(medians, 100 - tail))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -187,6 +197,10 @@ def main() -> None:
             name: round(float(np.median(np.divide(rates["prefrl"], rates[name]))), 3)
             for name in [*contestants[1:], "ceiling_same_process"]
         }
+        row["paired_ratio_90pct_intervals"] = {
+            name: [round(x, 3) for x in ratio_interval(rates["prefrl"], rates[name])]
+            for name in [*contestants[1:], "ceiling_same_process"]
+        }
         results.append(row)
 
     print(
@@ -209,6 +223,12 @@ def main() -> None:
             + ", ".join(f"{paired[p]:.2f}x {p}" for p in args.peers)
             + f", {paired['ceiling']:.0%} of ceiling"
             + f" ({paired['ceiling_same_process']:.0%} of the same process's ceiling)"
+        )
+        low_high = row["paired_ratio_90pct_intervals"]
+        print(
+            f"{'':16s} 90% bootstrap intervals over rounds: "
+            + ", ".join(f"{low_high[p][0]:.2f}-{low_high[p][1]:.2f}x {p}" for p in args.peers)
+            + f", {low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling"
         )
     kind = device_kind()
     path = results_path(RESULTS, kind)
