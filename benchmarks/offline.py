@@ -360,6 +360,8 @@ def plot(results: Path, iql_steps: int) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if not results.exists():
+        raise SystemExit(f"no results file {results}: run the benchmark first, or pass --results")
     rows = [
         r
         for r in json.loads(results.read_text())["results"]

@@ -218,18 +218,16 @@ def main() -> None:
             + ", ".join(ratios)
         )
         paired = row["paired_ratios"]
-        print(
-            f"{'':16s} median of the rounds' own ratios: "
-            + ", ".join(f"{paired[p]:.2f}x {p}" for p in args.peers)
-            + f", {paired['ceiling']:.0%} of ceiling"
-            + f" ({paired['ceiling_same_process']:.0%} of the same process's ceiling)"
+        parts = [f"{paired[p]:.2f}x {p}" for p in args.peers]
+        parts.append(
+            f"{paired['ceiling']:.0%} of ceiling"
+            f" ({paired['ceiling_same_process']:.0%} of the same process's ceiling)"
         )
+        print(f"{'':16s} median of the rounds' own ratios: " + ", ".join(parts))
         low_high = row["paired_ratio_90pct_intervals"]
-        print(
-            f"{'':16s} 90% bootstrap intervals over rounds: "
-            + ", ".join(f"{low_high[p][0]:.2f}-{low_high[p][1]:.2f}x {p}" for p in args.peers)
-            + f", {low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling"
-        )
+        parts = [f"{low_high[p][0]:.2f}-{low_high[p][1]:.2f}x {p}" for p in args.peers]
+        parts.append(f"{low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling")
+        print(f"{'':16s} 90% bootstrap intervals over rounds: " + ", ".join(parts))
     kind = device_kind()
     path = results_path(RESULTS, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
