@@ -7,8 +7,12 @@ The variants run in turn, round after round, so the machine's drift hits them al
 prints each round's rates and, per variant, the median of its round-by-round ratio to
 `overlapped` (the order `prefrl.loops.rl` uses) and to `ceiling`. It writes nothing.
 
-- `overlapped`: act; dispatch the update on a batch drawn during the previous update; step the
-  env and store the transition while the update runs; draw the next batch.
+- `overlapped`: dispatch the act; dispatch the update on a batch drawn during the previous
+  update (queued right behind the act); read the action; step the env and store the transition
+  while the update runs; draw the next batch.
+- `read_first`: as `overlapped`, but the action is read before the update is dispatched, so the
+  cores idle while the host turns the action around and launches the update (the loop's order
+  until 2026-11-23).
 - `inline`: as `overlapped`, but the batch is drawn right before the update, on the critical path.
 - `fused`: one jitted call updates and then acts on the new observation with the new parameters
   (one launch per step instead of two; the env step can no longer run during the update).
@@ -129,19 +133,21 @@ class Bench:
         if variant == "ceiling":
             for i in range(steps):
                 state, _ = sac.update(state, self.fixed[i % 16], key)
-        elif variant in ("overlapped", "inline", "packed"):
+        elif variant in ("overlapped", "read_first", "inline", "packed"):
             act = sac.act if variant != "packed" else self.packed_act
             batch = buf.sample(rng, BATCH)
             for step in range(steps):
                 params = state if variant == "packed" else state.actor_params
-                action = np.asarray(act(params, self.obs, key, step))
+                action = act(params, self.obs, key, step)
+                if variant == "read_first":
+                    action = np.asarray(action)
                 if variant == "inline":
                     batch = buf.sample(rng, BATCH)
                 if variant == "packed":
                     state, _ = self.packed_update(state, batch, key)
                 else:
                     state, _ = sac.update(state, batch, key)
-                self.env_step(action)
+                self.env_step(np.asarray(action))
                 if variant != "inline":
                     batch = buf.sample(rng, BATCH)
         elif variant == "fused":
@@ -159,7 +165,7 @@ class Bench:
         return steps / (time.perf_counter() - start)
 
 
-VARIANTS = ("overlapped", "inline", "fused", "device_buffer", "packed", "ceiling")
+VARIANTS = ("overlapped", "read_first", "inline", "fused", "device_buffer", "packed", "ceiling")
 
 
 def main() -> None:

@@ -106,6 +106,27 @@ def test_act_is_bounded_and_deterministic_mode_is_repeatable():
     assert np.asarray(sac.act(state.actor_params, obs[0], key, 0)).shape == (ACT,)
 
 
+def test_an_act_queued_before_an_update_reads_the_parameters_before_it():
+    """The loops dispatch `act`, then the update that donates the parameters `act` reads, and only
+    then read the action: the actions and states must equal those of reading each action first."""
+    sac = SAC(SACConfig(hidden_dims=(64, 64), batch_size=32), OBS, ACT)
+    obs = np.random.default_rng(1).standard_normal((12, OBS)).astype(np.float32)
+    key = jax.random.PRNGKey(4)
+    runs = []
+    for queued in (False, True):
+        state, actions = sac.init(jax.random.PRNGKey(0)), []
+        for t in range(12):
+            action = sac.act(state.actor_params, obs[t], key, t)
+            if not queued:
+                action = np.asarray(action)
+            state, _ = sac.update(state, _batch(32, seed=t), key)
+            actions.append(np.asarray(action))
+        runs.append((np.stack(actions), jax.device_get(state)))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    for a, b in zip(jax.tree.leaves(runs[0][1]), jax.tree.leaves(runs[1][1])):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_state_serialisation_round_trip():
     sac = SAC(SACConfig(hidden_dims=(8,), batch_size=4), OBS, ACT)
     state, _ = sac.update(sac.init(jax.random.PRNGKey(0)), _batch(4), jax.random.PRNGKey(1))

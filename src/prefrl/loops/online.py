@@ -661,7 +661,9 @@ class _SacSteps:
         step = loop.step
         if step < cfg.warmstart_steps:
             return loop.rng.uniform(-1.0, 1.0, loop.env.action_dim).astype(np.float32)
-        action = np.asarray(loop.agent.act(loop.state.actor_params, obs, loop.key, step))
+        # Read once the update is queued behind it (see `prefrl.loops.rl`): drawing the batch
+        # overlaps with the previous update, and the update starts right after the action.
+        action = loop.agent.act(loop.state.actor_params, obs, loop.key, step)
         if len(loop.buffer) >= cfg.agent.batch_size and (
             loop.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
         ):
@@ -669,7 +671,7 @@ class _SacSteps:
             if not loop.fitted:
                 batch = batch._replace(reward=loop.intrinsic(batch.next_obs, loop.buffer, loop.rng))
             loop.state, self.metrics = loop.agent.update(loop.state, batch, loop.key)
-        return action
+        return np.asarray(action)
 
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
         loop = self.loop
