@@ -166,6 +166,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="timed learning steps per run")
     parser.add_argument("--peers", nargs="*", default=["sb3", "sbx"])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="results file (default: benchmarks/results/sac_throughput.json, or one named after "
+        "the device on a GPU)",
+    )
     parser.add_argument("--worker", choices=list(WORKERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.steps < 1000:  # the loop's rate is read from its 500-step metric rows
@@ -229,7 +235,7 @@ def main() -> None:
         parts.append(f"{low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling")
         print(f"{'':16s} 90% bootstrap intervals over rounds: " + ", ".join(parts))
     kind = device_kind()
-    path = results_path(RESULTS, kind)
+    path = args.out or results_path(RESULTS, kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"command": command, "device": kind, "results": results}
     path.write_text(json.dumps(record, indent=2) + "\n")
