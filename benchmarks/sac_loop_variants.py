@@ -19,6 +19,12 @@ prints each round's rates and, per variant, the median of its round-by-round rat
 - `device_buffer`: `fused`, with the replay buffer held by JAX: the call stores the last
   transition and samples the batch itself, so no batch crosses from numpy.
 - `packed`: `overlapped`, with the agent's state in two flat arrays (fewer arguments per call).
+- `pebble`: the preference loop's step (`prefrl train`): `overlapped`, with the batch drawn
+  inline and the step's learned reward (a 3x256 reward ensemble) dispatched after the act and
+  before the update, read when the transition is stored.
+- `pebble_reward_after`: `pebble`, with the reward asked for after the env step, where it waits
+  for the whole update (JAX runs CPU computations in dispatch order): the loop's order until
+  2026-11-23.
 - `ceiling`: the update alone on batches already drawn.
 """
 
@@ -34,6 +40,7 @@ import numpy as np
 from prefrl.agents import SAC, SACConfig
 from prefrl.data import Batch, ReplayBuffer
 from prefrl.envs import make_env
+from prefrl.reward import MLPRewardEnsemble, RewardConfig
 from prefrl.xla import jit_step
 
 BATCH = 256
@@ -72,6 +79,7 @@ class Bench:
         self.states = {name: copy(init) for name in VARIANTS if name != "packed"}
         self.states["packed"] = jax.jit(self.pack)(init)
         self.fixed = [self.buf.sample(self.rng, BATCH) for _ in range(16)]
+        self.reward = MLPRewardEnsemble(RewardConfig(), self.env.obs_dim, self.env.action_dim)
 
     def env_step(self, action) -> None:
         next_obs, reward, terminated, truncated, _ = self.env.step(action)
@@ -150,6 +158,19 @@ class Bench:
                 self.env_step(np.asarray(action))
                 if variant != "inline":
                     batch = buf.sample(rng, BATCH)
+        elif variant in ("pebble", "pebble_reward_after"):
+            for step in range(steps):
+                obs = self.obs
+                action = sac.act(state.actor_params, obs, key, step)
+                if variant == "pebble":
+                    pending = self.reward.dispatch_step_reward(obs, action)
+                state, _ = sac.update(state, buf.sample(rng, BATCH), key)
+                action = np.asarray(action)
+                self.env_step(action)
+                if variant == "pebble":
+                    pending()
+                else:
+                    self.reward.predict(obs[None], action[None])
         elif variant == "fused":
             for step in range(steps):
                 state, action = self.fused(state, buf.sample(rng, BATCH), key, self.obs, step)
@@ -165,7 +186,17 @@ class Bench:
         return steps / (time.perf_counter() - start)
 
 
-VARIANTS = ("overlapped", "read_first", "inline", "fused", "device_buffer", "packed", "ceiling")
+VARIANTS = (
+    "overlapped",
+    "read_first",
+    "inline",
+    "fused",
+    "device_buffer",
+    "packed",
+    "pebble",
+    "pebble_reward_after",
+    "ceiling",
+)
 
 
 def main() -> None:
@@ -187,11 +218,11 @@ def main() -> None:
         for name in variants if r % 2 == 0 else variants[::-1]:
             rates[name].append(bench.run(name, args.steps))
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in rates.items()))
-    print(f"\n{'variant':14s} {'median steps/s':>14s} {'vs overlapped':>14s} {'vs ceiling':>11s}")
+    print(f"\n{'variant':20s} {'median steps/s':>14s} {'vs overlapped':>14s} {'vs ceiling':>11s}")
     for name, r in rates.items():
         vs_loop = np.median(np.divide(r, rates["overlapped"]))
         vs_ceiling = np.median(np.divide(r, rates["ceiling"]))
-        print(f"{name:14s} {np.median(r):14.1f} {vs_loop:13.2f}x {vs_ceiling:10.0%}")
+        print(f"{name:20s} {np.median(r):14.1f} {vs_loop:13.2f}x {vs_ceiling:10.0%}")
 
 
 if __name__ == "__main__":

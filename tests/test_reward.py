@@ -3,6 +3,7 @@
 import dataclasses
 
 import gymnasium as gym
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -85,6 +86,14 @@ def test_members_differ_and_outputs_are_normalised(fitted):
     assert model.disagreement(
         test.obs[:50], test.action[:50], test.obs[50:], test.action[50:]
     ).shape == (50,)
+
+
+def test_a_dispatched_step_reward_equals_predict_bit_for_bit(fitted):
+    model, _ = fitted
+    test = _segments(np.random.default_rng(4), 4)
+    for obs, action in zip(test.obs.reshape(-1, OBS)[:20], test.action.reshape(-1, ACT)[:20]):
+        pending = model.dispatch_step_reward(obs, jnp.asarray(action))  # a device action
+        np.testing.assert_array_equal(pending(), model.predict(obs[None], action[None]))
 
 
 def test_split_and_bootstrap_are_stable_as_labels_arrive():

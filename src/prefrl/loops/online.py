@@ -655,6 +655,7 @@ class _SacSteps:
         self.loop = loop
         self.batch_size = loop.config.agent.batch_size * loop.config.agent.utd_ratio
         self.metrics = None
+        self.pending_reward = None  # this step's learned reward, dispatched before the update
 
     def act_and_update(self, obs):
         loop, cfg = self.loop, self.loop.config
@@ -664,6 +665,8 @@ class _SacSteps:
         # Read once the update is queued behind it (see `prefrl.loops.rl`): drawing the batch
         # overlaps with the previous update, and the update starts right after the action.
         action = loop.agent.act(loop.state.actor_params, obs, loop.key, step)
+        if loop.fitted:  # (queued after the update, it would wait for all of it in `store`)
+            self.pending_reward = loop.model.dispatch_step_reward(obs, action)
         if len(loop.buffer) >= cfg.agent.batch_size and (
             loop.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
         ):
@@ -674,8 +677,11 @@ class _SacSteps:
         return np.asarray(action)
 
     def store(self, obs, action, next_obs, terminated, truncated) -> None:
-        loop = self.loop
-        reward = loop.model.predict(obs[None], action[None]) if loop.fitted else np.zeros(1)
+        loop, pending, self.pending_reward = self.loop, self.pending_reward, None
+        if pending is not None:
+            reward = pending()
+        else:  # (fitted while acting at random: the warm start)
+            reward = loop.model.predict(obs[None], action[None]) if loop.fitted else np.zeros(1)
         if terminated and loop.fitted:
             loop.add_end_values(reward, next_obs[None], [terminated])
         loop.buffer.add(obs, action, float(reward[0]), next_obs, terminated)

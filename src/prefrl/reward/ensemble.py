@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,6 +135,7 @@ class MLPRewardEnsemble(RewardModel):
         self._train_step = jit_step(self._train_step_impl, donate_argnums=(0, 1))
         self._pair_logits = jax.jit(self._pair_logits_impl)
         self._raw_rewards = jax.jit(lambda p, o, a: self.net.apply(p, o, a))
+        self._raw_step_rewards = jax.jit(lambda p, o, a: self.net.apply(p, o[None], a[None]))
 
     # ------------------------------------------------------------------------------- training
     def _segment_sums(self, params, obs, action, key, train: bool):
@@ -329,8 +331,20 @@ class MLPRewardEnsemble(RewardModel):
                 f"{self.action_dim}; got {obs.shape[-1]} and {action.shape[-1]}"
             )
         raw = self._raw(obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim))
-        norm = (raw - self.shift[:, None]) / self.scale[:, None] * self.config.target_std
-        return norm.reshape(self.num_members, *lead)
+        return self._normalise(raw).reshape(self.num_members, *lead)
+
+    def _normalise(self, raw: np.ndarray) -> np.ndarray:
+        return (raw - self.shift[:, None]) / self.scale[:, None] * self.config.target_std
+
+    def dispatch_step_reward(self, obs: np.ndarray, action: jax.Array) -> Callable[[], np.ndarray]:
+        """The learned reward of one step, computed asynchronously: returns a function that
+        gives `predict(obs[None], action[None])`, bit for bit.
+
+        A training loop calls it with the action its agent has just dispatched and before it
+        dispatches the agent's update: JAX runs CPU computations in dispatch order, so a reward
+        asked for after the update would wait for the whole update."""
+        raw = self._raw_step_rewards(self.params, np.asarray(obs, np.float32), action)
+        return lambda: self._normalise(np.asarray(raw, np.float32)).mean(0)
 
     # ------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:
