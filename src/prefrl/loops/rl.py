@@ -206,7 +206,7 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
                     action = act(loop.state.actor_params, obs, key, step)
                 # Dispatch the update before reading the action and stepping the env: JAX runs
                 # both asynchronously, so the update starts as soon as the action is computed
-                # (with no host work between them: 5-6% more steps/s than reading the action
+                # (with no host work between them: 5-10% more steps/s than reading the action
                 # first), and the env step, the buffer work and drawing the next batch below
                 # overlap with the update. The action still comes from the parameters before this
                 # update (act, then train, as in SB3); donating them to the update waits for

@@ -331,10 +331,10 @@ class MLPRewardEnsemble(RewardModel):
                 f"{self.action_dim}; got {obs.shape[-1]} and {action.shape[-1]}"
             )
         raw = self._raw(obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim))
-        return self._normalise(raw).reshape(self.num_members, *lead)
+        return self._normalise(raw, self.shift, self.scale).reshape(self.num_members, *lead)
 
-    def _normalise(self, raw: np.ndarray) -> np.ndarray:
-        return (raw - self.shift[:, None]) / self.scale[:, None] * self.config.target_std
+    def _normalise(self, raw: np.ndarray, shift: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        return (raw - shift[:, None]) / scale[:, None] * self.config.target_std
 
     def dispatch_step_reward(self, obs: np.ndarray, action: jax.Array) -> Callable[[], np.ndarray]:
         """The learned reward of one step, computed asynchronously: returns a function that
@@ -344,7 +344,8 @@ class MLPRewardEnsemble(RewardModel):
         dispatches the agent's update: JAX runs CPU computations in dispatch order, so a reward
         asked for after the update would wait for the whole update."""
         raw = self._raw_step_rewards(self.params, np.asarray(obs, np.float32), action)
-        return lambda: self._normalise(np.asarray(raw, np.float32)).mean(0)
+        shift, scale = self.shift, self.scale  # (a refit replaces them: keep this model's)
+        return lambda: self._normalise(np.asarray(raw, np.float32), shift, scale).mean(0)
 
     # ------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> None:
