@@ -232,7 +232,11 @@ def main() -> None:
         print(f"{'':16s} median of the rounds' own ratios: " + ", ".join(parts))
         low_high = row["paired_ratio_90pct_intervals"]
         parts = [f"{low_high[p][0]:.2f}-{low_high[p][1]:.2f}x {p}" for p in args.peers]
-        parts.append(f"{low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling")
+        same = low_high["ceiling_same_process"]
+        parts.append(
+            f"{low_high['ceiling'][0]:.0%}-{low_high['ceiling'][1]:.0%} of ceiling"
+            f" ({same[0]:.0%}-{same[1]:.0%} of the same process's)"
+        )
         print(f"{'':16s} 90% bootstrap intervals over rounds: " + ", ".join(parts))
     kind = device_kind()
     path = args.out or results_path(RESULTS, kind)

@@ -94,6 +94,10 @@ def test_a_dispatched_step_reward_equals_predict_bit_for_bit(fitted):
     for obs, action in zip(test.obs.reshape(-1, OBS)[:20], test.action.reshape(-1, ACT)[:20]):
         pending = model.dispatch_step_reward(obs, jnp.asarray(action))  # a device action
         np.testing.assert_array_equal(pending(), model.predict(obs[None], action[None]))
+    with pytest.raises(ValueError, match="obs of size 5 and actions of size 2; got 5 and 3"):
+        model.dispatch_step_reward(obs, jnp.zeros(3))
+    with pytest.raises(ValueError, match=r"one step: .* got \(2, 5\) and \(2, 2\)"):
+        model.dispatch_step_reward(np.zeros((2, OBS)), jnp.zeros((2, ACT)))
 
 
 def test_split_and_bootstrap_are_stable_as_labels_arrive():

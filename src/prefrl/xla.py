@@ -3,8 +3,9 @@
 The training steps compiled here donate their state (parameters, optimiser moments), so that
 XLA can update it in place. XLA:CPU's default copy insertion cannot prove that the step's last
 read of a donated parameter comes before the in-place write of its new value, so it copies the
-parameters first (SAC's 2x256x256 critic kernel alone is 0.5 MB per update). Region analysis proves that order and
-drops the copies without changing a bit of the result: SAC's update runs about 10% faster.
+parameters first (SAC's 2x256x256 critic kernel alone is 0.5 MB per update). Region analysis
+proves that order and drops the copies without changing a bit of the result: SAC's update runs
+about 10% faster.
 
 Measured by `benchmarks/xla_cpu_options.py`; see docs/design.md. Other backends get plain jit.
 """

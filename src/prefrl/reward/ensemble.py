@@ -325,13 +325,16 @@ class MLPRewardEnsemble(RewardModel):
         obs = np.asarray(obs, np.float32)
         action = np.asarray(action, np.float32)
         lead = obs.shape[:-1]
+        self._check_sizes(obs, action)
+        raw = self._raw(obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim))
+        return self._normalise(raw, self.shift, self.scale).reshape(self.num_members, *lead)
+
+    def _check_sizes(self, obs, action) -> None:
         if obs.shape[-1] != self.obs_dim or action.shape[-1] != self.action_dim:
             raise ValueError(
                 f"reward model expects obs of size {self.obs_dim} and actions of size "
                 f"{self.action_dim}; got {obs.shape[-1]} and {action.shape[-1]}"
             )
-        raw = self._raw(obs.reshape(-1, self.obs_dim), action.reshape(-1, self.action_dim))
-        return self._normalise(raw, self.shift, self.scale).reshape(self.num_members, *lead)
 
     def _normalise(self, raw: np.ndarray, shift: np.ndarray, scale: np.ndarray) -> np.ndarray:
         return (raw - shift[:, None]) / scale[:, None] * self.config.target_std
@@ -343,7 +346,14 @@ class MLPRewardEnsemble(RewardModel):
         A training loop calls it with the action its agent has just dispatched and before it
         dispatches the agent's update: JAX runs CPU computations in dispatch order, so a reward
         asked for after the update would wait for the whole update."""
-        raw = self._raw_step_rewards(self.params, np.asarray(obs, np.float32), action)
+        obs = np.asarray(obs, np.float32)
+        if obs.ndim != 1 or action.ndim != 1:
+            raise ValueError(
+                f"dispatch_step_reward takes one step: obs and action of shape (size,); got "
+                f"{obs.shape} and {action.shape}"
+            )
+        self._check_sizes(obs, action)
+        raw = self._raw_step_rewards(self.params, obs, action)
         shift, scale = self.shift, self.scale  # (a refit replaces them: keep this model's)
         return lambda: self._normalise(np.asarray(raw, np.float32), shift, scale).mean(0)
 
