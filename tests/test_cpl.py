@@ -295,7 +295,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     from conftest import short_sac_run
 
     from prefrl.cli import main
-    from prefrl.feedback.store import FeedbackStore
+    from prefrl.feedback.store import FeedbackStore, run_uid
     from prefrl.loops.collect import policy_segments
     from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
     from prefrl.loops.rl import load_policy
@@ -309,7 +309,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     assert len(list((rating_run / "clips").glob("*.mp4"))) == 12
     assert rate_scripted(rating_run, "return") == 12
     with FeedbackStore(rating_run) as store:
-        rated = store.ratings(store.run_id("rate"))
+        rated = store.ratings(store.run_id(run_uid(rating_run)))
         assert len(rated) == 12 and {who for _, _, who in rated} == {"scripted:return"}
     result = finetune(
         FinetuneConfig(

@@ -13,7 +13,7 @@ from prefrl.data import PreferenceData
 from prefrl.feedback import ScheduleConfig
 from prefrl.feedback.channel import FeedbackChannel
 from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.loops.online import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -42,8 +42,8 @@ def _fresh_run(tmp_path, name="target") -> str:
 
 def test_export_then_import_keeps_every_label_and_array(source_run, tmp_path):
     with FeedbackStore(source_run, create=False) as store:
-        doc = export_labels(store, "source", source_run)
-        run_id = store.run_id("source", create=False)
+        doc = export_labels(store, run_uid(source_run), source_run)
+        run_id = store.run_id(run_uid(source_run), create=False)
         stored = store.labels(run_id)
         left, right = store.query_pairs(source_run, [x.query_id for x in stored])
     assert len(doc["labels"]) == 40
@@ -53,9 +53,9 @@ def test_export_then_import_keeps_every_label_and_array(source_run, tmp_path):
 
     target = _fresh_run(tmp_path)
     with FeedbackStore(target) as store:
-        assert import_labels(store, "target", target, doc, OBS, ACT) == 40
-        assert import_labels(store, "target", target, doc, OBS, ACT) == 0  # once only
-        run_id = store.run_id("target", create=False)
+        assert import_labels(store, run_uid(target), target, doc, OBS, ACT) == 40
+        assert import_labels(store, run_uid(target), target, doc, OBS, ACT) == 0  # once only
+        run_id = store.run_id(run_uid(target), create=False)
         got = store.labels(run_id)
         assert [x.label for x in got] == [x.label for x in stored]
         assert all(x.source.startswith("import:") for x in got)
@@ -79,9 +79,9 @@ def test_a_run_started_with_loaded_labels_trains_on_them_and_its_own(source_run,
     labels = PreferenceData.load(latest_checkpoint(result.run_dir) / "labels.npz")
     assert len(labels) == 60
     with FeedbackStore(result.run_dir, create=False) as store:
-        run_id = store.run_id("reuse", create=False)
+        run_id = store.run_id(run_uid(result.run_dir), create=False)
         assert store.query_count(run_id) == 20  # its own asks: the budget is untouched
-        assert store.imported_from(run_id) == ["source"]
+        assert store.imported_from(run_id) == [run_uid(source_run)]
 
     # Resuming does not import them again.
     more = train_online(_config(tmp_path, name="reuse", steps=900, resume=result.run_dir,
@@ -94,9 +94,9 @@ def test_a_run_started_with_loaded_labels_trains_on_them_and_its_own(source_run,
 def test_a_person_is_not_waited_for_when_loaded_labels_are_there(source_run, tmp_path):
     target = _fresh_run(tmp_path)
     with FeedbackStore(target) as store:
-        channel = FeedbackChannel(store, "target", target, "toy:point-reach", scripted=None)
+        channel = FeedbackChannel(store, run_uid(target), target, "toy:point-reach", scripted=None)
         assert channel.is_human and not channel.has_unseen_labels()
-        import_labels(store, "target", target, _doc(source_run), OBS, ACT)
+        import_labels(store, run_uid(target), target, _doc(source_run), OBS, ACT)
         assert channel.has_unseen_labels()  # the trainer fits on these instead of waiting
         assert len(channel.poll().labels) == 40 and not channel.has_unseen_labels()
         assert channel.unanswered() == 0 and channel.asked() == 0
@@ -115,7 +115,7 @@ def test_cli_export_and_import(source_run, tmp_path, capsys):
 
 def _doc(source_run):
     with FeedbackStore(source_run, create=False) as store:
-        return export_labels(store, "source", source_run)
+        return export_labels(store, run_uid(source_run), source_run)
 
 
 def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
@@ -141,12 +141,12 @@ def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
         (other_env, "labels are of 'Hopper-v5'.*of 'toy:point-reach'"),
     ]
     with FeedbackStore(target) as store:
-        run_id = store.run_id("target", create=False)
+        run_id = store.run_id(run_uid(target), create=False)
         for doc, message in cases:
             with pytest.raises(ValueError, match=message):
-                import_labels(store, "target", target, doc, OBS, ACT)
+                import_labels(store, run_uid(target), target, doc, OBS, ACT)
         with pytest.raises(ValueError, match=r"observations \(6,\).*this environment has \(7,\)"):
-            import_labels(store, "target", target, good, OBS + 1, ACT)
+            import_labels(store, run_uid(target), target, good, OBS + 1, ACT)
         assert store.labels(run_id) == [] and store.imported_from(run_id) == []
 
     (tmp_path / "old.json").write_text(json.dumps(dict(good, version=0)))

@@ -18,7 +18,7 @@ from conftest import free_port
 from test_online import _config
 
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.loops.online import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -48,7 +48,7 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
             time.sleep(0.05)
         time.sleep(1.0)  # the trainer must wait for us
         with FeedbackStore(run_dir) as store:
-            run_id = store.run_id("run")
+            run_id = store.run_id(run_uid(run_dir))
             who = store.annotator(store.add_annotator("pat"))[0]
             while not done.is_set():
                 answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
@@ -132,7 +132,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
             if proc.poll() is None:
                 proc.kill()
     with FeedbackStore(run_dir) as store:
-        stored = {x.query_id for x in store.labels(store.run_id("run"))}
+        stored = {x.query_id for x in store.labels(store.run_id(run_uid(run_dir)))}
     assert acknowledged <= stored
     # The server's renderer does not outlive it.
     deadline = time.time() + 120  # (the renderer may still be importing when its server dies)

@@ -423,7 +423,7 @@ def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
     assert f"prefrl serve {run}" in capsys.readouterr().out
     queries = DatasetQueries.load(q)
     with FeedbackStore(run) as store:
-        run_id = store.run_id(run.name)
+        run_id = store.run_id(run.uid)
         open_queries = store.open_queries(run_id)
         assert [x.key for x in open_queries] == [0, 1, 2, 3, 4]
         left, _ = store.query_pairs(run, [open_queries[2].id])

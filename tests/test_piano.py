@@ -297,4 +297,4 @@ def test_rating_page_plays_piano_clips_with_sound_in_chromium(tmp_path):
         page.wait_for_function("document.querySelectorAll('#clips video').length == 1")
         browser.close()
     with FeedbackStore(run.store) as store:
-        assert len(store.ratings(store.run_id(run.name))) == 1
+        assert len(store.ratings(store.run_id(run.uid))) == 1

@@ -88,12 +88,15 @@ def test_members_differ_and_outputs_are_normalised(fitted):
     ).shape == (50,)
 
 
-def test_a_dispatched_step_reward_equals_predict_bit_for_bit(fitted):
+def test_a_dispatched_step_reward_equals_predict(fitted):
     model, _ = fitted
     test = _segments(np.random.default_rng(4), 4)
     for obs, action in zip(test.obs.reshape(-1, OBS)[:20], test.action.reshape(-1, ACT)[:20]):
         pending = model.dispatch_step_reward(obs, jnp.asarray(action))  # a device action
-        np.testing.assert_array_equal(pending(), model.predict(obs[None], action[None]))
+        # (one step against a batch: another computation, equal up to rounding)
+        np.testing.assert_allclose(
+            pending(), model.predict(obs[None], action[None]), rtol=1e-5, atol=1e-6
+        )
     with pytest.raises(ValueError, match="obs of size 5 and actions of size 2; got 5 and 3"):
         model.dispatch_step_reward(obs, jnp.zeros(3))
     with pytest.raises(ValueError, match=r"one step: .* got \(2, 5\) and \(2, 2\)"):

@@ -44,7 +44,7 @@ def run(tmp_path):
 def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(run):
     renderer = ClipRenderer(ENV, size=64)
     with FeedbackStore(run.store) as store:
-        run_id = store.run_id(run.name)
+        run_id = store.run_id(run.uid)
         counts = render_pending(store, run_id, run.run_dir, renderer, queue=2)
         assert counts == {"rendered": 4, "dropped": 4, "pairs": 0}
         open_ids = [q.id for q in store.open_queries(run_id)]
@@ -68,7 +68,7 @@ def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(r
 def _rendered(run, queue=10):
     renderer = ClipRenderer(ENV, size=64)
     with FeedbackStore(run.store) as store:
-        render_pending(store, store.run_id(run.name), run.run_dir, renderer, queue=queue)
+        render_pending(store, store.run_id(run.uid), run.run_dir, renderer, queue=queue)
     renderer.close()
 
 
@@ -109,7 +109,7 @@ def test_api_labels_are_committed_once_and_bad_input_is_refused(run):
             assert r.status_code == 400 and "1 to 100" in r.json()["detail"]
         assert client.post("/api/rating", json={"segment_id": seg, "rating": 64}).json()["saved"]
     with FeedbackStore(run.store) as store:
-        run_id = store.run_id(run.name)
+        run_id = store.run_id(run.uid)
         assert [x.label.name for x in store.labels(run_id)] == ["LEFT"]
         assert store.labels(run_id)[0].annotator == "local"
         assert store.ratings(run_id) == [(seg, 64, "local")]
@@ -139,9 +139,9 @@ def test_terminal_labeller(run):
     answers = io.StringIO("x\nl\n\ne\nq\n")
     out = io.StringIO()
     with FeedbackStore(run.store) as store:
-        n = label_in_terminal(store, run.name, run.run_dir, inp=answers, out=out,
+        n = label_in_terminal(store, run.uid, run.run_dir, inp=answers, out=out,
                               open_clips=False)  # fmt: skip
-        labels = store.labels(store.run_id(run.name))
+        labels = store.labels(store.run_id(run.uid))
     assert n == 3
     assert [x.label.name for x in labels] == ["LEFT", "SKIP", "EQUAL"]
     assert {x.source for x in labels} == {"terminal"}
@@ -158,15 +158,15 @@ def test_terminal_rater(tmp_path):
     run = run_info(make_rating_run(tmp_path / "rate", ENV, segs, infos, 64))
     out = io.StringIO()
     with FeedbackStore(run.store) as store:
-        ids = store.segment_ids(store.run_id(run.name))
+        ids = store.segment_ids(store.run_id(run.uid))
         # Bad ratings are refused and asked again; Enter passes the first clip over.
         answers = io.StringIO("x\n150\n\n70\n40\nq\n")
-        assert rate_in_terminal(store, run.name, run.run_dir, inp=answers, out=out,
+        assert rate_in_terminal(store, run.uid, run.run_dir, inp=answers, out=out,
                                 open_clips=False) == 2  # fmt: skip
         # The next session starts with the clip passed over, then the one left.
-        assert rate_in_terminal(store, run.name, run.run_dir, inp=io.StringIO("55\n"), out=out,
+        assert rate_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("55\n"), out=out,
                                 open_clips=False) == 1  # fmt: skip
-        rated = {seg: (value, who) for seg, value, who in store.ratings(store.run_id(run.name))}
+        rated = {seg: (value, who) for seg, value, who in store.ratings(store.run_id(run.uid))}
     assert rated == {ids[1]: (70, "terminal"), ids[2]: (40, "terminal"), ids[0]: (55, "terminal")}
     text = out.getvalue()
     assert "rating 'x' is invalid" in text and "rating '150' is invalid" in text
@@ -175,7 +175,7 @@ def test_terminal_rater(tmp_path):
     bare = run_info(make_rating_run(tmp_path / "bare", ENV, segs, infos, None))
     out = io.StringIO()
     with FeedbackStore(bare.store) as store:
-        assert rate_in_terminal(store, bare.name, bare.run_dir, inp=io.StringIO(""), out=out,
+        assert rate_in_terminal(store, bare.uid, bare.run_dir, inp=io.StringIO(""), out=out,
                                 open_clips=False) == 0  # fmt: skip
     assert "4 segment(s) have no clip to show" in out.getvalue()
 
@@ -183,14 +183,14 @@ def test_terminal_rater(tmp_path):
 def test_side_by_side_pair_videos_for_the_terminal(run):
     renderer = ClipRenderer(ENV, size=64)
     with FeedbackStore(run.store) as store:
-        run_id = store.run_id(run.name)
+        run_id = store.run_id(run.uid)
         counts = render_pending(store, run_id, run.run_dir, renderer, queue=3, pairs=True)
         assert counts["pairs"] == 3
         again = render_pending(store, run_id, run.run_dir, renderer, queue=3, pairs=True)
         assert again["pairs"] == 0  # written once
         newest = store.open_queries(run_id)[-1]
         out = io.StringIO()
-        label_in_terminal(store, run.name, run.run_dir, inp=io.StringIO("r\n"), out=out,
+        label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("r\n"), out=out,
                           open_clips=False, side_by_side=True, max_labels=1)  # fmt: skip
     renderer.close()
     assert f"pair {newest.id}\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
@@ -235,7 +235,7 @@ def test_rating_page_shows_siblings_as_a_family_in_chromium(tmp_path):
                             ".map(f => Number(f.dataset.segment))")  # fmt: skip
         browser.close()
     with FeedbackStore(run.store) as store:
-        rows = store.ratings(store.run_id(run.name))
+        rows = store.ratings(store.run_id(run.uid))
         infos_now = store.segment_infos(ids)
     assert sorted(v for _, v, _ in rows) == [50, 50, 90]
     assert {info["family"] for info in infos_now.values()} == {1}
@@ -275,7 +275,7 @@ def test_compare_page_in_chromium(run, tmp_path):
                                ".includes('Labels given: 3')")  # fmt: skip
         browser.close()
     with FeedbackStore(run.store) as store:
-        labels = store.labels(store.run_id(run.name))
+        labels = store.labels(store.run_id(run.uid))
     assert [(x.query_id, x.label.name) for x in labels][:2] == [(first, "LEFT"), (second, "RIGHT")]
     assert [x.label.name for x in labels] == ["LEFT", "RIGHT", "EQUAL"]
     assert all(x.response_ms is not None and x.response_ms >= 0 for x in labels)

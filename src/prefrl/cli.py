@@ -216,27 +216,16 @@ class ServeArgs:
 
 
 def _start_renderer(run, size: int, queue: int, pairs: bool = False):
-    import multiprocessing
+    from prefrl.loops.renderer import RendererSupervisor
 
-    from prefrl.loops.renderer import run_renderer
-
-    ctx = multiprocessing.get_context("spawn")  # never fork a process that may hold a GL context
-    proc = ctx.Process(
-        target=run_renderer,
-        args=(run.store, str(run.run_dir), run.name, size, queue),
-        kwargs={"pairs": pairs},
-        daemon=True,
-        name="prefrl-renderer",
-    )
-    proc.start()
-    return proc
+    return RendererSupervisor(run, size, queue, pairs)
 
 
 def cmd_serve(args: list[str]) -> int:
     import uvicorn
 
     from prefrl.feedback.store import run_info
-    from prefrl.web.app import create_app
+    from prefrl.web.app import create_app, record_address
 
     opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
     run = run_info(opts.run_dir, opts.store)
@@ -246,6 +235,12 @@ def cmd_serve(args: list[str]) -> int:
         _start_renderer(run, opts.clip_size, opts.queue, opts.side_by_side) if opts.render else None
     )
     where = f"http://{opts.host}:{opts.port}"
+    if opts.host in ("0.0.0.0", "::"):  # (every interface: others reach it by the host's name)
+        import socket
+
+        record_address(run.run_dir, f"http://{socket.gethostname()}:{opts.port}")
+    else:
+        record_address(run.run_dir, where)
     if local:
         print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
     else:
@@ -268,23 +263,26 @@ class AnnotatorArgs:
     name: Annotated[str | None, tyro.conf.Positional] = None
     run_dir: Path = Path(".")
     store: str | None = None
-    url: str = "http://127.0.0.1:8000"
-    """Where the web app is reached, for the printed link."""
+    url: str | None = None
+    """Where the web app is reached, for the printed link (default: where `prefrl serve` of
+    this run last said it serves, else http://127.0.0.1:8000)."""
 
 
 def cmd_annotators(args: list[str]) -> int:
     from prefrl.feedback.store import FeedbackStore, run_info
+    from prefrl.web.app import served_at
 
     opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
     run = run_info(opts.run_dir, opts.store)
+    url = opts.url or served_at(run.run_dir) or "http://127.0.0.1:8000"
     with FeedbackStore(run.store, create=False) as store:
         if opts.action == "add":
             if not opts.name:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
-            print(f"{opts.name}: {opts.url}/compare?token={store.add_annotator(opts.name)}")
+            print(f"{opts.name}: {url}/compare?token={store.add_annotator(opts.name)}")
         elif opts.action == "list":
             for name, token in store.annotators():
-                print(f"{name}: {opts.url}/compare?token={token}")
+                print(f"{name}: {url}/compare?token={token}")
         else:
             raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
     return 0
@@ -315,7 +313,7 @@ def cmd_label(args: list[str]) -> int:
     renderer = _start_renderer(run, opts.clip_size, 20, opts.side_by_side) if opts.render else None
     try:
         with FeedbackStore(run.store, create=False) as store:
-            n = label_in_terminal(store, run.name, run.run_dir, opts.annotator,
+            n = label_in_terminal(store, run.uid, run.run_dir, opts.annotator,
                                   open_clips=opts.open_clips,
                                   side_by_side=opts.side_by_side)  # fmt: skip
     except KeyboardInterrupt:
@@ -344,7 +342,13 @@ class LabelsArgs:
 
 def cmd_labels(args: list[str]) -> int:
     from prefrl.envs import make_env
-    from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
+    from prefrl.feedback.exchange import (
+        document_origin,
+        export_labels,
+        import_labels,
+        read_labels,
+        write_labels,
+    )
     from prefrl.feedback.store import FeedbackStore, run_info
 
     opts = tyro.cli(LabelsArgs, args=args, prog="prefrl labels")
@@ -357,7 +361,7 @@ def cmd_labels(args: list[str]) -> int:
     run = run_info(opts.paths[-1], opts.store)
     with FeedbackStore(run.store, create=False) as store:
         if opts.action == "export":
-            doc = export_labels(store, run.name, run.run_dir)
+            doc = export_labels(store, run.uid, run.run_dir)
             out = opts.out or run.run_dir / "labels.json"
             write_labels(doc, out)
             print(f"{len(doc['labels'])} labels of {run.name} ({doc['env']}) written to {out}")
@@ -365,10 +369,17 @@ def cmd_labels(args: list[str]) -> int:
             doc = read_labels(opts.paths[0])
             env = make_env(run.env, seed=0)
             try:
-                n = import_labels(store, run.name, run.run_dir, doc, env.obs_dim, env.action_dim)
+                n = import_labels(store, run.uid, run.run_dir, doc, env.obs_dim, env.action_dim)
             finally:
                 env.close()
-            note = "" if n else f" (the labels of {doc.get('run')!r} were imported before)"
+            own = document_origin(doc) == run.uid
+            note = (
+                ""
+                if n
+                else " (these are the run's own labels)"
+                if own
+                else f" (the labels of {doc.get('run')!r} were imported before)"
+            )
             print(f"{n} labels imported into {run.name}{note}; a resumed run trains on them")
     return 0
 
@@ -458,7 +469,12 @@ def cmd_dataset(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help") or args[0] not in actions:
         if args and args[0] not in ("-h", "--help"):
             print(f"prefrl dataset: unknown action {args[0]!r}", file=sys.stderr)
-        print("usage: prefrl dataset {" + ",".join(actions) + "} [--help] [flags]")
+        said = {"info": "print a dataset's size, episodes and returns: info DATASET_DIR"}
+        lines = ["usage: prefrl dataset ACTION [--help] [flags]", "", "actions:"]
+        for name, spec in actions.items():
+            doc = said.get(name) or (spec.__doc__ or "").strip().splitlines()[0]
+            lines.append(f"  {name:<17} {doc}")
+        print("\n".join(lines))
         return 0 if not args or args[0] in ("-h", "--help") else 2
     action, rest = args[0], args[1:]
     from prefrl.data.dataset import OfflineDataset
@@ -480,11 +496,13 @@ def cmd_dataset(args: list[str]) -> int:
         print(f"written to {opts.out}")
     elif action == "import-d4rl":
         from prefrl.data.dataset import import_d4rl_hdf5
-        from prefrl.envs.registry import resolve
+        from prefrl.envs import make_env
 
-        resolve(opts.env)
+        env = make_env(opts.env, seed=0)
+        dims = (env.obs_dim, env.action_dim)
+        env.close()
         data = import_d4rl_hdf5(
-            opts.file, opts.env, opts.out.name, opts.ref_min_score, opts.ref_max_score
+            opts.file, opts.env, opts.out.name, opts.ref_min_score, opts.ref_max_score, dims
         )
         data.save(opts.out)
         _print_dataset(data)
@@ -500,6 +518,7 @@ def cmd_dataset(args: list[str]) -> int:
         from prefrl.feedback.teachers import TeacherConfig
 
         data = OfflineDataset.load(opts.dataset)
+        _keep_human_labels(opts.out)
         if opts.queries is not None:
             queries = DatasetQueries.load(opts.queries)
             queries.check(data)
@@ -514,13 +533,16 @@ def cmd_dataset(args: list[str]) -> int:
             what = f"answered in {opts.from_run} (of {queries.info['asked']} asked)"
         elif opts.teacher in ("web", "terminal"):
             label_dir = opts.label_dir or opts.out.with_name(opts.out.stem + "-labelling")
-            send_to_store(queries, data, label_dir)
+            then = (
+                f"prefrl dataset queries {opts.dataset} --queries {opts.out} --from-run "
+                f"{label_dir} --out LABELLED.json"
+            )
+            send_to_store(queries, data, label_dir, next_step=then)
             queries.save(opts.out)
             tool = "prefrl serve" if opts.teacher == "web" else "prefrl label"
             print(
                 f"{len(queries)} queries written to {opts.out} and put up for labelling in "
-                f"{label_dir}\nlabel them: {tool} {label_dir}\nthen: prefrl dataset queries "
-                f"{opts.dataset} --queries {opts.out} --from-run {label_dir} --out LABELLED.json"
+                f"{label_dir}\nlabel them: {tool} {label_dir}\nthen: {then}"
             )
             return 0
         elif opts.teacher != "none":
@@ -543,6 +565,23 @@ def cmd_dataset(args: list[str]) -> int:
         queries.save(opts.out)
         print(f"{len(queries)} Preference Transformer labels written to {opts.out}")
     return 0
+
+
+def _keep_human_labels(out: Path) -> None:
+    """Refuse to write over a queries file that holds a person's labels."""
+    from prefrl.feedback.dataset_queries import DatasetQueries
+
+    if not out.is_file():
+        return
+    try:
+        old = DatasetQueries.load(out)
+    except (ValueError, KeyError, OSError):
+        return  # not a queries file we could lose labels from
+    if old.labels is not None and old.source in ("human", "pt-human"):
+        raise FileExistsError(
+            f"--out {out} holds {len(old)} labels given by people; choose another --out (or "
+            "move that file away first): they are not written over"
+        )
 
 
 def _print_dataset(data) -> None:
@@ -674,7 +713,7 @@ def cmd_rate(args: list[str]) -> int:
         try:
             with FeedbackStore(run.store, create=False) as store:
                 n = rate_in_terminal(
-                    store, run.name, run.run_dir, opts.annotator, open_clips=opts.open_clips
+                    store, run.uid, run.run_dir, opts.annotator, open_clips=opts.open_clips
                 )
         except KeyboardInterrupt:
             return 0

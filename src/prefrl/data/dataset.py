@@ -339,15 +339,42 @@ def minari_id(name: str) -> str:
     return f"prefrl/{name}" if re.search(r"-v\d+$", name) else f"prefrl/{name}-v0"
 
 
+def _check_d4rl_values(path: Path, arrays: dict, env_id: str, dims) -> None:
+    for key, value in arrays.items():
+        if not np.issubdtype(value.dtype, np.number) and value.dtype != bool:
+            raise ValueError(f"{path}: {key} holds {value.dtype} values; expected numbers")
+        if np.issubdtype(value.dtype, np.floating):
+            bad = np.flatnonzero(~np.isfinite(value.reshape(len(value), -1)).all(axis=1))
+            if len(bad):
+                raise ValueError(
+                    f"{path}: {key} holds NaN or inf in {len(bad)} row(s), the first at row "
+                    f"{bad[0]}; a dataset must be finite"
+                )
+    if dims is None:
+        return
+    for key, want in (("observations", dims[0]), ("actions", dims[1]),
+                      ("next_observations", dims[0])):  # fmt: skip
+        if key in arrays:
+            got = int(np.prod(arrays[key].shape[1:]))
+            if got != want:
+                raise ValueError(
+                    f"{path}: {key} have {got} values per step; {env_id}'s have {want}. Is "
+                    "--env the env this data comes from?"
+                )
+
+
 def import_d4rl_hdf5(
     path: str | Path,
     env_id: str,
     name: str | None = None,
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
+    dims: tuple[int, int] | None = None,
 ) -> OfflineDataset:
     """A D4RL-layout HDF5 file (observations, actions, rewards, terminals, timeouts; optionally
-    next_observations) as a dataset.
+    next_observations) as a dataset. Refused before anything is written: a file that is not
+    HDF5, missing keys, NaN or inf values, and (given `dims`, the env's (obs_dim, action_dim))
+    observations or actions of another size than the env's.
 
     Without next_observations, the next observation of step i is observations[i+1], and steps
     where `timeouts` is set are dropped (their successor is the next episode's first
@@ -358,7 +385,11 @@ def import_d4rl_hdf5(
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such HDF5 file: {path}")
-    with h5py.File(path, "r") as f:
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValueError(f"{path} is not an HDF5 file (h5py: {e}); expected a D4RL .hdf5") from None
+    with f:
         missing = [k for k in D4RL_KEYS if k not in f]
         if missing:
             raise ValueError(
@@ -371,6 +402,8 @@ def import_d4rl_hdf5(
     for k, v in arrays.items():
         if len(v) != n:
             raise ValueError(f"{path}: {k} has {len(v)} rows, observations {n}")
+    _check_d4rl_values(path, {**arrays, **({"next_observations": nxt} if nxt is not None else {})},
+                       env_id, dims)  # fmt: skip
     terminals = arrays["terminals"].astype(bool).reshape(-1)
     timeouts = arrays["timeouts"].astype(bool).reshape(-1)
     if nxt is not None:

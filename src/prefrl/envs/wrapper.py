@@ -102,7 +102,11 @@ class PrefrlEnv(gym.Wrapper):
         return self.backend.get_state()
 
     def set_state(self, state: np.ndarray) -> np.ndarray:
-        """Restore a state from `get_state()`; returns the observation of that state."""
+        """Restore a state from `get_state()`; returns the observation of that state. Works on a
+        freshly made env too (a clip renderer's): one never reset is reset first, since some
+        families (classic control) hold no state, and cannot render, until then."""
+        if not self._seeded:
+            self.reset()
         self.backend.set_state(state)
         return flatten_observation(self.backend.observe())
 

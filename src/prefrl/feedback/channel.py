@@ -28,13 +28,16 @@ class FeedbackChannel:
     def __init__(
         self,
         store: FeedbackStore,
-        run_name: str,
+        run_uid: str,
         run_dir: Path,
         env: str,
         scripted: ScriptedTeacher | None,
+        create: bool = True,
     ):
+        """`create`: make the run's record in the store if it has none (a new run); a resumed
+        one must find its own."""
         self.store, self.run_dir, self.scripted = store, Path(run_dir), scripted
-        self.run_id = store.run_id(run_name, env=env)
+        self.run_id = store.run_id(run_uid, env=env, create=create)
         self.source = f"scripted:{scripted.config.preset}" if scripted else "human"
         self.cursor = 0  # id of the last label taken
 
@@ -71,6 +74,9 @@ class FeedbackChannel:
 
     def next_query_id(self) -> int:
         return self.store.next_query_key(self.run_id)
+
+    def next_segment_id(self) -> int:
+        return self.store.next_segment_key(self.run_id)
 
     def unanswered(self) -> int:
         return self.store.query_count(self.run_id, status="open")

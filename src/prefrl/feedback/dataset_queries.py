@@ -151,7 +151,8 @@ def sample_queries(
     dataset: OfflineDataset, num: int, length: int = 100, seed: int = 0
 ) -> DatasetQueries:
     """`num` pairs of `length`-step segments, each inside one episode, uniformly over the
-    dataset's possible start indices."""
+    dataset's possible start indices; never a segment against itself. Warns (stderr) when the
+    dataset has fewer possible segments than the pairs need, so segments repeat across pairs."""
     if num < 1:
         raise ValueError(f"--num={num} is invalid: expected a positive number of queries")
     if length < 1:
@@ -163,13 +164,30 @@ def sample_queries(
             f"no episode of dataset {dataset.name!r} is {length} steps long (the longest has "
             f"{longest}); use a shorter --length"
         )
+    if len(valid) < 2:
+        raise ValueError(
+            f"dataset {dataset.name!r} has a single possible {length}-step segment: a pair needs "
+            "two; use a shorter --length"
+        )
+    if len(valid) < 2 * num:
+        import sys
+
+        print(
+            f"warning: dataset {dataset.name!r} has {len(valid)} possible {length}-step segments "
+            f"for {num} pairs ({2 * num} segments): segments repeat across pairs, and held-out "
+            "pairs share segments with trained ones. Use fewer --num or a shorter --length",
+            file=sys.stderr,
+        )
     rng = np.random.default_rng([seed, 11])
+    left, right = rng.choice(valid, num), rng.choice(valid, num)
+    while np.any(same := left == right):  # (redrawn alone: other pairs stay as they were)
+        right[same] = rng.choice(valid, int(same.sum()))
     return DatasetQueries(
         dataset=dataset.name,
         env_id=dataset.env_id,
         length=length,
-        start_left=rng.choice(valid, num),
-        start_right=rng.choice(valid, num),
+        start_left=left,
+        start_right=right,
         info={"seed": seed},
     )
 
@@ -207,10 +225,13 @@ def label_queries(
     )
 
 
-def send_to_store(queries: DatasetQueries, dataset: OfflineDataset, run_dir: Path) -> Path:
+def send_to_store(
+    queries: DatasetQueries, dataset: OfflineDataset, run_dir: Path, next_step: str | None = None
+) -> Path:
     """Make `run_dir` a labelling run holding the queries as open pairs, for `prefrl serve` (the
-    browser) or `prefrl label` (the terminal); clips are rendered from the dataset's states."""
-    from prefrl.feedback.store import FeedbackStore
+    browser) or `prefrl label` (the terminal); clips are rendered from the dataset's states.
+    `next_step`: what to run once every pair is answered (shown to the person labelling)."""
+    from prefrl.feedback.store import FeedbackStore, claim_run_uid
 
     if dataset.states is None:
         raise ValueError(
@@ -224,10 +245,12 @@ def send_to_store(queries: DatasetQueries, dataset: OfflineDataset, run_dir: Pat
         raise FileExistsError(f"{run_dir} already holds a run; choose another --label-dir")
     run_dir.mkdir(parents=True, exist_ok=True)
     doc = {"env": dataset.env_id, "dataset": dataset.name, "queries": len(queries)}
+    if next_step:
+        doc["next"] = next_step
     with atomic_write(run_dir / "config.json", "w") as f:
         json.dump(doc, f, indent=2)
     with FeedbackStore(run_dir) as store:
-        run_id = store.run_id(run_dir.name, env=dataset.env_id)
+        run_id = store.run_id(claim_run_uid(run_dir, new=True), env=dataset.env_id)
         store.add_queries(
             run_id,
             run_dir,
@@ -245,7 +268,7 @@ def labels_from_store(queries: DatasetQueries, run_dir: Path) -> DatasetQueries:
 
     run = run_info(run_dir)
     with FeedbackStore(run.store, create=False) as store:
-        run_id = store.run_id(run.name, env=run.env, create=False)
+        run_id = store.run_id(run.uid, env=run.env, create=False)
         latest = {x.query_key: (x.label, x.source) for x in store.labels(run_id)}
     if run.env != queries.env_id:
         raise ValueError(f"{run_dir} labels env {run.env!r}; the queries are {queries.env_id!r}")

@@ -51,11 +51,12 @@ def _decode(name: str, d: dict) -> np.ndarray:
         ) from None
 
 
-def export_labels(store: FeedbackStore, run_name: str, run_dir: Path) -> dict:
+def export_labels(store: FeedbackStore, run_uid: str, run_dir: Path) -> dict:
     """Every label of the run (skips included) with its pair's segments."""
-    run_id = store.run_id(run_name, create=False)
+    run_id = store.run_id(run_uid, create=False)
     labels = store.labels(run_id)
-    doc = {"format": FORMAT, "version": VERSION, "env": store.run_env(run_id), "run": run_name}
+    doc = {"format": FORMAT, "version": VERSION, "env": store.run_env(run_id),
+           "run": Path(run_dir).name, "run_uid": run_uid}  # fmt: skip
     if not labels:
         doc.update(segments={}, labels=[])
         return doc
@@ -90,7 +91,7 @@ def read_labels(source: str | Path) -> dict:
     if path.is_dir():
         run = run_info(path, None)
         with FeedbackStore(run.store, create=False) as store:
-            return export_labels(store, run.name, run.run_dir)
+            return export_labels(store, run.uid, run.run_dir)
     if not path.is_file():
         raise FileNotFoundError(
             f"labels source {str(source)!r} does not exist: expected a run directory or a "
@@ -163,17 +164,23 @@ def _check_fields(doc: dict) -> None:
         raise ValueError(f"labels document: {'; '.join(problems)}")
 
 
+def document_origin(doc: dict) -> str:
+    """The run a labels document came from: its store key where the export recorded one."""
+    return str(doc.get("run_uid") or doc.get("run") or "unnamed")
+
+
 def import_labels(
-    store: FeedbackStore, run_name: str, run_dir: Path, doc: dict, obs_dim: int, action_dim: int
+    store: FeedbackStore, run_uid: str, run_dir: Path, doc: dict, obs_dim: int, action_dim: int
 ) -> int:
     """Add a document's labelled pairs to a run; returns how many were added (0 when the run
-    already holds this document's run's labels: importing twice adds nothing)."""
+    already holds this document's run's labels: importing twice, or a run's own export into
+    itself, adds nothing)."""
     _check_fields(doc)
-    run_id = store.run_id(run_name, create=False)
-    check_same_env(doc, store.run_env(run_id), f"the run {run_name!r}")
-    origin = str(doc.get("run") or "unnamed")
+    run_id = store.run_id(run_uid, create=False)
+    check_same_env(doc, store.run_env(run_id), f"the run {Path(run_dir).name!r}")
+    origin = document_origin(doc)
     entries = doc["labels"]
-    if not entries or origin in store.imported_from(run_id):
+    if not entries or origin == run_uid or origin in store.imported_from(run_id):
         return 0
     labels = [Label.parse(x.get("label")) for x in entries]  # names a bad value before storing
     left, right = _pairs(doc, obs_dim, action_dim)

@@ -16,6 +16,7 @@ import datetime as dt
 import json
 import secrets
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -40,15 +41,19 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
+from sqlalchemy.exc import ArgumentError, DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from prefrl.data.segments import Label, Segments, load_segments, save_segments
 from prefrl.feedback.ratings import parse_rating
+from prefrl.rundir.atomic import atomic_write
 
 SCHEMA_VERSION = 2
+LEASE_SECONDS = 300.0
+"""How long a query handed to an annotator stays theirs unless they answer or give it back."""
 STORE_FILE = "feedback.db"
 SEGMENT_DIR = "segments"
+RUN_FILE = "run.json"
 
 
 class StoreError(RuntimeError):
@@ -186,6 +191,16 @@ class StoredQuery:
 
 
 @dataclass(frozen=True)
+class OpenQueries:
+    total: int
+    held_by_others: int
+    holders: list[str]
+    free_in_seconds: float | None
+    """When the first of the others' leases runs out (None: nobody else holds one)."""
+    without_clips: int
+
+
+@dataclass(frozen=True)
 class StoredLabel:
     id: int
     query_id: int
@@ -203,6 +218,37 @@ class RunInfo:
     name: str
     store: str
     env: str
+    uid: str
+    """The run's key in its feedback store (`run_uid`)."""
+
+
+def run_uid(run_dir: str | Path) -> str:
+    """The run's key in its feedback store, kept in the run directory's run.json, so that a
+    renamed or copied run directory still finds its own record. A run directory from before
+    run.json (or one made by hand) is keyed by its name."""
+    path = Path(run_dir) / RUN_FILE
+    try:
+        return str(json.loads(path.read_text())["uid"])
+    except FileNotFoundError:
+        return Path(run_dir).name
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise StoreError(
+            f"{path} is damaged ({type(e).__name__}: {e}); it names the run's record in the "
+            'feedback store: restore it from a copy of the run, or write {"uid": "<name>"} '
+            "with the name of the run's row in the store's runs table"
+        ) from None
+
+
+def claim_run_uid(run_dir: str | Path, new: bool) -> str:
+    """`run_uid`, written to run.json the first time: a fresh random id for a new run, the
+    directory's name for one made before run.json existed (its record is under that name)."""
+    path = Path(run_dir) / RUN_FILE
+    if path.exists():
+        return run_uid(run_dir)
+    uid = uuid.uuid4().hex if new else Path(run_dir).name
+    with atomic_write(path, "w") as f:
+        json.dump({"uid": uid, "name": Path(run_dir).name}, f)
+    return uid
 
 
 def run_info(run_dir: str | Path, store: str | None = None) -> RunInfo:
@@ -211,9 +257,12 @@ def run_info(run_dir: str | Path, store: str | None = None) -> RunInfo:
     config_path = run_dir / "config.json"
     if not config_path.exists():
         raise FileNotFoundError(f"{run_dir} is not a prefrl run directory (no config.json)")
-    config = json.loads(config_path.read_text())
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as e:
+        raise StoreError(f"{config_path} is damaged ({e})") from None
     return RunInfo(run_dir, run_dir.name, store or config.get("store") or str(run_dir),
-                   config.get("env", ""))  # fmt: skip
+                   config.get("env", ""), run_uid(run_dir))  # fmt: skip
 
 
 def store_url(target: str | Path) -> str:
@@ -265,7 +314,11 @@ class FeedbackStore:
             )
         self.is_sqlite = url.get_backend_name() == "sqlite"
         if self.is_sqlite and not create and not Path(url.database or "").exists():
-            raise StoreError(f"no feedback store at {url.database}")
+            raise StoreError(
+                f"no feedback store at {url.database}: the run's queries and labels are kept "
+                "there. Put the file back (from a backup or a copy of the run), or name the "
+                "run's store with --store"
+            )
         kwargs = (
             {}
             if self.is_sqlite
@@ -279,9 +332,15 @@ class FeedbackStore:
         self._write_lock = threading.Lock() if self.is_sqlite else contextlib.nullcontext()
         try:
             self._prepare(create)
-        except OperationalError as e:
+        except DatabaseError as e:
             self.engine.dispose()
             reason = str(e.orig).strip().splitlines()[0] if e.orig else str(e)
+            if self.is_sqlite and not isinstance(e, OperationalError) or "malformed" in reason:
+                raise StoreError(
+                    f"the feedback store {url.database} is damaged ({reason}). Its rows may be "
+                    f"rescued with `sqlite3 {url.database} .recover | sqlite3 recovered.db`; the "
+                    "labels are also in the run's latest checkpoint (labels.npz)"
+                ) from e
             raise StoreError(
                 f"cannot reach the feedback store at {redacted(self.url)}: {reason}"
             ) from e
@@ -335,11 +394,17 @@ class FeedbackStore:
 
     # ------------------------------------------------------------------ runs, annotators
     def run_id(self, name: str, env: str = "", create: bool = True, **info) -> int:
+        """The row id of the run keyed `name` (a run directory's `run_uid`)."""
         with self._write() as s:
             row = s.scalar(select(RunRow).where(RunRow.name == name))
             if row is None:
                 if not create:
-                    raise NotFound(f"the store holds no run named {name!r}")
+                    known = ", ".join(repr(r) for r in self.runs()[-5:]) or "none"
+                    raise NotFound(
+                        f"the feedback store at {redacted(self.url)} holds no run {name!r} "
+                        f"(its latest: {known}): this store is not the run's. Pass the run's "
+                        "own with --store, or put back its feedback.db"
+                    )
                 row = RunRow(name=name, env=env, info=info)
                 s.add(row)
                 s.flush()
@@ -442,9 +507,17 @@ class FeedbackStore:
             )
 
     def next_query_key(self, run_id: int) -> int:
+        """A key above every query key the run has stored (imported pairs' are negative)."""
         with self._session() as s:
             top = s.scalar(select(func.max(QueryRow.key)).where(QueryRow.run_id == run_id))
-        return 0 if top is None else top + 1
+        return 0 if top is None else max(top + 1, 0)
+
+    def next_segment_key(self, run_id: int) -> int:
+        """A key above every segment key the run has stored: segments cut after a resume must
+        not take the keys of segments stored after its checkpoint, which are different ones."""
+        with self._session() as s:
+            top = s.scalar(select(func.max(SegmentRow.key)).where(SegmentRow.run_id == run_id))
+        return 0 if top is None else max(top + 1, 0)
 
     def open_queries(self, run_id: int) -> list[StoredQuery]:
         with self._session() as s:
@@ -470,7 +543,7 @@ class FeedbackStore:
         run_id: int,
         annotator_id: int,
         n: int = 1,
-        lease_s: float = 300.0,
+        lease_s: float = LEASE_SECONDS,
         need_clips: bool = False,
     ) -> list[StoredQuery]:
         """Hand up to `n` open queries to one annotator: the ones it already holds first, then
@@ -501,6 +574,54 @@ class FeedbackStore:
             for r in rows:
                 r.assigned_to, r.assigned_at = annotator_id, now
             return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+
+    def release_queries(self, run_id: int, annotator_id: int, query_ids=None) -> int:
+        """Give back the open queries an annotator holds (all, or those of `query_ids`), so that
+        others get them at once rather than when the lease runs out; returns how many."""
+        cond = [QueryRow.run_id == run_id, QueryRow.status == "open",
+                QueryRow.assigned_to == annotator_id]  # fmt: skip
+        if query_ids is not None:
+            cond.append(QueryRow.id.in_([int(q) for q in query_ids]))
+        with self._write() as s:
+            res = s.execute(
+                update(QueryRow).where(*cond).values(assigned_to=None, assigned_at=None)
+            )
+            return res.rowcount
+
+    def open_query_summary(
+        self, run_id: int, annotator_id: int | None = None, lease_s: float = LEASE_SECONDS
+    ) -> OpenQueries:
+        """How the run's open queries stand, from one annotator's side: how many there are,
+        how many others hold (and when the first lease ends), how many still lack clips."""
+        now = utcnow()
+        expired = now - dt.timedelta(seconds=lease_s)
+        clipped = select(ClipRow.segment_id)
+        base = [QueryRow.run_id == run_id, QueryRow.status == "open", QueryRow.key >= 0]
+        held = [QueryRow.assigned_to.is_not(None), QueryRow.assigned_at >= expired]
+        if annotator_id is not None:
+            held.append(QueryRow.assigned_to != annotator_id)
+        with self._session() as s:
+            total = s.scalar(select(func.count()).select_from(QueryRow).where(*base))
+            others = s.execute(
+                select(func.count(), func.min(QueryRow.assigned_at)).where(*base, *held)
+            ).one()
+            unclipped = s.scalar(
+                select(func.count())
+                .select_from(QueryRow)
+                .where(
+                    *base,
+                    or_(QueryRow.left_id.not_in(clipped), QueryRow.right_id.not_in(clipped)),
+                )
+            )
+            holders = list(s.scalars(
+                select(AnnotatorRow.name).join(QueryRow, QueryRow.assigned_to == AnnotatorRow.id)
+                .where(*base, *held).distinct()
+            ))  # fmt: skip
+        first = others[1]
+        if first is not None and first.tzinfo is None:  # (SQLite keeps no time zone)
+            first = first.replace(tzinfo=dt.UTC)
+        free_in = None if first is None else max(0.0, (first - expired).total_seconds())
+        return OpenQueries(total, others[0], holders, free_in, unclipped)
 
     def drop_stale_queries(self, run_id: int, keep: int) -> int:
         """Drop the open queries without both clips that are older than the newest `keep` open
@@ -756,6 +877,16 @@ class FeedbackStore:
                 )
             )
             return dict(rows.all())
+
+    def clip_seconds(self, segment_ids: Sequence[int]) -> dict[int, float]:
+        """segment id -> how long its clip plays at its own frame rate."""
+        with self._session() as s:
+            rows = s.execute(
+                select(ClipRow.segment_id, ClipRow.frames, ClipRow.fps).where(
+                    ClipRow.segment_id.in_([int(i) for i in segment_ids])
+                )
+            )
+            return {i: frames / fps for i, frames, fps in rows.all() if fps > 0}
 
     def segments_to_render(self, run_id: int, limit: int) -> list[int]:
         """Segments of the newest open queries that have no clip yet (newest first)."""

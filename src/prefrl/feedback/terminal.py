@@ -20,6 +20,7 @@ from typing import TextIO
 
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store import FeedbackStore, LabelConflict
+from prefrl.feedback.waiting import no_pair_message
 from prefrl.render.clips import pair_clip
 
 KEYS = {"l": "left", "r": "right", "e": "equal", "": "skip"}
@@ -37,7 +38,7 @@ def open_with_viewer(paths: list[Path]) -> bool:
 
 def label_in_terminal(
     store: FeedbackStore,
-    run_name: str,
+    run_uid: str,
     run_dir: Path,
     annotator: str = "terminal",
     inp: TextIO = sys.stdin,
@@ -50,29 +51,40 @@ def label_in_terminal(
     """Label until Q, end of input or `max_labels`; returns the number of labels stored. With
     `side_by_side`, a pair's side-by-side video is shown instead of its two clips once the
     renderer has written it (`prefrl label --side-by-side` asks it to)."""
-    run_id = store.run_id(run_name, create=False)
+    run_id = store.run_id(run_uid, create=False)
     who, _ = store.annotator(store.add_annotator(annotator))
+    try:
+        return _label_pairs(store, run_id, run_dir, who, inp, out, open_clips, wait_seconds,
+                            max_labels, side_by_side)  # fmt: skip
+    finally:  # Q, end of input, Ctrl-C: the pair on screen goes back to the others at once
+        store.release_queries(run_id, who)
+
+
+def _label_pairs(store, run_id, run_dir, who, inp, out, open_clips, wait_seconds, max_labels,
+                 side_by_side) -> int:  # fmt: skip
     stored = 0
-    said_waiting = False
+    said = None
     while max_labels is None or stored < max_labels:
         queries = store.assign_queries(run_id, who, n=1, need_clips=True)
         if not queries:
-            if not said_waiting:
-                print("No pair ready yet: waiting for the agent (Ctrl-C to stop)...", file=out)
-                said_waiting = True
+            message = no_pair_message(store, run_id, run_dir, who)
+            if message != said:  # (said again only when it changes)
+                print(f"{message} Waiting (Ctrl-C to stop)...", file=out)
+                said = message
             out.flush()
             time.sleep(wait_seconds)
             continue
-        said_waiting = False
+        said = None
         q = queries[0]
+        left = store.query_count(run_id, status="open")
         paths = store.clips([q.left_segment, q.right_segment])
         clips = [run_dir / paths[q.left_segment], run_dir / paths[q.right_segment]]
         pair = run_dir / pair_clip(q.id)
         if side_by_side and pair.exists():
             clips = [pair]
-            print(f"\npair {q.id}\n  L | R: {pair}", file=out)
+            print(f"\npairs left: {left}\n  L | R: {pair}", file=out)
         else:
-            print(f"\npair {q.id}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
+            print(f"\npairs left: {left}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
         if open_clips:
             open_with_viewer(clips)
         shown = time.monotonic()
@@ -101,7 +113,7 @@ def label_in_terminal(
 
 def rate_in_terminal(
     store: FeedbackStore,
-    run_name: str,
+    run_uid: str,
     run_dir: Path,
     annotator: str = "terminal",
     inp: TextIO = sys.stdin,
@@ -111,7 +123,7 @@ def rate_in_terminal(
     """Rate a rating run's clips 1-100 until Q, end of input or none is left; Enter passes a
     clip over (for this session). Returns the number of ratings stored. Siblings (`prefrl
     collect --siblings`) are named as such, so that they are rated against each other."""
-    run_id = store.run_id(run_name, create=False)
+    run_id = store.run_id(run_uid, create=False)
     who, _ = store.annotator(store.add_annotator(annotator))
     stored, passed = 0, set()
     while True:

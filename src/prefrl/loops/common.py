@@ -9,9 +9,15 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from prefrl.feedback.store import claim_run_uid
 from prefrl.loops.evaluate import EvalResult
 from prefrl.render import write_video
-from prefrl.rundir.checkpoints import latest_checkpoint, write_json
+from prefrl.rundir.checkpoints import (
+    IncompatibleCheckpoint,
+    set_aside,
+    usable_checkpoints,
+    write_json,
+)
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
@@ -23,11 +29,18 @@ def run_name(env: str, algo: str, seed: int) -> str:
     return f"{env.replace(':', '-').replace('/', '-')}_{algo}_s{seed}_{stamp}"
 
 
-def open_run_dir(resume: Path | None, runs_dir: Path, name: str) -> Path:
-    """The run directory: the one to resume, or a new (empty) one under `runs_dir`; either way
-    this session's machine and versions are appended to its sessions.jsonl."""
+def open_run_dir(resume: Path | None, runs_dir: Path, name: str, record: bool = True) -> Path:
+    """The run directory: the one to resume, or a new (empty) one under `runs_dir`, with its
+    store key (`claim_run_uid`). With `record`, this session's machine and versions are appended
+    to its sessions.jsonl now; `start_run` records only once the run could be resumed."""
     if resume is not None:
         run_dir = Path(resume)
+        if not (run_dir / "config.json").is_file():
+            raise FileNotFoundError(
+                f"--resume {run_dir}: not a run directory (no config.json there)"
+                if run_dir.is_dir()
+                else f"--resume {run_dir}: no such run directory"
+            )
     else:
         run_dir = Path(runs_dir) / name
         if run_dir.exists() and any(run_dir.iterdir()):
@@ -36,8 +49,47 @@ def open_run_dir(resume: Path | None, runs_dir: Path, name: str) -> Path:
                 f"with --resume {run_dir}"
             )
     run_dir.mkdir(parents=True, exist_ok=True)
-    record_session(run_dir)
+    claim_run_uid(run_dir, new=resume is None)
+    if record:
+        record_session(run_dir)
     return run_dir
+
+
+def restore_newest(loop_factory, config, run_dir: Path):
+    """Build the loop and restore the newest checkpoint that is whole and loads, setting damaged
+    ones aside (`checkpoints/step_N.damaged`) and saying what was wrong with each. Returns (loop,
+    the checkpoint restored or None). A run stopped before its first checkpoint starts again
+    from step 0; when every checkpoint is damaged, nothing is changed and the error names them."""
+    loop = loop_factory(config, run_dir)
+    bad: list[tuple[Path, str]] = []
+    for ckpt, problems in usable_checkpoints(run_dir):
+        if not problems:
+            try:
+                loop.restore(ckpt)
+            except IncompatibleCheckpoint:
+                loop.close()
+                raise
+            except Exception as e:  # noqa: BLE001 (any unreadable file: named, then skipped)
+                problems = [f"it does not load ({type(e).__name__}: {e})"]
+                loop.close()  # (a half-restored loop is not trusted: a fresh one for the next)
+                loop = loop_factory(config, run_dir)
+        if not problems:
+            for old, why in bad:
+                moved = set_aside(old)
+                print(f"warning: checkpoint {old.name} is damaged ({why}); set aside as "
+                      f"{moved.name}", flush=True)  # fmt: skip
+            if bad:
+                print(f"resumed from {ckpt.name} instead", flush=True)
+            return loop, ckpt
+        bad.append((ckpt, "; ".join(problems)))
+    if bad:
+        loop.close()
+        listed = "\n".join(f"  {c}: {why}" for c, why in bad)
+        raise FileNotFoundError(
+            f"{run_dir} cannot be resumed: every checkpoint is damaged\n{listed}\nStart a new "
+            f"run (--load-labels {run_dir} keeps its labels)"
+        )
+    return loop, None
 
 
 def check_finite(row: dict[str, float], step: int) -> None:
@@ -71,18 +123,20 @@ def write_eval(
 
 
 def start_run(loop_factory, config, name: str):
-    """Open (or resume) the run directory, build the loop, restore its latest checkpoint when
-    resuming; returns (loop, metrics logger)."""
-    run_dir = open_run_dir(config.resume, config.runs_dir, name)
-    write_json(run_dir / "config.json", config_to_dict(config))
-    loop = loop_factory(config, run_dir)
-    if config.resume is not None:
-        ckpt = latest_checkpoint(run_dir)
+    """Open (or resume) the run directory, build the loop, restore its newest whole checkpoint
+    when resuming; returns (loop, metrics logger). Nothing in the run directory changes when the
+    resume fails."""
+    run_dir = open_run_dir(config.resume, config.runs_dir, name, record=False)
+    if config.resume is None:
+        loop, ckpt = loop_factory(config, run_dir), None
+    else:
+        loop, ckpt = restore_newest(loop_factory, config, run_dir)
         if ckpt is None:
-            loop.close()
-            raise FileNotFoundError(f"{run_dir} has no checkpoint to resume from")
-        loop.restore(ckpt)
+            print(f"{run_dir} has no checkpoint yet (it stopped before its first): starting it "
+                  "again from step 0", flush=True)  # fmt: skip
         truncate_metrics(run_dir, loop.step)
+    write_json(run_dir / "config.json", config_to_dict(config))
+    record_session(run_dir)
     return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
 from prefrl.data.segments import LABEL_TARGET, Label, Segments
 from prefrl.feedback.ratings import ratings_to_pairs, scripted_ratings
-from prefrl.feedback.store import FeedbackStore, run_info
+from prefrl.feedback.store import FeedbackStore, claim_run_uid, run_info
 from prefrl.loops.common import open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.rl import load_policy
@@ -46,7 +46,7 @@ def make_rating_run(
     with atomic_write(out / "config.json", "w") as f:
         json.dump({"env": env_id, "kind": "ratings", "segments": len(segments)}, f, indent=2)
     with FeedbackStore(out) as store:
-        run_id = store.run_id(out.name, env=env_id)
+        run_id = store.run_id(claim_run_uid(out, new=True), env=env_id)
         ids = store.add_segments(run_id, out, segments, infos)
         if render_size:
             from prefrl.render.clips import CLIP_DIR, ClipRenderer
@@ -184,7 +184,7 @@ def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) 
     """Rate every segment of a rating run with a scripted rater; returns how many."""
     run = run_info(run_dir)
     with FeedbackStore(run.store, create=False) as store:
-        run_id = store.run_id(run.name, create=False)
+        run_id = store.run_id(run.uid, create=False)
         ids = store.segment_ids(run_id)
         segments = store.segments(run.run_dir, ids)
         ratings = scripted_ratings(segment_scores(segments, rater, run.env), noise, seed)
@@ -262,7 +262,7 @@ def load_rated_pairs(
             f"{env_id!r}"
         )
     with FeedbackStore(run.store, create=False) as store:
-        run_id = store.run_id(run.name, create=False)
+        run_id = store.run_id(run.uid, create=False)
         rows = store.ratings(run_id)
         if not rows:
             raise ValueError(f"{ratings_dir} holds no ratings yet (rate its clips first)")

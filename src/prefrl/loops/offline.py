@@ -25,7 +25,7 @@ from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward.base import pearson
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
-from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
 
@@ -87,6 +87,13 @@ class OfflineConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
+        if self.iql.steps not in (self.steps, IQLConfig.steps):
+            raise ValueError(
+                f"--iql.steps={self.iql.steps} and --steps={self.steps} differ: the run's IQL "
+                "steps are --steps (they set the actor's schedule too); drop --iql.steps"
+            )
+        # The config written to the run says the steps IQL takes.
+        object.__setattr__(self, "iql", dataclasses.replace(self.iql, steps=self.steps))
         for name in ("steps", "eval_interval", "checkpoint_interval", "video_interval"):
             if getattr(self, name) % self.steps_per_call:
                 raise ValueError(
@@ -307,7 +314,11 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
         except KeyboardInterrupt:
             stop.requested = True
     final = cadence.final
-    summary = final.summary if final is not None else {}
+    if final is not None:
+        summary = final.summary
+    else:  # (resumed after its last step: nothing evaluated now; its last evaluation stands)
+        evals = [r for r in read_metrics(loop.run_dir) if "eval/score_mean" in r]
+        summary = evals[-1] if evals else {}
     return OfflineResult(
         loop.run_dir,
         loop.step,

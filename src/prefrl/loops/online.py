@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +30,20 @@ from prefrl.feedback import Query, ScheduleConfig, ScriptedTeacher, TeacherConfi
 from prefrl.feedback.channel import FeedbackChannel
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import check_method
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.waiting import first_labels_status
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
+from prefrl.loops.serve import LabellingServer
 from prefrl.reward import MLPRewardEnsemble, RewardConfig, RewardModel, pearson
 from prefrl.reward.background import BackgroundFitter
-from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
+from prefrl.rundir.checkpoints import (
+    IncompatibleCheckpoint,
+    begin_checkpoint,
+    checkpoints,
+    commit_checkpoint,
+    write_json,
+)
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
@@ -284,8 +290,13 @@ class _Loop:
                 config.teacher, config.seed, self.env.max_episode_steps, config.env
             )
         )
-        self.store = FeedbackStore(config.store or run_dir)
-        self.teacher = FeedbackChannel(self.store, run_dir.name, run_dir, config.env, scripted)
+        # A run with checkpoints refers to its store's labels: a store gone missing is an error,
+        # never silently replaced by an empty one.
+        existing = bool(checkpoints(run_dir))
+        self.store = FeedbackStore(config.store or run_dir, create=not existing)
+        self.teacher = FeedbackChannel(
+            self.store, run_uid(run_dir), run_dir, config.env, scripted, create=not existing
+        )
         self.intrinsic = KnnEntropyReward(config.knn_k)
         self.recorder = SegmentRecorder(config.segment_length)
         self.pool = SegmentPool(config.segment_pool)
@@ -293,8 +304,11 @@ class _Loop:
         self.unfitted_labels = 0
         self.step = 0
         self.episodes = 0
-        self.requested = 0
-        self.next_query_id = 0
+        # What the store already holds counts (a run stopped before its first checkpoint and
+        # started again): questions are never asked twice, keys never reused.
+        self.requested = self.teacher.asked()
+        self.next_query_id = self.teacher.next_query_id()
+        self.recorder.next_id = self.teacher.next_segment_id()
         self.fitted = False
         self.fitter = BackgroundFitter(run_dir / "fit_job") if config.fit_lag else None
         self.pending_fit: dict | None = None  # {"start": step, "labels": count} of a fit due
@@ -410,18 +424,28 @@ class _Loop:
         self.reward_metrics = metrics
         return metrics
 
-    def wait_for_first_labels(self, progress, stop) -> None:
+    def wait_for_first_labels(self, progress, stop, server: LabellingServer | None) -> None:
         """The one place the trainer waits for a person: no reward model can be trusted before
-        the first labels. Later labels are picked up while training goes on."""
+        the first labels. Later labels are picked up while training goes on. What it waits for
+        (pairs on someone's screen, clips being rendered, a helper that died) is said as it
+        changes."""
         asked = self.teacher.unanswered()
         progress.say(
             f"[bold]Waiting for your first {asked} labels[/bold] before training on a learned "
             f"reward. Label in the browser (prefrl serve {self.run_dir}) or the terminal "
             f"(prefrl label {self.run_dir}); training goes on as soon as they are in."
         )
+        said = None
         while self.teacher.unanswered() > 0 and not stop.requested:
+            news = (server.check() if server else None) or first_labels_status(
+                self.store, self.teacher.run_id, self.run_dir
+            )
+            if news != said:
+                progress.say(f"waiting: {news}")
+                said = news
             time.sleep(self.config.poll_seconds)
-        progress.say("First labels in: training on the learned reward.")
+        if not stop.requested:
+            progress.say("First labels in: training on the learned reward.")
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
@@ -476,7 +500,7 @@ class _Loop:
         self.fitted, self.last_eval = loop["fitted"], loop["last_eval"]
         self.ask_due = loop.get("ask_due", False)
         self.reward_metrics = loop["reward_metrics"]
-        self.recorder.next_id = loop["next_segment_id"]
+        self.recorder.next_id = max(loop["next_segment_id"], self.teacher.next_segment_id())
         self.rng.bit_generator.state = loop["rng"]
         self.intrinsic.load_state_dict(loop["intrinsic"])
         pending = loop.get("pending_fit")
@@ -484,7 +508,7 @@ class _Loop:
             # The fit running at the checkpoint is begun again from the same model and labels
             # (the checkpoint's are those the fit started from): the same result, at the same step.
             if self.fitter is None:
-                raise ValueError(
+                raise IncompatibleCheckpoint(
                     f"{ckpt} was taken while a reward-model fit ran in the background; resume "
                     f"it with --fit-lag {self.config.fit_lag or 'N'} (N > 0), as it was run"
                 )
@@ -534,31 +558,24 @@ def train_online(config: OnlineConfig) -> OnlineResult:
     name = config.name or run_name(config.env, f"pref-{config.algo}", config.seed)
     loop, metrics = start_run(_Loop, config, name)
     if shared is not None:
-        n = import_labels(loop.store, loop.run_dir.name, loop.run_dir, shared,
+        n = import_labels(loop.store, run_uid(loop.run_dir), loop.run_dir, shared,
                           loop.env.obs_dim, loop.env.action_dim)  # fmt: skip
         print(f"loaded {n} labels from {config.load_labels}", flush=True)
-    server = _start_web_app(config, loop.run_dir) if config.teacher.preset == "web" else None
+    server = None
+    if config.teacher.preset == "web":
+        server = LabellingServer(loop.run_dir, config.web_port, config.store)
+        print(f"label at http://127.0.0.1:{config.web_port}/compare (the run page: /run)",
+              flush=True)  # fmt: skip
     try:
-        return _run(loop, metrics)
+        return _run(loop, metrics, server)
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+            server.stop()
         metrics.close()
         loop.close()
 
 
-def _start_web_app(config: OnlineConfig, run_dir: Path) -> subprocess.Popen:
-    """`prefrl serve RUN_DIR` (web app + clip renderer) as a process of its own: it shares only
-    the store and the run directory with the trainer, so either can be restarted."""
-    cmd = [sys.executable, "-m", "prefrl", "serve", str(run_dir), "--port", str(config.web_port)]
-    if config.store:
-        cmd += ["--store", config.store]
-    print(f"label at http://127.0.0.1:{config.web_port}/compare (the run page: /run)", flush=True)
-    return subprocess.Popen(cmd)
-
-
-def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
+def _run(loop: _Loop, metrics: MetricsLogger, server: LabellingServer | None) -> OnlineResult:
     cfg, env = loop.config, loop.env
     run = _SacSteps(loop) if cfg.algo == "sac" else _PpoSteps(loop)
     title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
@@ -625,12 +642,14 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OnlineResult:
                         and loop.teacher.is_human
                         and not loop.teacher.has_unseen_labels()  # (e.g. loaded ones)
                     ):
-                        loop.wait_for_first_labels(progress, stop)
+                        loop.wait_for_first_labels(progress, stop, server)
                 if since_first >= 0 and step % 100 == 0:
                     loop.collect_answers()
                 if loop.pending_fit is None and step % 100 == 0 and loop.fit_due():
                     loop.start_fit()  # (fit_due may ask the store: not every step)
                     land_fit_if_ready()
+                if server is not None and step % 1000 == 0 and (news := server.check()):
+                    progress.say(news)
                 cadence.after_step(step, run.metrics, info=f"labels {len(loop.labels):,}")
             if stop.requested:
                 progress.update(loop.step)

@@ -17,6 +17,7 @@ from prefrl.envs.registry import resolve
 from prefrl.loops.common import Cadence, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.rundir.checkpoints import (
+    IncompatibleCheckpoint,
     begin_checkpoint,
     commit_checkpoint,
     latest_checkpoint,
@@ -144,7 +145,7 @@ class _Loop:
         self.state = self.sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
         self.buffer = ReplayBuffer.load(ckpt / "buffer.npz")
         if self.buffer.capacity != self.config.buffer_size:
-            raise ValueError(
+            raise IncompatibleCheckpoint(
                 f"--buffer-size={self.config.buffer_size} differs from the checkpoint's "
                 f"{self.buffer.capacity}; resume with the run's own buffer size"
             )
@@ -261,6 +262,14 @@ def load_policy(path: Path) -> LoadedPolicy:
     ckpt = path if (path / "agent.msgpack").exists() else latest_checkpoint(path)
     if ckpt is None:
         raise FileNotFoundError(f"{path} is neither a checkpoint nor a run directory with one")
+    if not (ckpt / "config.json").is_file():
+        run_config = ckpt.parent.parent / "config.json"
+        offline = run_config.is_file() and "dataset" in json.loads(run_config.read_text())
+        kind = "an offline (IQL) run's" if offline else "not a SAC"
+        raise ValueError(
+            f"{ckpt} is {kind} checkpoint: prefrl eval evaluates SAC policies (of prefrl rl and "
+            "prefrl train runs); an offline run's evaluations are in its metrics.jsonl and videos/"
+        )
     config = config_from_dict(RLConfig, json.loads((ckpt / "config.json").read_text()))
     env = make_env(config.env, seed=None)
     sac = SAC(config.agent, env.obs_dim, env.action_dim)

@@ -8,8 +8,9 @@ CPU, where the same FLOPs as g^T @ x, an (out, in) product, take about 12 µs
 (benchmarks/kernel_grad_forms.py). This VJP computes the gradient in that wide form and
 transposes the small result, whenever the layer has fewer outputs than inputs (otherwise the two
 forms cost the same, or the wide one loses). The optimisation barrier keeps XLA from folding the
-transpose back into the product. The values are the same, bit for bit, and the parameters are
-those of a plain `nn.Dense`, so checkpoints do not change. Like any `jax.custom_vjp`, it
+transpose back into the product. The values are the same up to float rounding (bit for bit on
+an AVX-512 CPU; on an AVX2 one they differ in the last bits, about 1e-6), and the parameters
+are those of a plain `nn.Dense`, so checkpoints do not change. Like any `jax.custom_vjp`, it
 supports reverse-mode differentiation only (no `jax.jvp` through it).
 """
 

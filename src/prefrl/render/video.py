@@ -6,6 +6,7 @@ PyAV is imported where a video is read or written, so the training loops (which 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -19,11 +20,12 @@ def write_video(
     audio: tuple[np.ndarray, int] | None = None,
 ) -> Path:
     """Encode RGB uint8 frames (H, W, 3) to `path`, with `audio` (int16 samples, mono (n,) or
-    stereo (n, 2), and their sample rate) as an AAC track if given; written to a temporary name, then renamed, so a partly
-    written video never appears under its final name."""
+    stereo (n, 2), and their sample rate) as an AAC track if given. Written to a temporary name
+    of this writer's own, then renamed: a partly written video never appears under its final
+    name, and two writers of the same clip (two renderers on one run) never mix their bytes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.partial{path.suffix}")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}-{threading.get_ident()}.partial{path.suffix}")
     frames = iter(frames)
     first = next(frames, None)
     if first is None:
@@ -32,6 +34,16 @@ def write_video(
     h, w = first.shape[:2]
     # yuv420p needs even sizes; pad by one pixel where needed.
     pad = ((0, h % 2), (0, w % 2), (0, 0))
+    try:
+        _encode(tmp, first, frames, fps, audio, h, w, pad)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, path)
+    return path
+
+
+def _encode(tmp: Path, first, frames, fps, audio, h: int, w: int, pad) -> None:
     import av
 
     with av.open(str(tmp), mode="w", format="mp4", options={"movflags": "faststart"}) as out:
@@ -56,8 +68,6 @@ def write_video(
             out.mux(packet)
         if sound is not None:
             write_audio_stream(out, sound, *audio)
-    os.replace(tmp, path)
-    return path
 
 
 def write_audio_stream(out, stream, samples: np.ndarray, rate: int, chunk: int = 4096) -> None:

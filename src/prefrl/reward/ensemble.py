@@ -341,7 +341,8 @@ class MLPRewardEnsemble(RewardModel):
 
     def dispatch_step_reward(self, obs: np.ndarray, action: jax.Array) -> Callable[[], np.ndarray]:
         """The learned reward of one step, computed asynchronously: returns a function that
-        gives `predict(obs[None], action[None])`, bit for bit.
+        gives `predict(obs[None], action[None])` (up to float rounding: one step is computed
+        apart from a batch).
 
         A training loop calls it with the action its agent has just dispatched and before it
         dispatches the agent's update: JAX runs CPU computations in dispatch order, so a reward

@@ -9,6 +9,7 @@ each annotator needs the link with their token (`prefrl annotators add NAME`).
 # No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, and
 # the dependency alias `Who` exists only inside create_app.
 import contextlib
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from prefrl.feedback.store import (
     RunInfo,
     StoreError,
 )
+from prefrl.feedback.waiting import no_pair_message, run_kind
 from prefrl.rundir.metrics import read_metrics
 
 HERE = Path(__file__).parent
@@ -32,10 +34,29 @@ LOCAL_ANNOTATOR = "local"
 FAMILY_WINDOW = 50  # unrated clips looked at to gather the next clip's family of siblings
 
 
+ADDRESS_FILE = "serve.json"
+
+
+def record_address(run_dir: Path, url: str) -> None:
+    """Where this run's labelling app serves (for the links `prefrl annotators` prints)."""
+    (Path(run_dir) / ADDRESS_FILE).write_text(json.dumps({"url": url}))
+
+
+def served_at(run_dir: Path) -> str | None:
+    try:
+        return json.loads((Path(run_dir) / ADDRESS_FILE).read_text())["url"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 class LabelIn(BaseModel):
     query_id: int
     label: str
     response_ms: int | None = None
+
+
+class ReleaseIn(BaseModel):
+    query_ids: list[int]
 
 
 class RatingIn(BaseModel):
@@ -45,8 +66,9 @@ class RatingIn(BaseModel):
 
 def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
     store = FeedbackStore(run.store, create=False)
-    run_id = store.run_id(run.name, create=False)
+    run_id = store.run_id(run.uid, create=False)
     local_token = store.add_annotator(LOCAL_ANNOTATOR)
+    online = "steps" in run_kind(run.run_dir)
     templates = Jinja2Templates(directory=HERE / "templates")
 
     @contextlib.asynccontextmanager
@@ -118,7 +140,8 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
             "labels": sum(counts.values()),
             "counts": counts,
             "open_queries": open_queries,
-            "waiting_for_first_labels": open_queries > 0 and not fits,
+            # (only a training run waits; a labelling run of a dataset's pairs has no trainer)
+            "waiting_for_first_labels": open_queries > 0 and not fits and online,
             "reward_val_accuracy": fits[-1]["reward/val_accuracy"] if fits else None,
             "reward_fits": len(fits),
             "step": rows[-1]["step"] if rows else 0,
@@ -138,14 +161,30 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
 
     @app.get("/api/next")
     def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
+        """Up to `n` pairs for this annotator; with none, `waiting` says why. `open` counts the
+        run's unanswered pairs (this annotator's included)."""
         queries = store.assign_queries(run_id, who[0], n=n, need_clips=True)
         urls = clip_urls([i for q in queries for i in (q.left_segment, q.right_segment)], who[2])
+        seconds = store.clip_seconds([q.left_segment for q in queries])
         return {
             "queries": [
-                {"id": q.id, "left": urls[q.left_segment], "right": urls[q.right_segment]}
+                {
+                    "id": q.id,
+                    "left": urls[q.left_segment],
+                    "right": urls[q.right_segment],
+                    "seconds": seconds.get(q.left_segment),
+                }
                 for q in queries
-            ]
+            ],
+            "open": store.query_count(run_id, status="open"),
+            "waiting": None if queries else no_pair_message(store, run_id, run.run_dir, who[0]),
         }
+
+    @app.post("/api/release")
+    def release(body: ReleaseIn, who: Who) -> dict:
+        """Give back pairs handed to this page and not answered (sent when the page closes), so
+        that nobody waits for a lease to run out."""
+        return {"released": store.release_queries(run_id, who[0], body.query_ids)}
 
     @app.post("/api/label")
     def post_label(body: LabelIn, who: Who) -> dict:
@@ -193,6 +232,10 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
         if path.parent != (run.run_dir / "clips").resolve() or not path.is_file():
             raise HTTPException(404, f"no clip {name!r}")
         return FileResponse(path, media_type="video/mp4")
+
+    @app.get("/favicon.ico")
+    def favicon() -> FileResponse:
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
 
     @app.get("/learning_curve.png")
     def curve(who: Who) -> FileResponse:

@@ -9,7 +9,14 @@ let current = null;   // {id, left, right, videos}
 let upcoming = [];    // pairs fetched and preloading
 let shownAt = 0;
 let sending = false;
+let waiting = null;   // why no pair came, as the server said
 let labels = 0;
+let open = null;      // the run's unanswered pairs, as the server last said
+// Playback speed: "auto" slows short clips down so that each plays for at least MIN_SECONDS (a
+// 100-step Hopper clip is 0.8 s at the simulator's rate: too fast to judge); or a fixed rate.
+const MIN_SECONDS = 3;
+const speedEl = document.getElementById("speed");
+speedEl.value = localStorage.getItem("prefrl-speed") || "auto";
 // Whose sound plays (clips of the piano have it): both clips loop together, so only one at a time.
 const soundModes = ["off", "left", "right"];
 let sound = "off";
@@ -21,6 +28,19 @@ function video(src) {
   return v;
 }
 
+function rate(seconds) {
+  if (speedEl.value !== "auto") return Number(speedEl.value);
+  return seconds ? Math.max(0.1, Math.min(1, seconds / MIN_SECONDS)) : 1;
+}
+
+function applySpeed() {
+  if (!current) return;
+  const r = rate(current.seconds);
+  for (const v of Object.values(slots)) { v.defaultPlaybackRate = r; v.playbackRate = r; }
+  const auto = speedEl.value === "auto" ? ` (${r.toFixed(2)}×)` : "";
+  document.getElementById("speed-now").textContent = auto;
+}
+
 function say(text) { statusEl.textContent = text; }
 
 async function fetchPairs() {
@@ -28,6 +48,8 @@ async function fetchPairs() {
   try { r = await fetch("/api/next?n=3", { headers }); } catch (e) { return say("Server unreachable; retrying…"); }
   if (!r.ok) { return say((await r.json()).detail || `error ${r.status}`); }
   const data = await r.json();
+  open = data.open;
+  waiting = data.waiting;
   const known = new Set([current && current.id, ...upcoming.map(q => q.id)]);
   for (const q of data.queries) {
     if (!known.has(q.id)) upcoming.push({ ...q, videos: [video(q.left), video(q.right)] });
@@ -57,19 +79,29 @@ async function advance() {
   current = upcoming.shift() || null;
   window.prefrlPair = current ? current.id : null;
   if (!current) {
-    say(`Labels given: ${labels}. No pairs ready yet: the agent is making them (checking every 2 s).`);
+    say(`Labels given: ${labels}. ${waiting || "No pair ready yet."} (Checking every 2 s.)`);
     setTimeout(advance, 2000);
     return;
   }
   place(slots.left, current.videos[0]);
   place(slots.right, current.videos[1]);
+  applySpeed();
   // The left clip leads: when it ends, both start again together.
   slots.left.onended = restart;
   restart();
   shownAt = performance.now();
-  say(`Labels given: ${labels}. Pair ${current.id}.`);
+  say(`Labels given: ${labels}. Pairs left to label: ${open === null ? "?" : open}.`);
   fetchPairs();  // keep the next pairs loading
 }
+
+// Pairs handed to this page and not answered go back to the others as the page closes.
+function releaseHeld() {
+  const ids = [current && current.id, ...upcoming.map(q => q.id)].filter(id => id !== null && id !== undefined);
+  if (!ids.length) return;
+  const body = new Blob([JSON.stringify({ query_ids: ids })], { type: "application/json" });
+  navigator.sendBeacon(`/api/release?token=${encodeURIComponent(token)}`, body);
+}
+window.addEventListener("pagehide", releaseHeld);
 
 async function answer(label) {
   if (!current || sending) return;
@@ -93,6 +125,7 @@ async function answer(label) {
 document.querySelectorAll("button[data-label]").forEach(b => b.addEventListener("click", () => answer(b.dataset.label)));
 document.getElementById("replay").addEventListener("click", restart);
 document.getElementById("sound").addEventListener("click", cycleSound);
+speedEl.addEventListener("change", () => { localStorage.setItem("prefrl-speed", speedEl.value); applySpeed(); restart(); speedEl.blur(); });
 const keys = { ArrowLeft: "left", ArrowRight: "right", ArrowUp: "equal", "=": "equal", ArrowDown: "skip", " ": "skip" };
 document.addEventListener("keydown", e => {
   if (e.key === "r") { restart(); return; }

@@ -1,0 +1,69 @@
+"""What the run's helper processes (the clip renderer, the labelling server) report about
+themselves, so that the trainer, the web page and the terminal labeller can say why nothing is
+coming instead of waiting in silence.
+
+Each worker writes `workers/<name>.json` in the run directory (atomically): its state
+("running" or "failed"), the error that stopped it, how often it was restarted. A worker that
+dies writes its error before it exits; its supervisor restarts it and the file says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from prefrl.rundir.atomic import atomic_write
+
+WORKER_DIR = "workers"
+TITLES = {"renderer": "the clip renderer", "server": "the labelling server"}
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    name: str
+    state: str
+    """running or failed (a failed worker is restarted by its supervisor)."""
+    error: str = ""
+    """The last line of the failure: what went wrong, for people."""
+    details: str = ""
+    """The whole traceback, for whoever debugs it."""
+    restarts: int = 0
+    pid: int = 0
+    time: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.state == "failed"
+
+    def describe(self) -> str:
+        again = f" (restarted {self.restarts} time(s) so far)" if self.restarts else ""
+        title = TITLES.get(self.name, self.name)
+        return f"{title} stopped: {self.error}; restarting it{again}"
+
+
+def _path(run_dir: Path, name: str) -> Path:
+    return Path(run_dir) / WORKER_DIR / f"{name}.json"
+
+
+def report(run_dir: Path, name: str, state: str, error: str = "", details: str = "",
+           restarts: int = 0) -> None:  # fmt: skip
+    status = WorkerStatus(name, state, error, details, restarts, os.getpid(), time.time())
+    with atomic_write(_path(run_dir, name), "w") as f:
+        json.dump(asdict(status), f)
+
+
+def read_status(run_dir: Path, name: str) -> WorkerStatus | None:
+    try:
+        return WorkerStatus(**json.loads(_path(run_dir, name).read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):
+        return None
+
+
+def failures(run_dir: Path) -> list[WorkerStatus]:
+    """The workers whose last report is a failure."""
+    folder = Path(run_dir) / WORKER_DIR
+    found = (read_status(run_dir, p.stem) for p in sorted(folder.glob("*.json")))
+    return [s for s in found if s is not None and s.failed]

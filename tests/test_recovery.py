@@ -1,0 +1,265 @@
+"""A person can teach it, and nothing they gave is lost: clips render on every env family, a
+renderer that dies is said and restarted, labels stay on the clips that were shown after a
+crash and resume, damaged runs recover or say exactly what is damaged."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+
+import numpy as np
+import pytest
+from test_online import _config
+
+from prefrl.data import PreferenceData, Segments
+from prefrl.envs import make_env
+from prefrl.feedback import ScheduleConfig
+from prefrl.feedback.exchange import export_labels, import_labels
+from prefrl.feedback.store import FeedbackStore, StoreError, run_info, run_uid
+from prefrl.feedback.waiting import first_labels_status, no_pair_message
+from prefrl.loops.online import train_online
+from prefrl.render.clips import ClipRenderer
+from prefrl.render.video import read_video, write_video
+from prefrl.rundir import workers
+from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
+
+FAMILIES = [
+    "Pendulum-v1",  # classic control: no state until reset
+    "MountainCarContinuous-v0",
+    "Hopper-v5",  # Gymnasium MuJoCo
+    "dmc:cartpole-swingup",  # DeepMind Control
+    "toy:point-reach",  # prefrl's own
+]
+
+
+@pytest.mark.parametrize("env_id", FAMILIES)
+def test_a_fresh_renderer_restores_and_renders_states_of_every_family(env_id):
+    env = make_env(env_id, seed=3)
+    env.reset(seed=3)
+    states = []
+    for _ in range(4):
+        states.append(env.get_state())
+        env.step(env.action_space.sample())
+    env.close()
+    renderer = ClipRenderer(env_id, size=32)  # never reset: a clip renderer's env
+    try:
+        frames = renderer.frames(np.stack(states))
+    finally:
+        renderer.close()
+    assert len(frames) == 4 and all(f.shape == (32, 32, 3) and f.dtype == np.uint8 for f in frames)
+    assert any(not np.array_equal(frames[0], f) for f in frames[1:])  # the states differ
+
+
+def test_two_writers_of_one_clip_leave_a_whole_video(tmp_path):
+    """Two renderers on one run (`prefrl serve` beside `prefrl label`) render the same clip at
+    the same time: whichever finishes last, the clip decodes whole."""
+    path = tmp_path / "clips" / "seg000000001.mp4"
+    rng = np.random.default_rng(0)
+    frames = [rng.integers(0, 255, (48, 48, 3), dtype=np.uint8) for _ in range(40)]
+    errors = []
+
+    def write():
+        try:
+            for _ in range(4):
+                write_video(path, frames, fps=20)
+        except Exception as e:  # noqa: BLE001 (collected and asserted below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(read_video(path)) == 40
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
+
+
+def _labelled_pairs_match_the_store(run_dir) -> int:
+    """Every pair the run trained on (its checkpoint's labels.npz) is the pair the store holds
+    for that label, array for array; returns how many were compared."""
+    labels = PreferenceData.load(latest_checkpoint(run_dir) / "labels.npz").arrays()
+    with FeedbackStore(run_dir, create=False) as store:
+        stored = store.labels(store.run_id(run_uid(run_dir), create=False))
+        left, right = store.query_pairs(run_dir, [x.query_id for x in stored])
+    assert len(stored) == len(labels["label"])
+    np.testing.assert_array_equal(left.obs, labels["obs_left"])
+    np.testing.assert_array_equal(right.obs, labels["obs_right"])
+    # The Oracle answered each by the true returns of the segments stored for its query.
+    prefer_right = right.true_returns() > left.true_returns()
+    assert all(
+        (x.label.name == "RIGHT") == bool(r) for x, r in zip(stored, prefer_right, strict=True)
+    )
+    return len(stored)
+
+
+def test_segments_cut_after_a_resume_never_take_the_ids_of_stored_ones(tmp_path):
+    """A crash after a checkpoint: the segments the store received after it keep their ids, so
+    the resumed run must cut new segments under new ids, or new labels land on old clips."""
+    schedule = ScheduleConfig(budget=100, session_size=20, interval=300)
+    first = train_online(_config(tmp_path, steps=900, schedule=schedule))
+    # The crash: the last checkpoint (step 900) is lost; the store holds the pairs asked at 900.
+    shutil.rmtree(checkpoints(first.run_dir)[0])
+    assert json.loads((latest_checkpoint(first.run_dir) / "loop.json").read_text())["step"] == 600
+    resumed = train_online(_config(tmp_path, steps=1500, schedule=schedule, resume=first.run_dir))
+    assert resumed.step == 1500
+    assert _labelled_pairs_match_the_store(first.run_dir) == 100
+
+
+def _damage(path, how):
+    if how == "deleted":
+        path.unlink()
+    elif how == "truncated":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:  # a byte changed in place
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "name, how",
+    [
+        ("agent.msgpack", "truncated"),
+        ("buffer.npz", "deleted"),
+        ("loop.json", "flipped"),
+    ],
+)
+def test_resume_goes_back_to_the_newest_whole_checkpoint_and_says_what_was_damaged(
+    tmp_path, capsys, name, how
+):
+    run = train_online(_config(tmp_path, steps=600)).run_dir
+    newest = checkpoints(run)[0]
+    _damage(newest / name, how)
+    resumed = train_online(_config(tmp_path, steps=900, resume=run))
+    out = capsys.readouterr().out
+    assert f"checkpoint {newest.name} is damaged" in out and name in out
+    assert "resumed from step_000000300" in out
+    assert resumed.step == 900 and (newest.parent / f"{newest.name}.damaged").is_dir()
+    assert len((run / "sessions.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_run_whose_every_checkpoint_is_damaged_is_left_as_it_was(tmp_path):
+    run = train_online(_config(tmp_path, steps=600)).run_dir
+    for ckpt in checkpoints(run):
+        _damage(ckpt / "agent.msgpack", "truncated")
+    before = {p: (run / p).read_bytes() for p in ("config.json", "sessions.jsonl")}
+    with pytest.raises(FileNotFoundError, match="every checkpoint is damaged") as e:
+        train_online(_config(tmp_path, steps=900, resume=run))
+    assert "step_000000600: agent.msgpack has" in str(e.value)
+    assert "--load-labels" in str(e.value)
+    assert {p: (run / p).read_bytes() for p in before} == before
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(tmp_path, capsys):
+    run = train_online(_config(tmp_path, steps=600)).run_dir
+    shutil.rmtree(run / "checkpoints")  # as if killed before the first checkpoint
+    with pytest.raises(FileExistsError, match="--resume"):
+        train_online(_config(tmp_path, steps=600))  # the name is taken: resume it
+    resumed = train_online(_config(tmp_path, steps=600, resume=run))
+    assert "no checkpoint yet" in capsys.readouterr().out
+    assert resumed.step == 600
+    # The 40 questions asked before were not asked again, and the labels kept their segments.
+    assert _labelled_pairs_match_the_store(run) == 40
+
+
+def test_a_renamed_run_keeps_its_store_record_and_a_lost_store_is_an_error(tmp_path):
+    run = train_online(_config(tmp_path, steps=600)).run_dir
+    moved = run.rename(tmp_path / "renamed")
+    info = run_info(moved)
+    assert info.uid == run_uid(moved) != "renamed"
+    with FeedbackStore(info.store, create=False) as store:
+        assert len(export_labels(store, info.uid, moved)["labels"]) == 40
+    resumed = train_online(_config(tmp_path, name="renamed", steps=900, resume=moved))
+    assert resumed.labels == 60
+    (moved / "feedback.db").unlink()
+    with pytest.raises(StoreError, match="no feedback store at .*feedback.db.*Put the file back"):
+        train_online(_config(tmp_path, name="renamed", steps=1200, resume=moved))
+
+
+def test_importing_a_runs_own_export_adds_nothing(tmp_path):
+    run = train_online(_config(tmp_path, steps=600)).run_dir
+    uid = run_uid(run)
+    with FeedbackStore(run, create=False) as store:
+        doc = export_labels(store, uid, run)
+        env = make_env("toy:point-reach")
+        assert import_labels(store, uid, run, doc, env.obs_dim, env.action_dim) == 0
+        assert len(store.labels(store.run_id(uid))) == 40
+
+
+def _labelling_run(tmp_path, config: dict, n: int = 3):
+    run_dir = tmp_path / "labelling"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach", **config}))
+    segs = make_segments(2 * n)
+    store = FeedbackStore(run_dir)
+    run_id = store.run_id(run_uid(run_dir), env="toy:point-reach")
+    ids = store.add_queries(run_id, run_dir, range(n), segs[:n], segs[n:])
+    for seg in store.segment_ids(run_id):
+        store.add_clip(seg, f"clips/seg{seg}.mp4", 8, 8, 10, 20.0)
+    return run_dir, store, run_id, ids
+
+
+def make_segments(n: int) -> Segments:
+    from prefrl.loops.collect import random_segments
+
+    return random_segments("toy:point-reach", count=n, length=10)[:n]
+
+
+def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path):
+    run_dir, store, run_id, ids = _labelling_run(tmp_path, {"steps": 1000})
+    alice = store.annotator(store.add_annotator("alice"))[0]
+    bob = store.annotator(store.add_annotator("bob"))[0]
+    assert len(store.assign_queries(run_id, alice, n=3)) == 3
+    assert store.assign_queries(run_id, bob, n=3) == []
+    said = no_pair_message(store, run_id, run_dir, bob)
+    assert "3 open pair(s) are being labelled by alice" in said and "5 min" in said
+    assert "3 on alice's screen" in first_labels_status(store, run_id, run_dir)
+    assert store.release_queries(run_id, alice) == 3  # alice closed her page
+    assert len(store.assign_queries(run_id, bob, n=3)) == 3
+    for q in ids:
+        store.add_label(q, "left", source="web", annotator_id=bob)
+    assert "answered: the agent asks for more" in no_pair_message(store, run_id, run_dir, bob)
+    store.close()
+
+
+def test_a_dataset_labelling_run_says_what_to_do_once_answered_and_a_dead_renderer_is_said(
+    tmp_path,
+):
+    run_dir, store, run_id, ids = _labelling_run(tmp_path, {"next": "prefrl dataset queries X"})
+    for q in ids:
+        store.add_label(q, "right", source="terminal")
+    said = no_pair_message(store, run_id, run_dir)
+    assert "Every pair is answered" in said and "Next: prefrl dataset queries X" in said
+    workers.report(run_dir, "renderer", "failed", "AttributeError: no attribute 'state'")
+    said = no_pair_message(store, run_id, run_dir)
+    assert said.startswith("The clip renderer stopped: AttributeError: no attribute 'state'")
+    store.close()
+
+
+def test_a_failing_renderer_reports_why_and_is_started_again(tmp_path):
+    from prefrl.loops.renderer import RendererSupervisor
+
+    run_dir = tmp_path / "broken"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach"}))
+    with FeedbackStore(run_dir) as store:
+        store.run_id(run_uid(run_dir), env="toy:no-such-env")  # a record it cannot render
+    supervisor = RendererSupervisor(run_info(run_dir), size=16, max_pause=0.2)
+    try:
+        deadline = time.time() + 240
+        while supervisor.restarts < 2:
+            assert time.time() < deadline, "the renderer was not restarted"
+            time.sleep(0.2)
+    finally:
+        supervisor.terminate()
+    status = workers.read_status(run_dir, "renderer")
+    assert status.failed and "no-such-env" in status.error and "Traceback" in status.details
+
+
+def test_a_damaged_store_file_is_a_message(tmp_path):
+    (tmp_path / "feedback.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="feedback.db is damaged"):
+        FeedbackStore(tmp_path, create=False)
