@@ -220,3 +220,25 @@ def test_kill_then_resume(tmp_path):
 def test_eval_of_missing_run_is_a_clear_error(tmp_path, capsys):
     assert main(["eval", str(tmp_path / "missing")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_dataset_help_says_what_each_action_does(capsys):
+    assert main(["dataset", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "import-d4rl" in out and "Import a D4RL-layout HDF5 file" in out
+    assert "info" in out and "print a dataset's size" in out
+
+
+def test_annotator_links_point_where_the_run_is_served(tmp_path, capsys):
+    import json
+
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.web.app import record_address
+
+    (tmp_path / "config.json").write_text(json.dumps({"env": "toy:point-reach"}))
+    FeedbackStore(tmp_path).close()
+    assert main(["annotators", "add", "alice", "--run-dir", str(tmp_path)]) == 0
+    assert "http://127.0.0.1:8000/compare?token=" in capsys.readouterr().out
+    record_address(tmp_path, "http://127.0.0.1:8123")  # what `prefrl serve --port 8123` does
+    assert main(["annotators", "list", "--run-dir", str(tmp_path)]) == 0
+    assert "alice: http://127.0.0.1:8123/compare?token=" in capsys.readouterr().out

@@ -25,6 +25,7 @@ from prefrl.feedback.teachers import TeacherConfig
 from prefrl.loops.offline import OfflineConfig
 from prefrl.reward.base import load_reward_model
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
 
@@ -133,6 +134,57 @@ def test_d4rl_import_drops_timeout_steps_like_qlearning_dataset(tmp_path):
         f["observations"] = obs
     with pytest.raises(ValueError, match=r"lacks the D4RL key\(s\) \['actions'"):
         import_d4rl_hdf5(tmp_path / "bad.hdf5", "toy:point-reach")
+
+
+def test_d4rl_import_refuses_what_is_not_hdf5_nan_and_sizes_of_another_env(tmp_path):
+    (tmp_path / "text.hdf5").write_text("not an HDF5 file")
+    with pytest.raises(ValueError, match="text.hdf5 is not an HDF5 file"):
+        import_d4rl_hdf5(tmp_path / "text.hdf5", "toy:point-reach")
+    rng = np.random.default_rng(0)
+
+    def write(name, obs_dim=4, nan_row=None):
+        obs = rng.normal(size=(20, obs_dim)).astype(np.float32)
+        if nan_row is not None:
+            obs[nan_row, 1] = np.nan
+        with h5py.File(tmp_path / name, "w") as f:
+            f["observations"], f["actions"] = obs, np.zeros((20, 2), np.float32)
+            f["rewards"], f["terminals"] = np.zeros(20, np.float32), np.zeros(20, bool)
+            f["timeouts"] = np.zeros(20, bool)
+        return tmp_path / name
+
+    with pytest.raises(ValueError, match="observations holds NaN or inf in 1 row.*row 7"):
+        import_d4rl_hdf5(write("nan.hdf5", nan_row=7), "toy:point-reach", dims=(4, 2))
+    with pytest.raises(
+        ValueError, match="observations have 5 values per step; Hopper-v5's have 11"
+    ):
+        import_d4rl_hdf5(write("wide.hdf5", obs_dim=5), "Hopper-v5", dims=(11, 3))
+    assert len(import_d4rl_hdf5(write("ok.hdf5"), "toy:point-reach", dims=(4, 2))) == 19
+
+
+def test_dataset_queries_never_pair_a_segment_with_itself_and_warn_of_a_small_pool(capsys):
+    data = synthetic(n_episodes=2, length=12)  # 12-step episodes: few 10-step segments
+    queries = sample_queries(data, 50, length=10, seed=0)
+    assert np.all(queries.start_left != queries.start_right)
+    assert "possible 10-step segments for 50 pairs" in capsys.readouterr().err
+    sample_queries(synthetic(), 10, length=10, seed=0)
+    assert capsys.readouterr().err == ""
+
+
+def test_offline_steps_are_one_setting_and_eval_names_what_it_takes(tmp_path, capsys):
+    from prefrl.agents.iql import IQLConfig
+    from prefrl.loops.offline import OfflineConfig
+    from prefrl.loops.rl import load_policy
+
+    assert main(["offline", "--steps", "2000", "--iql.steps", "5000"]) == 2
+    assert "--iql.steps is not a setting of its own" in capsys.readouterr().err
+    # What the run records is what IQL takes.
+    assert OfflineConfig(dataset=tmp_path, steps=2000, iql=IQLConfig(steps=5)).iql.steps == 2000
+    ckpt = tmp_path / "run" / "checkpoints" / "step_000001000"
+    ckpt.mkdir(parents=True)
+    (ckpt / "agent.msgpack").write_bytes(b"")
+    (tmp_path / "run" / "config.json").write_text(json.dumps({"dataset": "d"}))
+    with pytest.raises(ValueError, match="offline \\(IQL\\) run's checkpoint: prefrl eval"):
+        load_policy(ckpt)
 
 
 # ------------------------------------------------------------------------------------ queries
@@ -272,6 +324,70 @@ def test_iql_prefers_the_rewarded_actions_of_the_data():
     )
 
 
+def test_a_stopped_fit_saves_at_an_epoch_boundary_and_goes_on_as_if_never_stopped(tmp_path):
+    from prefrl.reward.segment_models import FitStopped
+
+    data = synthetic(n_episodes=8, length=30)
+    prefs = label_queries(sample_queries(data, 64, length=8, seed=2), data, TeacherConfig())
+    prefs = prefs.preference_data(data)
+    cfg = SegmentRewardConfig(kind="nmr", epochs=6, batch_size=16)
+
+    def model():
+        return SegmentRewardModel(cfg, data.obs_dim, data.action_dim, seq_len=8, seed=0)
+
+    straight = model()
+    want = straight.fit(prefs)
+    stopped, epochs = model(), []
+    with pytest.raises(FitStopped, match="after epoch 3 of 6"):
+        stopped.fit(prefs, lambda e, _: epochs.append(e), lambda: len(epochs) >= 3, tmp_path)
+    got = stopped.fit(prefs, lambda e, _: epochs.append(e), None, tmp_path)
+    assert epochs == [1, 2, 3, 4, 5, 6]
+    assert got["reward/best_epoch"] == want["reward/best_epoch"]
+    for a, b in zip(jax.tree.leaves(straight.params), jax.tree.leaves(stopped.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path, monkeypatch):
+    import contextlib
+
+    from prefrl.loops import offline
+
+    data = synthetic(n_episodes=20, length=50, obs_dim=6, action_dim=2)
+    data.save(tmp_path / "ds")
+    queries = label_queries(sample_queries(data, 64, length=10, seed=1), data, TeacherConfig())
+    queries.save(tmp_path / "q.json")
+
+    class StopAfter:  # Ctrl-C, as the stop flag sees it: during the third epoch
+        def __init__(self, reads):
+            self.reads = reads
+
+        @property
+        def requested(self):
+            self.reads -= 1
+            return self.reads < 0
+
+        @requested.setter
+        def requested(self, value):
+            pass
+
+    monkeypatch.setattr(offline, "graceful_stop", lambda: contextlib.nullcontext(StopAfter(3)))
+    config = OfflineConfig(
+        dataset=tmp_path / "ds", labels=tmp_path / "q.json", reward="nmr", steps=1000,
+        steps_per_call=500, eval_interval=500, checkpoint_interval=500, eval_episodes=1,
+        video=False, runs_dir=tmp_path / "runs", name="r", progress=False,
+        reward_model=SegmentRewardConfig(epochs=5, batch_size=16),
+    )  # fmt: skip
+    result = offline.train_offline(config)
+    run = result.run_dir
+    assert result.stopped and latest_checkpoint(run) is not None
+    assert (run / "reward_fit" / "fit_state.json").exists() and not (run / "rewards.npy").exists()
+    monkeypatch.undo()
+    resumed = offline.train_offline(dataclasses.replace(config, resume=run))
+    assert not resumed.stopped and resumed.steps == 1000 and (run / "rewards.npy").exists()
+    fit_rows = [r for r in read_metrics(run) if "reward_fit/train_loss" in r]
+    assert len(fit_rows) == 5  # every epoch once: the fit went on where it stopped
+
+
 # ------------------------------------------------------------------------------------ the CLI
 def test_offline_cli_end_to_end(tmp_path, capsys):
     data = synthetic(n_episodes=20, length=50, obs_dim=6, action_dim=2)  # toy:point-reach's sizes
@@ -407,7 +523,7 @@ def test_collect_datasets_from_a_sac_run(tmp_path):
 def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
     """`--teacher web` makes a labelling run whose clips render from the dataset's states; the
     answers come back as a query file (unanswered queries left out)."""
-    from prefrl.feedback.store import FeedbackStore
+    from prefrl.feedback.store import FeedbackStore, run_uid
     from prefrl.loops.datasets import rollouts
     from prefrl.render.clips import ClipRenderer, render_pending
 
@@ -423,7 +539,7 @@ def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
     assert f"prefrl serve {run}" in capsys.readouterr().out
     queries = DatasetQueries.load(q)
     with FeedbackStore(run) as store:
-        run_id = store.run_id(run.uid)
+        run_id = store.run_id(run_uid(run))
         open_queries = store.open_queries(run_id)
         assert [x.key for x in open_queries] == [0, 1, 2, 3, 4]
         left, _ = store.query_pairs(run, [open_queries[2].id])

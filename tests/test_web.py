@@ -33,7 +33,7 @@ def run(tmp_path):
     """A run directory whose store holds 6 queries of real toy-env segments."""
     run_dir = tmp_path / "run-web"
     run_dir.mkdir()
-    (run_dir / "config.json").write_text(json.dumps({"env": ENV, "store": None}))
+    (run_dir / "config.json").write_text(json.dumps({"env": ENV, "store": None, "steps": 1000}))
     segs = rollout_segments()
     with FeedbackStore(run_dir) as store:
         run_id = store.run_id(run_dir.name, env=ENV)
@@ -193,7 +193,7 @@ def test_side_by_side_pair_videos_for_the_terminal(run):
         label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("r\n"), out=out,
                           open_clips=False, side_by_side=True, max_labels=1)  # fmt: skip
     renderer.close()
-    assert f"pair {newest.id}\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
+    assert f"pairs left: 3\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
     with av.open(str(run.run_dir / pair_clip(newest.id))) as f:
         frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
     assert len(frames) == 10 and frames[0].shape == (64, 64 * 2 + 8, 3)

@@ -603,6 +603,12 @@ def _print_dataset(data) -> None:
 def cmd_offline(args: list[str]) -> int:
     from prefrl.loops.offline import OfflineConfig, train_offline
 
+    given = [a.split("=")[0] for a in args]
+    if "--iql.steps" in given:
+        raise ValueError(
+            "--iql.steps is not a setting of its own here: IQL takes --steps steps (which also "
+            "set its actor's schedule); use --steps"
+        )
     config = _parse_config(
         OfflineConfig,
         OFFLINE_PRESETS,

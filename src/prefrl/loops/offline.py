@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +24,12 @@ from prefrl.feedback.dataset_queries import DatasetQueries
 from prefrl.loops.common import Cadence, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward.base import pearson
-from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+from prefrl.reward.segment_models import (
+    FitStopped,
+    SegmentRewardConfig,
+    SegmentRewardModel,
+    scale_rewards,
+)
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
@@ -87,12 +93,8 @@ class OfflineConfig:
                     f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
                     "expected a positive integer"
                 )
-        if self.iql.steps not in (self.steps, IQLConfig.steps):
-            raise ValueError(
-                f"--iql.steps={self.iql.steps} and --steps={self.steps} differ: the run's IQL "
-                "steps are --steps (they set the actor's schedule too); drop --iql.steps"
-            )
-        # The config written to the run says the steps IQL takes.
+        # IQL takes `steps` steps (its actor's schedule too): the config written to the run says
+        # so, whatever `iql.steps` held (`prefrl offline --iql.steps` is refused by the CLI).
         object.__setattr__(self, "iql", dataclasses.replace(self.iql, steps=self.steps))
         for name in ("steps", "eval_interval", "checkpoint_interval", "video_interval"):
             if getattr(self, name) % self.steps_per_call:
@@ -168,6 +170,13 @@ def load_labelled_queries(path: Path, dataset: OfflineDataset) -> DatasetQueries
     return queries
 
 
+FIT_DIR = "reward_fit"
+
+
+class Stopped(Exception):
+    """Ctrl-C or `kill` while the reward model was fitted or the dataset relabelled."""
+
+
 class _Loop:
     def __init__(self, config: OfflineConfig, run_dir: Path, inputs=None):
         self.config, self.run_dir = config, run_dir
@@ -186,9 +195,13 @@ class _Loop:
         self.reward_metrics: dict = {}
 
     # ------------------------------------------------------------------ rewards
-    def rewards(self, progress: TrainingProgress, metrics: MetricsLogger) -> np.ndarray:
+    def rewards(
+        self, progress: TrainingProgress, metrics: MetricsLogger, should_stop
+    ) -> np.ndarray:
         """The dataset's rewards for IQL: fitted and relabelled once per run (kept in the run
-        directory), then scaled."""
+        directory), then scaled. Ctrl-C or `kill` (`should_stop`) stops the fit at an epoch
+        boundary (saved in reward_fit/) or the relabelling, raising `Stopped`; the resumed run
+        goes on from there."""
         cfg, ds = self.config, self.dataset
         if cfg.reward == "true":
             if cfg.true_like_learned:
@@ -203,6 +216,38 @@ class _Loop:
         if path.exists() and info_path.exists():
             self.reward_metrics = json.loads(info_path.read_text())
             return self._scaled(np.load(path))
+        fit_path, model_path = self.run_dir / "reward_fit.json", self.run_dir / "reward_model"
+        if fit_path.exists():  # fitted before a stop during the relabelling
+            model, fit = SegmentRewardModel.load(model_path), json.loads(fit_path.read_text())
+        else:
+            model, fit = self._fit(progress, metrics, should_stop)
+            model.save(model_path)
+            write_json(fit_path, fit)
+            shutil.rmtree(self.run_dir / FIT_DIR, ignore_errors=True)
+        progress.say(f"relabelling {len(ds)} transitions")
+
+        def on_chunk(done, total):
+            if should_stop():
+                raise Stopped(f"stopped while relabelling ({done:,} of {total:,} transitions)")
+
+        learned = model.relabel(ds, progress=on_chunk)
+        scaled = self._scaled(learned)
+        self.reward_metrics = {
+            **fit,
+            # of the rewards IQL gets: with an offset, long episodes gain or lose by length
+            "reward/episode_return_correlation": pearson(
+                ds.episode_returns(), ds.episode_returns(scaled)
+            ),
+            "reward/step_correlation": pearson(ds.rewards, learned),
+            "reward/scaled_mean": float(scaled.mean()),
+        }
+        metrics.log(0, self.reward_metrics)
+        np.save(path, learned)
+        write_json(info_path, self.reward_metrics)
+        return scaled
+
+    def _fit(self, progress, metrics, should_stop):
+        cfg, ds = self.config, self.dataset
         model_cfg = dataclasses.replace(cfg.reward_model, kind=cfg.reward)
         model = SegmentRewardModel(
             model_cfg, ds.obs_dim, ds.action_dim, self.queries.length, cfg.seed
@@ -219,24 +264,11 @@ class _Loop:
                 shown = ", ".join(f"{k} {v:.3f}" for k, v in row.items() if k != "epoch")
                 progress.say(f"  epoch {epoch}: {shown}")
 
-        fit = model.fit(data, progress=on_epoch)
-        model.save(self.run_dir / "reward_model")
-        progress.say(f"relabelling {len(ds)} transitions")
-        learned = model.relabel(ds)
-        scaled = self._scaled(learned)
-        self.reward_metrics = {
-            **fit,
-            # of the rewards IQL gets: with an offset, long episodes gain or lose by length
-            "reward/episode_return_correlation": pearson(
-                ds.episode_returns(), ds.episode_returns(scaled)
-            ),
-            "reward/step_correlation": pearson(ds.rewards, learned),
-            "reward/scaled_mean": float(scaled.mean()),
-        }
-        metrics.log(0, self.reward_metrics)
-        np.save(path, learned)
-        write_json(info_path, self.reward_metrics)
-        return scaled
+        try:
+            fit = model.fit(data, on_epoch, should_stop, self.run_dir / FIT_DIR)
+        except FitStopped as e:
+            raise Stopped(str(e)) from None
+        return model, fit
 
     def _scaled(self, learned: np.ndarray) -> np.ndarray:
         """A learned reward as IQL gets it: centred (by default), scaled, plus 0.5."""
@@ -297,7 +329,13 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
     cadence = Cadence(loop, metrics, progress, title=f"IQL ({cfg.reward} reward) on {cfg.dataset}")
     with progress, graceful_stop() as stop:
         ds = loop.dataset
-        rewards = loop.rewards(progress, metrics)
+        try:
+            rewards = loop.rewards(progress, metrics, lambda: stop.requested)
+        except (Stopped, KeyboardInterrupt) as e:
+            progress.say(f"{str(e) or 'stopped at once'}; the run resumes from there")
+            loop.save()  # (IQL has not begun: the checkpoint lets --resume find the run)
+            stop.requested = True
+            return OfflineResult(loop.run_dir, loop.step, *[float("nan")] * 3, {}, True)
         data = IQL.to_device(
             ds.observations, ds.actions, rewards, ds.next_observations, ds.terminals
         )

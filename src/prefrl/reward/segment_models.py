@@ -165,10 +165,20 @@ class SegmentRewardModel(RewardModel):
         return right - left
 
     # ------------------------------------------------------------------------------- training
-    def fit(self, data: PreferenceData, progress=None) -> dict[str, float]:
+    def fit(
+        self,
+        data: PreferenceData,
+        progress=None,
+        should_stop=None,
+        state_dir: Path | None = None,
+    ) -> dict[str, float]:
         """Train from scratch on the labelled pairs; keep the epoch with the lowest validation
         loss (the last epoch when nothing is held out). `progress(epoch, metrics)` is called
-        after each epoch."""
+        after each epoch.
+
+        Stoppable: when `should_stop()` turns true, the fit ends at the next epoch boundary,
+        saves where it stands to `state_dir` and raises `FitStopped`; called again with the
+        same `state_dir` (and data), it goes on from that epoch, as if never stopped."""
         t0 = time.perf_counter()
         arrays = data.arrays()
         length = arrays["obs_left"].shape[1]
@@ -219,7 +229,15 @@ class SegmentRewardModel(RewardModel):
         best = (np.inf, params, 0)
         history = []
         key = jax.random.key(self.seed + 1)
-        for epoch in range(1, cfg.epochs + 1):
+        first = 1
+        if state_dir is not None and (Path(state_dir) / FIT_STATE).is_file():
+            params, opt_state, best, history, key, first = _load_fit_state(
+                Path(state_dir), params, opt_state, rng
+            )
+        for epoch in range(first, cfg.epochs + 1):
+            if should_stop is not None and should_stop() and state_dir is not None:
+                _save_fit_state(Path(state_dir), params, opt_state, best, history, key, rng, epoch)
+                raise FitStopped(epoch - 1, cfg.epochs)
             order = rng.permutation(train_idx)
             losses = []
             for start in range(0, len(order), b):
@@ -379,6 +397,41 @@ class SegmentRewardModel(RewardModel):
         )
         model.best_epoch = meta["best_epoch"]
         return model
+
+
+FIT_STATE = "fit_state.json"
+
+
+class FitStopped(Exception):
+    """A fit stopped at an epoch boundary (its state saved), asked to by `should_stop`."""
+
+    def __init__(self, epochs_done: int, epochs: int):
+        super().__init__(f"the fit stopped after epoch {epochs_done} of {epochs}")
+        self.epochs_done, self.epochs = epochs_done, epochs
+
+
+def _save_fit_state(folder: Path, params, opt_state, best, history, key, rng, epoch) -> None:
+    """Everything the epoch loop carries, so that a resumed fit is the same fit."""
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {"params": params, "opt_state": opt_state, "best_params": best[1],
+              "key": jax.random.key_data(key)}  # fmt: skip
+    with atomic_write(folder / "fit_state.msgpack", "wb") as f:
+        f.write(flax.serialization.to_bytes(jax.device_get(arrays)))
+    meta = {"next_epoch": epoch, "best_loss": float(best[0]), "best_epoch": best[2],
+            "history": history, "rng": rng.bit_generator.state}  # fmt: skip
+    with atomic_write(folder / FIT_STATE, "w") as f:  # (last: it marks the state complete)
+        f.write(json.dumps(meta))
+
+
+def _load_fit_state(folder: Path, params, opt_state, rng):
+    meta = json.loads((folder / FIT_STATE).read_text())
+    template = {"params": params, "opt_state": opt_state, "best_params": params,
+                "key": jax.random.key_data(jax.random.key(0))}  # fmt: skip
+    arrays = flax.serialization.from_bytes(template, (folder / "fit_state.msgpack").read_bytes())
+    rng.bit_generator.state = meta["rng"]
+    best = (meta["best_loss"], arrays["best_params"], meta["best_epoch"])
+    key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))
+    return arrays["params"], arrays["opt_state"], best, meta["history"], key, meta["next_epoch"]
 
 
 def scale_rewards(
