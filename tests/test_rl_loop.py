@@ -64,6 +64,7 @@ def test_run_directory_holds_everything(trained):
         "agent.msgpack",
         "buffer.npz",
         "config.json",
+        "manifest.json",
         "loop.json",
     }
     assert len(ReplayBuffer.load(ckpt / "buffer.npz")) == 3000
