@@ -95,17 +95,35 @@ def _labelled_pairs_match_the_store(run_dir) -> int:
     return len(stored)
 
 
-def test_segments_cut_after_a_resume_never_take_the_ids_of_stored_ones(tmp_path):
+SCHEDULE = ScheduleConfig(budget=100, session_size=20, interval=300)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 600-step run (checkpoints at 300 and 600, 40 labels asked at 300 and 600) that each
+    test copies: a copied run directory is a whole run (its store key is in run.json)."""
+    return train_online(_config(tmp_path_factory.mktemp("trained"), steps=600,
+                                schedule=SCHEDULE)).run_dir  # fmt: skip
+
+
+def _copy(run, tmp_path, name="run"):
+    return shutil.copytree(run, tmp_path / name)
+
+
+def _resume(tmp_path, run, steps):
+    return train_online(_config(tmp_path, name=run.name, steps=steps, schedule=SCHEDULE,
+                                resume=run))  # fmt: skip
+
+
+def test_segments_cut_after_a_resume_never_take_the_ids_of_stored_ones(trained, tmp_path):
     """A crash after a checkpoint: the segments the store received after it keep their ids, so
     the resumed run must cut new segments under new ids, or new labels land on old clips."""
-    schedule = ScheduleConfig(budget=100, session_size=20, interval=300)
-    first = train_online(_config(tmp_path, steps=900, schedule=schedule))
-    # The crash: the last checkpoint (step 900) is lost; the store holds the pairs asked at 900.
-    shutil.rmtree(checkpoints(first.run_dir)[0])
-    assert json.loads((latest_checkpoint(first.run_dir) / "loop.json").read_text())["step"] == 600
-    resumed = train_online(_config(tmp_path, steps=1500, schedule=schedule, resume=first.run_dir))
-    assert resumed.step == 1500
-    assert _labelled_pairs_match_the_store(first.run_dir) == 100
+    run = _copy(trained, tmp_path)
+    # The crash: the last checkpoint (step 600) is lost; the store holds the pairs asked at 600.
+    shutil.rmtree(checkpoints(run)[0])
+    assert json.loads((latest_checkpoint(run) / "loop.json").read_text())["step"] == 300
+    assert _resume(tmp_path, run, 1200).step == 1200
+    assert _labelled_pairs_match_the_store(run) == 80
 
 
 def _damage(path, how):
@@ -128,59 +146,59 @@ def _damage(path, how):
     ],
 )
 def test_resume_goes_back_to_the_newest_whole_checkpoint_and_says_what_was_damaged(
-    tmp_path, capsys, name, how
+    trained, tmp_path, capsys, name, how
 ):
-    run = train_online(_config(tmp_path, steps=600)).run_dir
+    run = _copy(trained, tmp_path)
     newest = checkpoints(run)[0]
     _damage(newest / name, how)
-    resumed = train_online(_config(tmp_path, steps=900, resume=run))
+    resumed = _resume(tmp_path, run, 600)
     out = capsys.readouterr().out
     assert f"checkpoint {newest.name} is damaged" in out and name in out
     assert "resumed from step_000000300" in out
-    assert resumed.step == 900 and (newest.parent / f"{newest.name}.damaged").is_dir()
+    assert resumed.step == 600 and (newest.parent / f"{newest.name}.damaged").is_dir()
     assert len((run / "sessions.jsonl").read_text().splitlines()) == 2
 
 
-def test_a_run_whose_every_checkpoint_is_damaged_is_left_as_it_was(tmp_path):
-    run = train_online(_config(tmp_path, steps=600)).run_dir
+def test_a_run_whose_every_checkpoint_is_damaged_is_left_as_it_was(trained, tmp_path):
+    run = _copy(trained, tmp_path)
     for ckpt in checkpoints(run):
         _damage(ckpt / "agent.msgpack", "truncated")
     before = {p: (run / p).read_bytes() for p in ("config.json", "sessions.jsonl")}
     with pytest.raises(FileNotFoundError, match="every checkpoint is damaged") as e:
-        train_online(_config(tmp_path, steps=900, resume=run))
+        _resume(tmp_path, run, 900)
     assert "step_000000600: agent.msgpack has" in str(e.value)
     assert "--load-labels" in str(e.value)
     assert {p: (run / p).read_bytes() for p in before} == before
 
 
-def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(tmp_path, capsys):
-    run = train_online(_config(tmp_path, steps=600)).run_dir
+def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(
+    trained, tmp_path, capsys
+):
+    run = _copy(trained, tmp_path)
     shutil.rmtree(run / "checkpoints")  # as if killed before the first checkpoint
     with pytest.raises(FileExistsError, match="--resume"):
-        train_online(_config(tmp_path, steps=600))  # the name is taken: resume it
-    resumed = train_online(_config(tmp_path, steps=600, resume=run))
+        train_online(_config(tmp_path, steps=400))  # the name is taken: resume it
+    resumed = _resume(tmp_path, run, 400)
     assert "no checkpoint yet" in capsys.readouterr().out
-    assert resumed.step == 600
+    assert resumed.step == 400
     # The 40 questions asked before were not asked again, and the labels kept their segments.
     assert _labelled_pairs_match_the_store(run) == 40
 
 
-def test_a_renamed_run_keeps_its_store_record_and_a_lost_store_is_an_error(tmp_path):
-    run = train_online(_config(tmp_path, steps=600)).run_dir
-    moved = run.rename(tmp_path / "renamed")
+def test_a_renamed_run_keeps_its_store_record_and_a_lost_store_is_an_error(trained, tmp_path):
+    moved = _copy(trained, tmp_path, "renamed")
     info = run_info(moved)
     assert info.uid == run_uid(moved) != "renamed"
     with FeedbackStore(info.store, create=False) as store:
         assert len(export_labels(store, info.uid, moved)["labels"]) == 40
-    resumed = train_online(_config(tmp_path, name="renamed", steps=900, resume=moved))
-    assert resumed.labels == 60
+    assert _resume(tmp_path, moved, 600).labels == 40  # (already at its last step)
     (moved / "feedback.db").unlink()
     with pytest.raises(StoreError, match="no feedback store at .*feedback.db.*Put the file back"):
-        train_online(_config(tmp_path, name="renamed", steps=1200, resume=moved))
+        _resume(tmp_path, moved, 900)
 
 
-def test_importing_a_runs_own_export_adds_nothing(tmp_path):
-    run = train_online(_config(tmp_path, steps=600)).run_dir
+def test_importing_a_runs_own_export_adds_nothing(trained, tmp_path):
+    run = _copy(trained, tmp_path)
     uid = run_uid(run)
     with FeedbackStore(run, create=False) as store:
         doc = export_labels(store, uid, run)
