@@ -38,6 +38,9 @@ def run_renderer(
 ) -> None:
     """Render until killed or orphaned (or one pass with `once`). A failure is reported in the
     run directory, then raised."""
+    # pygame's SDL (classic-control rendering) otherwise turns SIGTERM into a quit event that
+    # nobody reads, and the renderer would outlive the `terminate` of whoever started it.
+    os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")
     parent = parent or os.getppid()
     try:
         with FeedbackStore(store_target, create=False) as store:
@@ -108,7 +111,10 @@ class RendererSupervisor:
         self._stop.set()
         if self.process.is_alive():
             self.process.terminate()
-            self.process.join(timeout=10)
+            self.process.join(timeout=5)
+        if self.process.is_alive():  # (stuck in a library call that ignores SIGTERM)
+            self.process.kill()
+            self.process.join(timeout=5)
 
     def pid(self) -> int | None:
         return self.process.pid

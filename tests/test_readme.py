@@ -1,0 +1,173 @@
+"""The README's "Teach it yourself" commands, run as written (with a short --steps) on the env
+they name: a real Chromium labels the first session through the page the trainer serves, and
+the terminal labeller answers through a pseudo-terminal, until the trainer has used the labels.
+The commands are read from the README, so the test follows it when it changes."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import free_port, launch_chromium
+
+from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.rundir.metrics import read_metrics
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SHORT = ["--steps", "1300", "--no-progress", "--poll-seconds", "0.2"]
+FIRST_SESSION = 20  # the quickstart preset's session size
+
+
+def section_commands(title: str = "## Teach it yourself") -> list[str]:
+    """The `prefrl ...` lines of the section's bash blocks, without their comments."""
+    text = README.read_text()
+    start = text.index(title)
+    body = text[start : text.find("\n## ", start + len(title))]
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", body, re.DOTALL):
+        lines += [x.split("  #")[0].strip() for x in block.splitlines()]
+    return [x for x in lines if x.startswith("prefrl ")]
+
+
+def readme_command(command: str, *flags: str, without: tuple[str, ...] = ()) -> list[str]:
+    """The one README command `prefrl COMMAND` holding `flags` and none of `without`, as
+    arguments after `prefrl`."""
+    found = [
+        args
+        for args in map(shlex.split, section_commands())
+        if args[1] == command and all(f in args for f in flags)
+        and not any(w in args for w in without)
+    ]  # fmt: skip
+    assert len(found) == 1, f"the README's Teach-it-yourself section has {found} for {command}"
+    return found[0][1:]
+
+
+def prefrl(args: list[str], **kw) -> subprocess.Popen:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen([sys.executable, "-m", "prefrl", *args], env=env, **kw)
+
+
+def start_trainer(args: list[str], tmp_path: Path, extra: list[str]) -> subprocess.Popen:
+    log = open(tmp_path / "trainer.log", "wb")  # noqa: SIM115 (the child writes it)
+    return prefrl([*args, *SHORT, "--runs-dir", str(tmp_path), "--name", "run", *extra],
+                  stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def trainer_output(tmp_path: Path) -> str:
+    return (tmp_path / "trainer.log").read_text(errors="replace")
+
+
+def finish(trainer: subprocess.Popen, tmp_path: Path, source: str) -> None:
+    """The trainer trains on the first session's labels to its last step and ends well."""
+    try:
+        assert trainer.wait(timeout=600) == 0, trainer_output(tmp_path)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    run = tmp_path / "run"
+    fits = [r for r in read_metrics(run) if "feedback/labels" in r]
+    assert fits and fits[0]["step"] == 1000 and fits[0]["feedback/labels"] == FIRST_SESSION
+    with FeedbackStore(run, create=False) as store:
+        labels = store.labels(store.run_id(run_uid(run)))
+    assert len(labels) >= FIRST_SESSION and {x.source for x in labels} == {source}
+    out = trainer_output(tmp_path)
+    assert "Waiting for your first 20 labels" in out and "First labels in" in out
+
+
+def test_teach_it_in_the_browser_as_the_readme_says(tmp_path):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    port = free_port()
+    trainer = start_trainer(
+        readme_command("train", "--teacher", "web"), tmp_path, ["--web-port", str(port)]
+    )
+    try:
+        with sync_api.sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            page = browser.new_page()
+            deadline = time.time() + 300
+            while True:  # the trainer starts the server; it takes a while on a loaded machine
+                assert trainer.poll() is None, trainer_output(tmp_path)
+                try:
+                    page.goto(f"http://127.0.0.1:{port}/compare")
+                    break
+                except sync_api.Error:
+                    assert time.time() < deadline, "the labelling page never came up"
+                    time.sleep(1)
+            last = -1
+            for i in range(FIRST_SESSION):
+                page.wait_for_function(
+                    f"window.prefrlPair != null && window.prefrlPair !== {last}", timeout=300_000
+                )
+                status = page.locator("#status").text_content()
+                assert "making them" not in status and "Pairs left to label" in status
+                last = page.evaluate("window.prefrlPair")
+                page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight")
+            browser.close()
+        finish(trainer, tmp_path, "web")
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+
+
+def label_through_a_terminal(args: list[str], answers: int, timeout: float = 300) -> str:
+    """Run `prefrl label ...` on a pseudo-terminal; answer L or R to `answers` pairs, then quit:
+    Q at the next prompt, or Ctrl-C while it waits for a pair."""
+    master, slave = pty.openpty()
+    labeller = prefrl(args, stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    screen, given = b"", 0
+    deadline = time.time() + timeout
+    try:
+        while labeller.poll() is None and time.time() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    screen += os.read(master, 65536)
+                except OSError:  # the labeller closed the terminal
+                    break
+            if screen.count(b"better? [L]eft") > given:
+                os.write(master, b"q\n" if given == answers else (b"l\n", b"r\n")[given % 2])
+                given += 1
+            elif given == answers and screen.rsplit(b"saved:", 1)[-1].count(b"Waiting (Ctrl-C"):
+                labeller.send_signal(signal.SIGINT)
+                given += 1
+        assert time.time() < deadline, f"timed out: {screen.decode(errors='replace')}"
+        assert labeller.wait(timeout=60) == 0, screen.decode(errors="replace")
+    finally:
+        if labeller.poll() is None:
+            labeller.kill()
+        os.close(master)
+    assert given == answers + 1, screen.decode(errors="replace")
+    return screen.decode(errors="replace")
+
+
+def test_teach_it_in_the_terminal_as_the_readme_says(tmp_path):
+    trainer = start_trainer(readme_command("train", "--teacher", "terminal"), tmp_path, [])
+    run = tmp_path / "run"
+    try:
+        deadline = time.time() + 300
+        while not (run / "feedback.db").exists():
+            assert trainer.poll() is None and time.time() < deadline, trainer_output(tmp_path)
+            time.sleep(0.5)
+
+        def label(*flags, without=()):
+            args = readme_command("label", *flags, without=without)
+            return [str(run) if a == "runs/<run>" else a for a in args]
+
+        plain = label_through_a_terminal(label(without=("--side-by-side",)), FIRST_SESSION // 2)
+        assert "L: " in plain and "saved: left" in plain and "pairs left:" in plain
+        side = label_through_a_terminal(label("--side-by-side"), FIRST_SESSION // 2)
+        assert "saved: right" in side
+        finish(trainer, tmp_path, "terminal")
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
