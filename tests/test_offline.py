@@ -175,6 +175,14 @@ def test_offline_steps_are_one_setting_and_eval_names_what_it_takes(tmp_path, ca
     from prefrl.loops.offline import OfflineConfig
     from prefrl.loops.rl import load_policy
 
+    # A queries file holding a person's labels is never written over.
+    people = sample_queries(synthetic(), 4, length=10)
+    people = dataclasses.replace(people, labels=np.zeros(4, np.int64), source="human")
+    people.save(tmp_path / "human.json")
+    synthetic().save(tmp_path / "ds")
+    args = ["dataset", "queries", str(tmp_path / "ds"), "--out", str(tmp_path / "human.json")]
+    assert main(args) == 2
+    assert "holds 4 labels given by people" in capsys.readouterr().err
     assert main(["offline", "--steps", "2000", "--iql.steps", "5000"]) == 2
     assert "--iql.steps is not a setting of its own" in capsys.readouterr().err
     # What the run records is what IQL takes.
@@ -467,6 +475,9 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     assert abs(logged[0]["reward/scaled_mean"] - 0.5) < 1e-4
     with pytest.raises(ValueError, match="--true-like-learned treats the true reward"):
         OfflineConfig(reward="mr", true_like_learned=True)
+    # Resumed at its last step: nothing to do, and its last evaluation is what it reports.
+    assert main(["offline", "--resume", str(run), "--no-progress"]) == 0
+    assert "after 2,000 steps: normalised score nan" not in capsys.readouterr().out
     # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
     before = np.load(run / "rewards.npy")
     assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0

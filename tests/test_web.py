@@ -134,6 +134,25 @@ def test_exposed_server_needs_a_token_and_annotators_get_different_pairs(run):
         assert {q["id"] for q in header["queries"]} == got[0]  # the same annotator keeps its own
 
 
+def test_a_closed_page_gives_its_pairs_back_and_an_empty_queue_says_why(run):
+    from fastapi.testclient import TestClient
+
+    _rendered(run)
+    with FeedbackStore(run.store) as store:
+        tokens = [store.add_annotator(name) for name in ("ana", "ben")]
+    with TestClient(create_app(run, require_token=True)) as client:
+        held = client.get(f"/api/next?n=6&token={tokens[0]}").json()
+        assert len(held["queries"]) == 6 and held["open"] == 6 and held["waiting"] is None
+        empty = client.get(f"/api/next?n=3&token={tokens[1]}").json()
+        assert empty["queries"] == [] and "being labelled by ana" in empty["waiting"]
+        # What the page sends as it closes (a beacon: the token in the address).
+        ids = [q["id"] for q in held["queries"]][:4]
+        gone = client.post(f"/api/release?token={tokens[0]}", json={"query_ids": ids})
+        assert gone.json() == {"released": 4}
+        assert len(client.get(f"/api/next?n=6&token={tokens[1]}").json()["queries"]) == 4
+        assert client.get("/favicon.ico").status_code == 200
+
+
 def test_terminal_labeller(run):
     _rendered(run)
     answers = io.StringIO("x\nl\n\ne\nq\n")
