@@ -161,6 +161,16 @@ def test_d4rl_import_refuses_what_is_not_hdf5_nan_and_sizes_of_another_env(tmp_p
     assert len(import_d4rl_hdf5(write("ok.hdf5"), "toy:point-reach", dims=(4, 2))) == 19
 
 
+def test_queries_of_another_dataset_of_the_same_env_are_refused():
+    queries = sample_queries(synthetic(seed=0), 10, length=10)
+    queries.check(synthetic(seed=0))  # the same data, however named
+    other = synthetic(seed=1)
+    with pytest.raises(ValueError, match="made on another dataset"):
+        queries.check(other)
+    with pytest.raises(ValueError, match="made on another dataset"):
+        label_queries(queries, other, TeacherConfig())
+
+
 def test_dataset_queries_never_pair_a_segment_with_itself_and_warn_of_a_small_pool(capsys):
     data = synthetic(n_episodes=2, length=12)  # 12-step episodes: few 10-step segments
     queries = sample_queries(data, 50, length=10, seed=0)

@@ -77,6 +77,16 @@ class OfflineDataset:
             self.timeouts[-1] = True
 
     # ------------------------------------------------------------------------------- structure
+    def fingerprint(self) -> str:
+        """A hash of the transitions (observations, actions, rewards, ends): the dataset's
+        identity, whatever its name or where it lies; queries record it (`DatasetQueries`)."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for a in (self.observations, self.actions, self.rewards, self.terminals, self.timeouts):
+            h.update(np.ascontiguousarray(a).tobytes())
+        return h.hexdigest()[:16]
+
     def __len__(self) -> int:
         return len(self.observations)
 

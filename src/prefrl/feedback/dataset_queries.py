@@ -60,11 +60,19 @@ class DatasetQueries:
         return len(self.start_left)
 
     def check(self, dataset: OfflineDataset) -> None:
-        """Refuse queries made for another env, or whose segments do not fit the dataset."""
+        """Refuse queries made for another env or another dataset (by its `fingerprint`, where
+        the queries recorded one), or whose segments do not fit the dataset."""
         if self.env_id != dataset.env_id:
             raise ValueError(
                 f"the queries were made on env {self.env_id!r} (dataset {self.dataset!r}); this "
                 f"dataset is {dataset.name!r} on {dataset.env_id!r}"
+            )
+        made_on = self.info.get("dataset_sha")
+        if made_on is not None and made_on != dataset.fingerprint():
+            raise ValueError(
+                f"the queries were made on another dataset ({self.dataset!r}, fingerprint "
+                f"{made_on}) than this one ({dataset.name!r}, {dataset.fingerprint()}): their "
+                "labels would land on unrelated segments. Sample queries on this dataset"
             )
         dataset.check_segments(self.start_left, self.length)
         dataset.check_segments(self.start_right, self.length)
@@ -188,7 +196,7 @@ def sample_queries(
         length=length,
         start_left=left,
         start_right=right,
-        info={"seed": seed},
+        info={"seed": seed, "dataset_sha": dataset.fingerprint()},
     )
 
 
@@ -351,7 +359,10 @@ def import_pt_labels(
         start_right=right,
         labels=np.asarray([mapping[int(x)] for x in raw], np.int8),
         source="pt-human",
-        info={"imported_from": [str(indices_left), str(indices_right), str(labels)]},
+        info={
+            "imported_from": [str(indices_left), str(indices_right), str(labels)],
+            "dataset_sha": dataset.fingerprint(),
+        },
     )
     queries.check(dataset)
     return queries
