@@ -535,10 +535,28 @@ def test_collect_datasets_from_a_sac_run(tmp_path):
     assert len(rand) == 120 and rand.timeouts[-1]  # cut mid-episode: ends there
     both = collect_dataset(run, "medium-expert", steps=200, medium_step=1000, reference_episodes=3)
     assert len(both) == 200 and both.info["medium_step"] == 1000
-    with pytest.raises(ValueError, match="no evaluated checkpoint there"):
+    with pytest.raises(ValueError, match="no checkpoint there"):
         collect_dataset(run, "medium", steps=10, medium_step=700)
     with pytest.raises(ValueError, match="dataset kind 'meduim' is invalid"):
         collect_dataset(run, "meduim")
+
+
+def test_the_medium_policy_is_chosen_among_every_kept_checkpoint(tmp_path, capsys):
+    """Checkpoints the SAC run kept but did not evaluate are evaluated, not passed over."""
+    from prefrl.loops.datasets import choose_medium
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    config = RLConfig(
+        env="toy:point-reach", steps=1500, warmstart_steps=500, eval_interval=1500,
+        eval_episodes=2, checkpoint_interval=500, keep_checkpoints=0, video=False,
+        progress=False, runs_dir=tmp_path, name="sparse-evals",
+    )  # fmt: skip
+    run = train_rl(config).run_dir
+    choice = choose_medium(run, random_return=-100.0, step=1000)
+    assert choice.step == 1000 and np.isfinite(choice.eval_return)
+    assert "evaluating 2 checkpoint(s) the run did not evaluate: steps [500, 1000]" in (
+        capsys.readouterr().out
+    )
 
 
 def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):

@@ -28,7 +28,7 @@ from prefrl.data import ReplayBuffer
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
 from prefrl.loops.rl import load_policy
-from prefrl.rundir.checkpoints import checkpoint_root, latest_checkpoint
+from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
 KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
@@ -50,30 +50,48 @@ def eval_returns(run_dir: Path) -> dict[int, float]:
     }
 
 
+def evaluate_checkpoint(ckpt: Path, episodes: int = 5, seed: int = 0) -> float:
+    """The mean deterministic return of a checkpoint's policy (for checkpoints the run kept but
+    did not evaluate)."""
+    from prefrl.loops.evaluate import evaluate, make_eval_envs
+
+    loaded = load_policy(ckpt)
+    envs = make_eval_envs(loaded.config.env, episodes, None)
+    params, sac = loaded.state.actor_params, loaded.sac
+    try:
+        result = evaluate(lambda obs: sac.act(params, obs, None, 0, deterministic=True), envs,
+                          seed=seed + 1_000_000, record=False)  # fmt: skip
+    finally:
+        for env in envs:
+            env.close()
+    return float(result.returns.mean())
+
+
 def choose_medium(run_dir: Path, random_return: float, step: int | None = None) -> MediumChoice:
     """The checkpoint whose evaluation return is nearest halfway from `random_return` to the
-    final one (or the one at `step`)."""
+    final one (or the one at `step`). Every checkpoint the run kept counts: those its run did
+    not evaluate are evaluated here."""
     run_dir = Path(run_dir)
     evals = eval_returns(run_dir)
     if not evals:
         raise ValueError(f"{run_dir} has no evaluations in metrics.jsonl; is it a SAC run?")
     final = evals[max(evals)]
-    ckpts = {
-        int(p.name.removeprefix("step_")): p
-        for p in checkpoint_root(run_dir).glob("step_*")
-        if p.is_dir() and not p.name.endswith(".tmp")
-    }
-    usable = {s: p for s, p in ckpts.items() if s in evals}
+    usable = {int(p.name.removeprefix("step_")): p for p in checkpoints(run_dir)}
+    missing = [s for s in sorted(usable) if s not in evals]
+    if missing:
+        print(f"evaluating {len(missing)} checkpoint(s) the run did not evaluate: steps "
+              f"{missing}", flush=True)  # fmt: skip
+        evals = {**evals, **{s: evaluate_checkpoint(usable[s]) for s in missing}}
     if step is not None:
         if step not in usable:
             raise ValueError(
-                f"--medium-step {step}: {run_dir} has no evaluated checkpoint there; it has "
+                f"--medium-step {step}: {run_dir} has no checkpoint there; it has "
                 f"{sorted(usable)}"
             )
         chosen = step
     else:
         if not usable:
-            raise ValueError(f"{run_dir} has no evaluated checkpoints")
+            raise ValueError(f"{run_dir} has no checkpoints")
         target = 0.5 * (random_return + final)
         chosen = min(usable, key=lambda s: abs(evals[s] - target))
         if abs(evals[chosen] - target) > 0.15 * abs(final - random_return):
@@ -81,8 +99,8 @@ def choose_medium(run_dir: Path, random_return: float, step: int | None = None) 
                 f"{run_dir} has checkpoints at steps {sorted(usable)} (returns "
                 f"{[round(evals[s], 1) for s in sorted(usable)]}), none near {target:.1f}, "
                 f"halfway from the random policy's {random_return:.1f} to the final "
-                f"{final:.1f}; checkpoint more often (--checkpoint-interval, --keep-checkpoints 0) "
-                "or pass --medium-step"
+                f"{final:.1f}; keep more checkpoints in the SAC run (--keep-checkpoints 0 keeps "
+                "every one) or pass --medium-step"
             )
     return MediumChoice(usable[chosen], chosen, evals[chosen], final)
 
