@@ -161,6 +161,17 @@ def test_d4rl_import_refuses_what_is_not_hdf5_nan_and_sizes_of_another_env(tmp_p
     assert len(import_d4rl_hdf5(write("ok.hdf5"), "toy:point-reach", dims=(4, 2))) == 19
 
 
+def test_held_out_pairs_share_no_segment_with_the_trained_ones():
+    data = synthetic(n_episodes=4, length=14)  # few distinct 10-step segments
+    queries = label_queries(sample_queries(data, 40, length=10), data, TeacherConfig())
+    cfg = SegmentRewardConfig(kind="mr", epochs=1, batch_size=8)
+    model = SegmentRewardModel(cfg, data.obs_dim, data.action_dim, seq_len=10, seed=0)
+    fit = model.fit(queries.preference_data(data))
+    usable = int((queries.labels != Label.SKIP).sum())
+    assert fit["reward/labels_val"] > 0
+    assert fit["reward/labels_train"] + fit["reward/labels_val"] < usable  # overlapping: left out
+
+
 def test_queries_of_another_dataset_of_the_same_env_are_refused():
     queries = sample_queries(synthetic(seed=0), 10, length=10)
     queries.check(synthetic(seed=0))  # the same data, however named

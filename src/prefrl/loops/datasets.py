@@ -85,8 +85,7 @@ def choose_medium(run_dir: Path, random_return: float, step: int | None = None) 
     if step is not None:
         if step not in usable:
             raise ValueError(
-                f"--medium-step {step}: {run_dir} has no checkpoint there; it has "
-                f"{sorted(usable)}"
+                f"--medium-step {step}: {run_dir} has no checkpoint there; it has {sorted(usable)}"
             )
         chosen = step
     else:

@@ -194,7 +194,13 @@ class SegmentRewardModel(RewardModel):
         rng = np.random.default_rng([self.seed, 5])
         perm = rng.permutation(usable)
         n_val = round(cfg.val_fraction * len(perm)) if len(perm) >= 10 else 0
-        val_idx, train_idx = np.sort(perm[:n_val]), perm[n_val:]
+        val_idx, train_idx = np.sort(perm[:n_val]), _apart(arrays, perm[n_val:], perm[:n_val])
+        if len(train_idx) == 0:
+            raise ValueError(
+                f"every training pair shares a segment with one of the {n_val} held-out pairs: "
+                "the queries come from too few distinct segments (sample them from more data, "
+                "or hold none out: --reward-model.val-fraction 0)"
+            )
         target = np.nan_to_num(LABEL_TARGET[labels], nan=0.5).astype(np.float32)
         keys = ("obs_left", "action_left", "obs_right", "action_right")
         device = {k: jnp.asarray(arrays[k], jnp.float32) for k in keys}
@@ -397,6 +403,21 @@ class SegmentRewardModel(RewardModel):
         )
         model.best_epoch = meta["best_epoch"]
         return model
+
+
+def _apart(arrays: dict, train: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """The training pairs that share no segment with a held-out pair: a segment seen in
+    training would flatter the validation accuracy (pairs drawn from a small pool repeat
+    segments). Segments are told apart by their observations and actions."""
+    if len(val) == 0:
+        return train
+
+    def key(side: str, i: int) -> bytes:
+        return arrays[f"obs_{side}"][i].tobytes() + arrays[f"action_{side}"][i].tobytes()
+
+    held = {key(side, i) for i in val for side in ("left", "right")}
+    keep = [i for i in train if key("left", i) not in held and key("right", i) not in held]
+    return np.asarray(keep, train.dtype)
 
 
 FIT_STATE = "fit_state.json"
