@@ -63,3 +63,17 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
     truncate_metrics(tmp_path, 20)
     assert [r["step"] for r in read_metrics(tmp_path)] == [10, 20]
+
+
+def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, monkeypatch):
+    from prefrl.rundir import progress
+
+    with progress.TrainingProgress(1000, 0) as bar:
+        bar.update(100, info="labels 20")
+        assert capsys.readouterr().out == ""  # at most one line per PLAIN_EVERY_S
+        monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)
+        bar.update(500, last_eval=-150.25)
+        bar.update(1000)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("step 500/1,000 (50%),") and "eval return -150.2" in lines[0]
+    assert "labels 20" in lines[0] and lines[-1].startswith("step 1,000/1,000 (100%)")

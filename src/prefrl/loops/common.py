@@ -137,6 +137,7 @@ def start_run(loop_factory, config, name: str):
         truncate_metrics(run_dir, loop.step)
     write_json(run_dir / "config.json", config_to_dict(config))
     record_session(run_dir)
+    print(f"run directory: {run_dir}", flush=True)
     return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
 
 

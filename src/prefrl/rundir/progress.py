@@ -1,7 +1,12 @@
-"""A rich progress bar for training: steps, steps/s, last evaluation return."""
+"""A rich progress bar for training: steps, steps/s, last evaluation return. Where the output is
+not a terminal (a log file, a job scheduler), a bar would show nothing until the end: plain
+lines are printed instead, every `PLAIN_EVERY_S` seconds."""
 
 from __future__ import annotations
 
+import time
+
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -11,12 +16,16 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+PLAIN_EVERY_S = 30.0
+
 
 class TrainingProgress:
     def __init__(
         self, total: int, start: int, enabled: bool = True, last_eval: float | None = None
     ):
         self.enabled = enabled
+        self.total = total
+        self.plain = enabled and not Console().is_terminal
         self._progress = Progress(
             TextColumn("[bold]training"),
             BarColumn(),
@@ -27,11 +36,13 @@ class TrainingProgress:
             TimeElapsedColumn(),
             TextColumn("eta"),
             TimeRemainingColumn(),
-            disable=not enabled,
+            disable=not enabled or self.plain,
         )
         self._task = self._progress.add_task(
             "train", total=total, completed=start, rate="-", eval=_fmt(last_eval), info=""
         )
+        self._last_line = (time.monotonic(), start)
+        self._eval, self._info = last_eval, ""
 
     def __enter__(self):
         self._progress.__enter__()
@@ -47,6 +58,9 @@ class TrainingProgress:
     def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
         if not self.enabled:
             return
+        if self.plain:
+            self._plain_line(step, last_eval, info)
+            return
         fields = {}
         task = self._progress.tasks[0]
         if task.speed:
@@ -56,6 +70,18 @@ class TrainingProgress:
         if info is not None:
             fields["info"] = info
         self._progress.update(self._task, completed=step, **fields)
+
+    def _plain_line(self, step: int, last_eval: float | None, info: str | None) -> None:
+        self._eval = last_eval if last_eval is not None else self._eval
+        self._info = info if info is not None else self._info
+        now, (then, then_step) = time.monotonic(), self._last_line
+        if now - then < PLAIN_EVERY_S and step < self.total:
+            return
+        rate = (step - then_step) / max(now - then, 1e-9)
+        info = f", {self._info}" if self._info else ""
+        print(f"step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), {rate:,.0f} "
+              f"steps/s, eval return {_fmt(self._eval)}{info}", flush=True)  # fmt: skip
+        self._last_line = (now, step)
 
 
 def _fmt(value: float | None) -> str:
