@@ -311,6 +311,11 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     with FeedbackStore(rating_run) as store:
         rated = store.ratings(store.run_id(run_uid(rating_run)))
         assert len(rated) == 12 and {who for _, _, who in rated} == {"scripted:return"}
+    assert rate_scripted(rating_run, "low-action") == 12  # a second rater replaces the first
+    with FeedbackStore(rating_run) as store:
+        rated = store.ratings(store.run_id(run_uid(rating_run)))
+        assert len(rated) == 12 and {who for _, _, who in rated} == {"scripted:low-action"}
+    assert rate_scripted(rating_run, "return") == 12
     result = finetune(
         FinetuneConfig(
             policy=run,

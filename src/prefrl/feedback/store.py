@@ -921,8 +921,8 @@ class FeedbackStore:
                     RatingRow.segment_id == segment_id, RatingRow.annotator_id == annotator_id
                 )
             )
-            if row is not None:
-                row.value = rating
+            if row is not None:  # (a second scripted rater replaces the first: its name too)
+                row.value, row.source = rating, source
                 return False
             s.add(
                 RatingRow(
