@@ -153,6 +153,18 @@ def test_a_closed_page_gives_its_pairs_back_and_an_empty_queue_says_why(run):
         assert client.get("/favicon.ico").status_code == 200
 
 
+def test_rating_page_says_when_segments_have_no_clip(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from prefrl.loops.finetune import make_rating_run
+
+    segs = random_segments(ENV, count=3, length=10)[:3]
+    run = run_info(make_rating_run(tmp_path / "bare", ENV, segs, [{}] * 3, None))  # no clips
+    with TestClient(create_app(run)) as client:
+        got = client.get("/api/rate/next").json()
+    assert got["segments"] == [] and got["without_clips"] == 3
+
+
 def test_terminal_labeller(run):
     _rendered(run)
     answers = io.StringIO("x\nl\n\ne\nq\n")
@@ -242,7 +254,8 @@ def test_rating_page_shows_siblings_as_a_family_in_chromium(tmp_path):
         page.wait_for_function(f"{count} == 3")
         assert "These 3 clips start from the same moment" in page.inner_text("#family")
         first = page.locator("#clips figure").first
-        first.locator("input").fill("90")
+        first.locator("input[type=number]").fill("90")
+        assert first.locator("input[type=range]").input_value() == "90"  # one rating, two views
         first.locator(".save").click()
         page.wait_for_function(f"{count} == 2")
         page.wait_for_timeout(300)  # the reload after a save brings no clip of another family

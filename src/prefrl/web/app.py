@@ -214,7 +214,12 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
         else:  # families are collected one after another, so they are contiguous in id order
             todo = [s for s in todo if infos[s].get("family") == family][:20]
         urls = clip_urls(todo, who[2])
-        return {"family": family, "segments": [{"id": s, "clip": urls[s]} for s in todo]}
+        without = 0
+        if not todo:  # (say why nothing is shown: segments collected without clips)
+            ids = store.segment_ids(run_id)
+            without = len(ids) - len(store.clips(ids))
+        return {"family": family, "segments": [{"id": s, "clip": urls[s]} for s in todo],
+                "without_clips": without}  # fmt: skip
 
     @app.post("/api/rating")
     def post_rating(body: RatingIn, who: Who) -> dict:

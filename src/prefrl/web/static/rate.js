@@ -14,10 +14,12 @@ function card(seg) {
   fig.dataset.segment = seg.id;
   fig.innerHTML = `<video muted playsinline loop autoplay preload="auto" src="${seg.clip}"></video>
     <input type="range" min="1" max="100" value="50" aria-label="rating">
-    <output>50</output> <button class="save">Save</button>
+    <input type="number" min="1" max="100" step="1" value="50" aria-label="rating (1-100)">
+    <button class="save">Save</button>
     <button class="listen" title="play this clip from the start with its sound">Listen</button>
     <span class="err"></span>`;
-  const range = fig.querySelector("input"), out = fig.querySelector("output");
+  const range = fig.querySelector("input[type=range]");
+  const box = fig.querySelector("input[type=number]");
   const v = fig.querySelector("video");
   // All clips loop muted; Listen plays one with its sound (the piano's), silencing the others.
   fig.querySelector(".listen").addEventListener("click", () => {
@@ -25,10 +27,12 @@ function card(seg) {
     v.currentTime = 0;
     v.play().catch(() => {});
   });
-  range.addEventListener("input", () => { out.textContent = range.value; });
+  // The slider and the number box show one rating: either sets it.
+  range.addEventListener("input", () => { box.value = range.value; });
+  box.addEventListener("input", () => { if (box.value !== "") range.value = box.value; });
   fig.querySelector(".save").addEventListener("click", async () => {
     const r = await fetch("/api/rating", { method: "POST", headers,
-      body: JSON.stringify({ segment_id: seg.id, rating: Number(range.value) }) });
+      body: JSON.stringify({ segment_id: seg.id, rating: box.value === "" ? null : Number(box.value) }) });
     const data = await r.json();
     if (!r.ok) { fig.querySelector(".err").textContent = data.detail; return; }
     rated += 1;
@@ -47,9 +51,13 @@ async function load() {
   familyEl.hidden = data.family === null || !grid.children.length;
   familyEl.textContent = `These ${grid.children.length} clips start from the same moment and ` +
     "differ only in what the agent did: rate them against each other.";
+  const unseen = data.without_clips
+    ? ` ${data.without_clips} segment(s) have no clip to show (collected with --clip-size 0): ` +
+      "collect them again with clips, or rate them with a scripted rater (prefrl rate)."
+    : "";
   statusEl.textContent = grid.children.length
     ? `Rated here: ${rated}.`
-    : `Rated here: ${rated}. Nothing left to rate; checking every 5 s.`;
+    : `Rated here: ${rated}. Nothing left to rate here.${unseen} Checking every 5 s.`;
   if (!grid.children.length) setTimeout(load, 5000);
 }
 load();
