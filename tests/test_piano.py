@@ -194,7 +194,7 @@ def test_midi_tools(tmp_path, capsys, song):
     assert "does not exist" in capsys.readouterr().err
 
 
-def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
+def test_piano_raters_and_the_cpl_workflow(tmp_path, song, capsys):
     """Pre-train on a song -> clips (with sound) from checkpoints x noise -> the F1 rater ->
     CPL -> evaluation of both policies with F1, as the README's RoboPianist workflow."""
     import dataclasses
@@ -259,8 +259,11 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song):
     result = finetune(FinetuneConfig(policy=run, ratings=rating_run, steps=10, eval_episodes=1,
                                      runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4)))  # fmt: skip
     assert np.isfinite(result.finetuned_returns).all()
+    # Fine-tuning and eval report the piano's own figure, key-press F1, beside the returns.
+    assert 0 <= result.metrics["eval/f1_mean"] <= 1 and 0 <= result.metrics["start/f1_mean"] <= 1
     assert main(["eval", str(run), str(result.run_dir), "--episodes", "1", "--render-size", "64",
                  "--video", str(tmp_path / "both.mp4")]) == 0  # fmt: skip
+    assert capsys.readouterr().out.count("f1_mean: ") == 2  # each policy's
     with av.open(str(tmp_path / "both.mp4")) as f:
         assert f.streams.audio[0].codec_context.channels == 2  # each policy on its side
 

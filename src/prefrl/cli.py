@@ -752,6 +752,10 @@ def cmd_finetune(args: list[str]) -> int:
             label, f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}", f"{r.max():.1f}"
         )
     Console().print(table)
+    for key, value in result.metrics.items():  # the env's own figures (the piano's F1)
+        name = key.removeprefix("eval/")
+        if key.startswith("eval/") and f"start/{name}" in result.metrics:
+            print(f"{name}: original {result.metrics[f'start/{name}']:.3f}, fine-tuned {value:.3f}")
     _print_cpl_end(result.metrics, "original policy", result.run_dir)
     return 0
 
@@ -930,6 +934,8 @@ def _print_eval(results, names: list[str], title: str) -> None:
         r = result.returns
         prefix = f"{name}: " if len(results) > 1 else ""
         print(f"{prefix}evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
+        for key, value in result.extra.items():  # the env's own figures (the piano's key-press F1)
+            print(f"{prefix}{key.removeprefix('eval/')}: {value:.3f}")
 
 
 COMMANDS = {  # name -> (handler, one-line description)

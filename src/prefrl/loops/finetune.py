@@ -309,18 +309,18 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
     envs = make_eval_envs(loaded.config.env, config.eval_episodes, None)
     seed = config.seed + 2_000_000
 
-    def returns(params):
-        return evaluate(
-            lambda o: sac.act(params, o, None, 0, deterministic=True), envs, seed
-        ).returns
+    def evaluated(params):
+        return evaluate(lambda o: sac.act(params, o, None, 0, deterministic=True), envs, seed)
 
-    start = returns(original)
+    start_eval = evaluated(original)  # (with the env's own figures: the piano's key-press F1)
+    start = start_eval.returns
     metrics.log(0, {"eval/return_mean": float(start.mean()), "eval/return_std": float(start.std())})
     params = train_cpl(
         cpl, original, original, data, train, val, config.steps, config.log_interval,
         rng, metrics, on_nan=lambda p, step: save_actor(run_dir, loaded, p, step),
     )  # fmt: skip
-    final = returns(params)
+    final_eval = evaluated(params)
+    final = final_eval.returns
     for env in envs:
         env.close()
     summary = {
@@ -331,6 +331,8 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
         "finetuned_returns": final.tolist(),
         "pairs": len(train) + len(val),
         **provenance,
+        **final_eval.extra,
+        **{f"start/{k.removeprefix('eval/')}": v for k, v in start_eval.extra.items()},
     }
     summary.update(pair_summary(cpl, original, params, data, train, val))
     metrics.log(config.steps, {k: v for k, v in summary.items() if isinstance(v, float)})
