@@ -171,3 +171,75 @@ def test_teach_it_in_the_terminal_as_the_readme_says(tmp_path):
     finally:
         if trainer.poll() is None:
             trainer.kill()
+
+
+def run_readme(args: list[str], places: dict[str, str], extra=(), timeout: float = 600) -> str:
+    """Run a README command with its placeholders filled in (and `extra` flags); returns its
+    output, asserting that it succeeded."""
+    args = [places.get(a, a) for a in args]
+    out = prefrl([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    text, _ = out.communicate(timeout=timeout)
+    assert out.returncode == 0, text
+    return text
+
+
+def serving(args: list[str], places: dict[str, str], check) -> None:
+    """Start a README `prefrl serve ...` command on a free port, `check(base_url)`, stop it."""
+    port = free_port()
+    args = [places.get(a, a) for a in args]
+    server = prefrl([*args, "--port", str(port)], stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL)  # fmt: skip
+    import httpx2
+
+    try:
+        deadline = time.time() + 180
+        while True:
+            assert server.poll() is None, f"`prefrl {shlex.join(args)}` ended early"
+            try:
+                check(httpx2.Client(base_url=f"http://127.0.0.1:{port}", timeout=10))
+                return
+            except httpx2.TransportError:
+                assert time.time() < deadline, f"`prefrl {shlex.join(args)}` never served"
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def test_the_other_commands_of_the_section_run_as_written(tmp_path, postgres_server):
+    """Serving a finished run (local, exposed, side by side), annotators' links, sharing labels
+    between runs, and a run on a PostgreSQL store: each README line as written."""
+    short = ["--steps", "1100", "--no-progress", "--runs-dir", str(tmp_path)]
+    # The run whose labels are served and shared: the quickstart, scripted, cut short.
+    run_readme(["train", "--preset", "quickstart"], {}, [*short, "--name", "run"])
+    places = {"runs/<run>": str(tmp_path / "run"), "runs/<other-run>": str(tmp_path / "other"),
+              "labels.json": str(tmp_path / "labels.json")}  # fmt: skip
+
+    def page_and_status(client):
+        assert client.get("/compare").status_code == 200
+        assert client.get("/api/status").json()["labels"] == FIRST_SESSION
+
+    serving(readme_command("serve", without=("--host", "--side-by-side")), places,
+            page_and_status)  # fmt: skip
+    serving(readme_command("serve", "--side-by-side"), places, page_and_status)
+
+    def needs_a_token(client):
+        assert client.get("/api/next").status_code == 401
+
+    serving(readme_command("serve", "--host", "0.0.0.0"), places, needs_a_token)
+    out = run_readme(readme_command("annotators", "add"), places)
+    assert out.startswith("alice: http://myhost:8000/compare?token=")
+    out = run_readme(readme_command("labels", "export"), places)
+    assert f"{FIRST_SESSION} labels of run" in out and (tmp_path / "labels.json").is_file()
+    run_readme(["train", "--preset", "quickstart"], {}, [*short, "--name", "other"])
+    out = run_readme(readme_command("labels", "import"), places)
+    assert f"{FIRST_SESSION} labels imported into other" in out
+    out = run_readme(readme_command("train", "--load-labels"), places,
+                     [*short, "--name", "loaded"])  # fmt: skip
+    assert f"loaded {FIRST_SESSION} labels from" in out
+    # `prefrl train ... --store postgresql://...`: the "..." is the rest of a train command.
+    store = readme_command("train", "--store")
+    assert store[1] == "..." and store[3].startswith("postgresql://")
+    run_readme(["train", "--preset", "quickstart", "--store", postgres_server()], {},
+               [*short, "--name", "on-postgres"])  # fmt: skip
+    assert not (tmp_path / "on-postgres" / "feedback.db").exists()  # its labels went to PostgreSQL
