@@ -1,6 +1,6 @@
 """Fault injection on the human labelling path: two annotators label through `prefrl serve`
-while the trainer, the server and the clip renderer are killed with SIGKILL at random moments
-and started again (`--resume` for the trainer); at the end every acknowledged label must be
+while the trainer (every kill), the server and the clip renderer (every third kill, in turn)
+are killed with SIGKILL at random moments and started again (`--resume` for the trainer); at the end every acknowledged label must be
 stored once, on the pair whose clips were shown, and the trainer must have trained on exactly
 the stored pairs.
 
@@ -116,25 +116,36 @@ def run_faults(workdir: Path, kills: int, seed: int = 0, log=print) -> dict:
     for a in annotators:
         a.start()
     killed = {"trainer": 0, "server": 0, "renderer": 0}
+
+    def asked() -> int:
+        with FeedbackStore(run_dir, create=False) as store:
+            return store.query_count(store.run_id(run_uid(run_dir), create=False))
+
     try:
         for k in range(kills):
-            # Let the restarted trainer get going (asking, checkpointing) before the next kill.
-            time.sleep(float(rng.uniform(3.0, 8.0)))
-            victim = "trainer" if k % 2 == 0 else str(rng.choice(["trainer", "server", "renderer"]))
-            if victim == "trainer":
-                trainer.send_signal(signal.SIGKILL)
-                trainer.wait()
-                trainer = _prefrl("train", "--resume", str(run_dir), "--no-progress",
-                                  log=logs / "trainer.log")  # fmt: skip
-            elif victim == "server":
-                server.send_signal(signal.SIGKILL)
-                server.wait()
-                server = serve()
-            else:
-                for pid in _children(server.pid):
-                    os.kill(pid, signal.SIGKILL)
-            killed[victim] += 1
-            log(f"kill {k + 1}/{kills}: {victim}; acknowledged so far "
+            # Each kill comes at a random moment after the trainer has asked new questions
+            # since it (re)started, so that every kill falls while people label.
+            before, waited = asked(), time.time()
+            while asked() == before and time.time() - waited < 120:
+                time.sleep(0.2)
+            time.sleep(float(rng.uniform(0.0, 4.0)))
+            # Every kill takes the trainer; every third also the server or its renderer.
+            victims = ["trainer"] + ([("server", "renderer")[(k // 3) % 2]] if k % 3 == 2 else [])
+            for victim in victims:
+                if victim == "trainer":
+                    trainer.send_signal(signal.SIGKILL)
+                    trainer.wait()
+                    trainer = _prefrl("train", "--resume", str(run_dir), "--no-progress",
+                                      log=logs / "trainer.log")  # fmt: skip
+                elif victim == "server":
+                    server.send_signal(signal.SIGKILL)
+                    server.wait()
+                    server = serve()
+                else:
+                    for pid in _children(server.pid):
+                        os.kill(pid, signal.SIGKILL)
+                killed[victim] += 1
+            log(f"kill {k + 1}/{kills}: {' and '.join(victims)}; acknowledged so far "
                 f"{sum(len(a.acknowledged) for a in annotators)}")  # fmt: skip
         time.sleep(5.0)
     finally:
