@@ -40,6 +40,18 @@ def song(tmp_path):
     return write_song(tmp_path / "song.mid")
 
 
+def test_importing_the_piano_prints_nothing_even_on_ci():
+    """pyfluidsynth prints where it found the library when $CI is set; commands whose output is
+    read by people or scripts (`prefrl annotators add`) must not carry that line."""
+    import os
+    import subprocess
+
+    code = "from prefrl.envs.piano import piano_installed; assert piano_installed()"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CI": "1"},
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert out.stdout == ""
+
+
 def test_piano_env_flags_state_restore_and_episode_metrics(song):
     env = make_env(
         f"robopianist:{song} --control-timestep 0.1 --n-steps-lookahead 2 --attachment-yaw 5",

@@ -37,10 +37,13 @@ INSTALL = (
 
 def _quiet_import():
     """Import robopianist without the warnings of its pydub dependency (no ffmpeg binary, the
-    deprecated audioop): prefrl encodes audio with PyAV, never through pydub."""
+    deprecated audioop; prefrl encodes audio with PyAV, never through pydub) and without the line
+    pyfluidsynth prints to stdout when $CI is set, which would land in commands' output."""
+    import contextlib
+    import io
     import warnings
 
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.filterwarnings("ignore", module="pydub")
         warnings.filterwarnings("ignore", message=".*audioop.*")
         try:
