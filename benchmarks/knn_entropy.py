@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from prefrl.loops.online import KnnEntropyReward
+from prefrl.reward.knn_entropy import KnnEntropyReward
 
 RESULTS = Path(__file__).parent / "results" / "knn_entropy.json"
 

@@ -5,7 +5,7 @@ import numpy as np
 
 from prefrl.agents import PPO, PPOConfig, Rollout
 from prefrl.data import ReplayBuffer
-from prefrl.loops.online import KnnEntropyReward
+from prefrl.reward.knn_entropy import KnnEntropyReward
 
 
 def test_ppo_moves_the_policy_towards_rewarded_actions():

@@ -118,7 +118,7 @@ def test_teach_it_in_the_browser_as_the_readme_says(tmp_path):
             trainer.kill()
 
 
-def label_through_a_terminal(args: list[str], answers: int, timeout: float = 300) -> str:
+def label_through_a_terminal(args: list[str], answers: int, timeout: float = 900) -> str:
     """Run `prefrl label ...` on a pseudo-terminal; answer L or R to `answers` pairs, then quit:
     Q at the next prompt, or Ctrl-C while it waits for a pair."""
     master, slave = pty.openpty()

@@ -1,0 +1,299 @@
+"""Fingerprint what each workflow produces for a fixed seed, to show a refactor changed nothing.
+
+Runs short seeded runs of every workflow through the CLI (rl, train with a scripted teacher
+under SAC and PPO, dataset + offline, collect + rate + finetune, the piano debug task) and
+records a SHA-256 of every checkpoint file and of the metrics with wall-clock entries removed.
+Two fingerprints taken on one machine compare equal when behaviour is unchanged:
+
+    python benchmarks/behaviour_fingerprint.py --out logs/before.json      # on the old commit
+    python benchmarks/behaviour_fingerprint.py --out logs/after.json --compare logs/before.json
+
+(Across machines floats may differ in the last bits: compare on one machine.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from prefrl.cli import main as prefrl
+
+TIMING = ("seconds", "per_s", "_time", "wall", "fit_started")
+QUIET = ["--no-progress"]
+
+
+def workflows(root: Path) -> dict[str, list[list[str]]]:
+    runs = ["--runs-dir", str(root)]
+    short_rl = [
+        "--steps",
+        "600",
+        "--warmstart-steps",
+        "200",
+        "--eval-interval",
+        "300",
+        "--checkpoint-interval",
+        "300",
+        "--eval-episodes",
+        "2",
+        "--no-video",
+        "--buffer-size",
+        "5000",
+        "--log-interval",
+        "100",
+        "--agent.batch-size",
+        "64",
+        "--agent.hidden-dims",
+        "32",
+        "32",
+        *QUIET,
+        *runs,
+    ]
+    pref = [
+        "--env",
+        "toy:point-reach",
+        "--steps",
+        "1200",
+        "--warmstart-steps",
+        "200",
+        "--eval-interval",
+        "600",
+        "--checkpoint-interval",
+        "600",
+        "--eval-episodes",
+        "2",
+        "--no-video",
+        "--log-interval",
+        "100",
+        "--segment-length",
+        "10",
+        "--schedule.budget",
+        "40",
+        "--schedule.session-size",
+        "20",
+        "--schedule.interval",
+        "400",
+        "--reward.max-epochs",
+        "5",
+        "--reward.hidden-dims",
+        "32",
+        "32",
+        *QUIET,
+        *runs,
+    ]
+    return {
+        "rl": [
+            ["rl", "--env", "toy:point-reach", "--keep-checkpoints", "0", "--name", "rl", *short_rl]
+        ],
+        "train-sac": [
+            [
+                "train",
+                *pref,
+                "--name",
+                "pebble",
+                "--agent.batch-size",
+                "64",
+                "--agent.hidden-dims",
+                "32",
+                "32",
+            ]
+        ],
+        "train-ppo": [
+            ["train", *pref, "--algo", "ppo", "--name", "prefppo", "--ppo.rollout-steps", "256"]
+        ],
+        "offline": [
+            [
+                "dataset",
+                "collect",
+                str(root / "rl"),
+                "--kind",
+                "medium-replay",
+                "--medium-step",
+                "300",
+                "--out",
+                str(root / "ds"),
+            ],
+            [
+                "dataset",
+                "queries",
+                str(root / "ds"),
+                "--num",
+                "40",
+                "--length",
+                "10",
+                "--out",
+                str(root / "q.json"),
+            ],
+            [
+                "offline",
+                "--dataset",
+                str(root / "ds"),
+                "--labels",
+                str(root / "q.json"),
+                "--reward",
+                "mr",
+                "--steps",
+                "600",
+                "--steps-per-call",
+                "100",
+                "--eval-interval",
+                "300",
+                "--checkpoint-interval",
+                "300",
+                "--eval-episodes",
+                "2",
+                "--no-video",
+                "--iql.hidden-dims",
+                "32",
+                "32",
+                "--name",
+                "offline",
+                *QUIET,
+                *runs,
+            ],
+        ],
+        "finetune": [
+            [
+                "collect",
+                "--checkpoints",
+                str(root / "rl"),
+                "--noise",
+                "0",
+                "0.3",
+                "--segments",
+                "12",
+                "--length",
+                "10",
+                "--clip-size",
+                "0",
+                "--out",
+                str(root / "ratings"),
+            ],
+            ["rate", str(root / "ratings"), "--rater", "return", "--no-open-clips"],
+            [
+                "finetune",
+                "--policy",
+                str(root / "rl"),
+                "--ratings",
+                str(root / "ratings"),
+                "--steps",
+                "30",
+                "--eval-episodes",
+                "2",
+                "--log-interval",
+                "10",
+                "--cpl.batch-size",
+                "8",
+                "--name",
+                "finetune",
+                *runs,
+            ],
+        ],
+        "piano": [
+            [
+                "rl",
+                "--preset",
+                "robopianist-debug",
+                "--steps",
+                "60",
+                "--warmstart-steps",
+                "30",
+                "--eval-interval",
+                "30",
+                "--checkpoint-interval",
+                "30",
+                "--eval-episodes",
+                "1",
+                "--no-video",
+                "--agent.batch-size",
+                "16",
+                "--name",
+                "piano",
+                *QUIET,
+                *runs,
+            ]
+        ],
+    }
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def untimed(value):
+    """`value` without the entries that measure wall-clock time (they differ run to run)."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if not any(t in k for t in TIMING)}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def file_digest(path: Path) -> str:
+    if path.suffix == ".json":
+        return digest(json.dumps(untimed(json.loads(path.read_text())), sort_keys=True).encode())
+    if path.suffix == ".jsonl":
+        rows = [untimed(json.loads(line)) for line in path.read_text().splitlines()]
+        return digest(json.dumps(rows, sort_keys=True).encode())
+    return digest(path.read_bytes())
+
+
+def fingerprint(run_dir: Path) -> dict[str, str]:
+    """Checkpoint files (the manifest and config excepted: they name paths and sizes of files
+    already hashed) and the metrics, without timings."""
+    out = {}
+    for f in sorted(run_dir.glob("checkpoints/step_*/**/*")):
+        if f.is_file() and f.name not in ("manifest.json", "config.json"):
+            out[str(f.relative_to(run_dir))] = file_digest(f)
+    if (run_dir / "metrics.jsonl").exists():
+        out["metrics.jsonl"] = file_digest(run_dir / "metrics.jsonl")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--compare", type=Path, help="an earlier fingerprint to compare with")
+    parser.add_argument("--only", nargs="*", help="workflows to run (default: all)")
+    args = parser.parse_args()
+    result: dict[str, dict[str, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, commands in workflows(root).items():
+            if args.only and name not in args.only and name not in ("rl",):
+                continue
+            for command in commands:
+                print("prefrl", " ".join(command), flush=True)
+                if prefrl(command) != 0:
+                    raise SystemExit(f"{name}: prefrl {' '.join(command)} failed")
+            run = {
+                "rl": "rl",
+                "train-sac": "pebble",
+                "train-ppo": "prefppo",
+                "offline": "offline",
+                "finetune": "finetune",
+                "piano": "piano",
+            }[name]
+            result[name] = fingerprint(root / run)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    if args.compare is None:
+        return 0
+    before = json.loads(args.compare.read_text())
+    differ = 0
+    for name in sorted(set(before) | set(result)):
+        a, b = before.get(name, {}), result.get(name, {})
+        changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        print(
+            f"{name}: {'same' if not changed else 'DIFFERS: ' + ', '.join(changed)}"
+            f" ({len(b)} files)"
+        )
+        differ += bool(changed)
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
