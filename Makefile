@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 export MUJOCO_GL ?= egl
 export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
-.PHONY: run test system-deps bench-venv clean
+.PHONY: run test docs system-deps bench-venv clean
 
 # Extras per use: the main job needs none; the tests cover the piano too.
 EXTRAS_run :=
-EXTRAS_test := test,piano
+EXTRAS_test := test,piano,docs
+EXTRAS_docs := docs
 EXTRAS_bench := bench
 
 $(VENV)/.installed-%: pyproject.toml
@@ -26,6 +27,12 @@ run: $(VENV)/.installed-run
 
 test: system-deps $(VENV)/.installed-test
 	$(BIN)/python -m pytest -q
+
+# The documentation site in site/: the generated pages (CLI reference, benchmarks) first.
+docs: $(VENV)/.installed-test
+	$(BIN)/python docs/gen_cli.py
+	$(BIN)/python docs/gen_benchmarks.py
+	$(BIN)/mkdocs build --strict
 
 # Debian packages the tests use for real: a PostgreSQL server for the store's tests, Chromium
 # for the web app's, PortAudio headers (pyaudio's build) and FluidSynth for the piano's.

@@ -226,30 +226,34 @@ def digest(data: bytes) -> str:
 def untimed(value):
     """`value` without the entries that measure wall-clock time (they differ run to run)."""
     if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if not any(t in k for t in TIMING)}
+        return {k: untimed(v) for k, v in value.items()
+                if k != "time" and not any(t in k for t in TIMING)}  # fmt: skip
     if isinstance(value, list):
         return [untimed(v) for v in value]
     return value
 
 
-def file_digest(path: Path) -> str:
+def file_digest(path: Path, root: Path) -> str:
+    """JSON without timings, and with the (temporary) root of the runs written as <root>."""
+    if path.suffix in (".json", ".jsonl"):
+        text = path.read_text().replace(str(root), "<root>")
     if path.suffix == ".json":
-        return digest(json.dumps(untimed(json.loads(path.read_text())), sort_keys=True).encode())
+        return digest(json.dumps(untimed(json.loads(text)), sort_keys=True).encode())
     if path.suffix == ".jsonl":
-        rows = [untimed(json.loads(line)) for line in path.read_text().splitlines()]
+        rows = [untimed(json.loads(line)) for line in text.splitlines()]
         return digest(json.dumps(rows, sort_keys=True).encode())
     return digest(path.read_bytes())
 
 
-def fingerprint(run_dir: Path) -> dict[str, str]:
+def fingerprint(run_dir: Path, root: Path) -> dict[str, str]:
     """Checkpoint files (the manifest and config excepted: they name paths and sizes of files
     already hashed) and the metrics, without timings."""
     out = {}
     for f in sorted(run_dir.glob("checkpoints/step_*/**/*")):
         if f.is_file() and f.name not in ("manifest.json", "config.json"):
-            out[str(f.relative_to(run_dir))] = file_digest(f)
+            out[str(f.relative_to(run_dir))] = file_digest(f, root)
     if (run_dir / "metrics.jsonl").exists():
-        out["metrics.jsonl"] = file_digest(run_dir / "metrics.jsonl")
+        out["metrics.jsonl"] = file_digest(run_dir / "metrics.jsonl", root)
     return out
 
 
@@ -258,10 +262,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--compare", type=Path, help="an earlier fingerprint to compare with")
     parser.add_argument("--only", nargs="*", help="workflows to run (default: all)")
+    parser.add_argument("--keep", type=Path, help="run in this directory and keep the runs")
     args = parser.parse_args()
     result: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
         for name, commands in workflows(root).items():
             if args.only and name not in args.only and name not in ("rl",):
                 continue
@@ -277,7 +282,7 @@ def main() -> int:
                 "finetune": "finetune",
                 "piano": "piano",
             }[name]
-            result[name] = fingerprint(root / run)
+            result[name] = fingerprint(root / run, root)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     if args.compare is None:

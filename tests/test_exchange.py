@@ -11,7 +11,7 @@ from test_online import _config
 from prefrl.cli import main
 from prefrl.data import PreferenceData
 from prefrl.feedback import ScheduleConfig
-from prefrl.feedback.channel import FeedbackChannel
+from prefrl.feedback.channel import StoreChannel
 from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.loops.online import train_online
@@ -94,7 +94,7 @@ def test_a_run_started_with_loaded_labels_trains_on_them_and_its_own(source_run,
 def test_a_person_is_not_waited_for_when_loaded_labels_are_there(source_run, tmp_path):
     target = _fresh_run(tmp_path)
     with FeedbackStore(target) as store:
-        channel = FeedbackChannel(store, run_uid(target), target, "toy:point-reach", scripted=None)
+        channel = StoreChannel(store, run_uid(target), target, "toy:point-reach", scripted=None)
         assert channel.is_human and not channel.has_unseen_labels()
         import_labels(store, run_uid(target), target, _doc(source_run), OBS, ACT)
         assert channel.has_unseen_labels()  # the trainer fits on these instead of waiting

@@ -9,7 +9,8 @@ from prefrl.agents import PPOConfig, SACConfig
 from prefrl.cli import main
 from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import OnlineConfig, absorbing_value, make_training_env, train_online
+from prefrl.loops.online import OnlineConfig, make_training_env, train_online
+from prefrl.loops.online_agents import absorbing_value
 from prefrl.reward import RewardConfig, load_reward_model
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics

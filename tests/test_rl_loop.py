@@ -151,9 +151,9 @@ def test_a_state_with_nan_is_never_checkpointed(tmp_path):
     import jax
     import jax.numpy as jnp
 
-    from prefrl.loops.rl import _Loop
+    from prefrl.loops.rl import RLRun
 
-    loop = _Loop(_config(tmp_path), tmp_path / "run")
+    loop = RLRun(_config(tmp_path), tmp_path / "run")
     loop.state = loop.state.replace(
         actor_params=jax.tree.map(lambda x: jnp.full_like(x, jnp.nan), loop.state.actor_params)
     )

@@ -10,7 +10,7 @@ from sqlalchemy import inspect, text
 
 from prefrl.data import Label, Segments
 from prefrl.feedback import Query, ScriptedTeacher, TeacherConfig
-from prefrl.feedback.channel import FeedbackChannel
+from prefrl.feedback.channel import StoreChannel
 from prefrl.feedback.store import (
     SCHEMA_VERSION,
     FeedbackStore,
@@ -161,7 +161,7 @@ def test_ratings(store, tmp_path):
 
 def test_channel_with_a_scripted_teacher(store, tmp_path):
     teacher = ScriptedTeacher(TeacherConfig("oracle"), seed=0, episode_length=100)
-    channel = FeedbackChannel(store, "run-b", tmp_path, "toy:point-reach", teacher)
+    channel = StoreChannel(store, "run-b", tmp_path, "toy:point-reach", teacher)
     assert channel.poll() is None
     left, right = make_segments(range(6)), make_segments(range(6, 12), seed=1)
     channel.submit(Query(np.arange(6), left, right))
@@ -173,7 +173,7 @@ def test_channel_with_a_scripted_teacher(store, tmp_path):
     assert channel.poll() is None  # nothing new
     assert channel.asked() == 6 and channel.unanswered() == 0 and channel.next_query_id() == 6
     # A channel restored from an earlier state sees the labels that came after it.
-    again = FeedbackChannel(store, "run-b", tmp_path, "toy:point-reach", None)
+    again = StoreChannel(store, "run-b", tmp_path, "toy:point-reach", None)
     again.load_state_dict({"cursor": 0, "scripted": None})
     assert again.is_human and len(again.poll().labels) == 6
 

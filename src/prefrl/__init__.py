@@ -1,5 +1,20 @@
-"""prefrl: teach reinforcement-learning agents behaviours from what people prefer."""
+"""prefrl: teach reinforcement-learning agents behaviours from what people prefer.
 
+The main entry points, importable from `prefrl` itself:
+
+- `PreferenceLearner` (and `train_online(OnlineConfig)`): online learning from preferences,
+  PEBBLE with SAC or PrefPPO with PPO, with a scripted teacher or a person labelling;
+- `train_rl(RLConfig)`: SAC on the environment's own reward; `load_policy(run)` gives a callable
+  policy back from any SAC run;
+- `train_offline(OfflineConfig)`: a reward model from labelled dataset queries, then IQL;
+- `finetune(FinetuneConfig)`: CPL fine-tuning of a policy from ratings of its clips;
+- the parts they are built from: `make_env`, `SAC`, `PPO`, `MLPRewardEnsemble`,
+  `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
+
+Names are imported on first use, so `import prefrl` stays quick.
+"""
+
+import importlib
 import os
 
 # Offscreen rendering without a display. MuJoCo reads this when it is first imported, so it is
@@ -10,3 +25,84 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
 
 __version__ = "0.1.0"
+
+_PUBLIC = {  # name -> the module that defines it
+    "PreferenceLearner": "prefrl.loops.online",
+    "OnlineConfig": "prefrl.loops.online",
+    "OnlineResult": "prefrl.loops.online",
+    "train_online": "prefrl.loops.online",
+    "RLConfig": "prefrl.loops.rl",
+    "RLResult": "prefrl.loops.rl",
+    "train_rl": "prefrl.loops.rl",
+    "load_policy": "prefrl.loops.rl",
+    "LoadedPolicy": "prefrl.loops.rl",
+    "OfflineConfig": "prefrl.loops.offline",
+    "train_offline": "prefrl.loops.offline",
+    "FinetuneConfig": "prefrl.loops.finetune",
+    "finetune": "prefrl.loops.finetune",
+    "make_env": "prefrl.envs",
+    "PrefrlEnv": "prefrl.envs",
+    "SAC": "prefrl.agents",
+    "SACConfig": "prefrl.agents",
+    "PPO": "prefrl.agents",
+    "PPOConfig": "prefrl.agents",
+    "RewardModel": "prefrl.reward",
+    "MLPRewardEnsemble": "prefrl.reward",
+    "RewardConfig": "prefrl.reward",
+    "load_reward_model": "prefrl.reward",
+    "Teacher": "prefrl.feedback",
+    "ScriptedTeacher": "prefrl.feedback",
+    "TeacherConfig": "prefrl.feedback",
+    "ScheduleConfig": "prefrl.feedback",
+    "Query": "prefrl.feedback",
+    "Answer": "prefrl.feedback",
+    "Label": "prefrl.data.segments",
+    "FeedbackStore": "prefrl.feedback.store",
+}
+
+__all__ = [  # (checked against _PUBLIC by tests/test_api.py)
+    "PPO",
+    "SAC",
+    "Answer",
+    "FeedbackStore",
+    "FinetuneConfig",
+    "Label",
+    "LoadedPolicy",
+    "MLPRewardEnsemble",
+    "OfflineConfig",
+    "OnlineConfig",
+    "OnlineResult",
+    "PPOConfig",
+    "PreferenceLearner",
+    "PrefrlEnv",
+    "Query",
+    "RLConfig",
+    "RLResult",
+    "RewardConfig",
+    "RewardModel",
+    "SACConfig",
+    "ScheduleConfig",
+    "ScriptedTeacher",
+    "Teacher",
+    "TeacherConfig",
+    "__version__",
+    "finetune",
+    "load_policy",
+    "load_reward_model",
+    "make_env",
+    "train_offline",
+    "train_online",
+    "train_rl",
+]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'prefrl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -67,6 +67,45 @@ class Rollout(NamedTuple):
     done: np.ndarray
 
 
+class RolloutStorage:
+    """Collects one rollout step by step; `full` once it holds `rollout_steps` transitions.
+
+    `action` is what the env (and a reward model) saw, clipped to [-1, 1]; `raw_action` the
+    Gaussian sample PPO's log-probabilities are of. The reward is given when the rollout is
+    complete (`rollout(reward)`), so a learned reward can label all of it at once."""
+
+    def __init__(self, steps: int, obs_dim: int, action_dim: int):
+        self.steps = steps
+        self.obs = np.zeros((steps, obs_dim), np.float32)
+        self.next_obs = np.zeros((steps, obs_dim), np.float32)
+        self.action = np.zeros((steps, action_dim), np.float32)
+        self.raw_action = np.zeros((steps, action_dim), np.float32)
+        self.log_prob = np.zeros(steps, np.float32)
+        self.terminated = np.zeros(steps, np.float32)
+        self.done = np.zeros(steps, np.float32)
+        self.t = 0
+
+    @property
+    def full(self) -> bool:
+        return self.t == self.steps
+
+    def add(self, obs, action, raw_action, log_prob, next_obs, terminated, truncated) -> None:
+        t = self.t
+        self.obs[t], self.action[t], self.next_obs[t] = obs, action, next_obs
+        self.raw_action[t], self.log_prob[t] = raw_action, log_prob
+        self.terminated[t], self.done[t] = float(terminated), float(terminated or truncated)
+        self.t = t + 1
+
+    def clear(self) -> None:
+        self.t = 0
+
+    def rollout(self, reward: np.ndarray) -> Rollout:
+        """The complete rollout with its rewards; storage starts the next one."""
+        self.clear()
+        return Rollout(self.obs, self.raw_action, self.log_prob, reward.astype(np.float32),
+                       self.next_obs, self.terminated, self.done)  # fmt: skip
+
+
 class PPOState(struct.PyTreeNode):
     params: dict
     opt_state: optax.OptState

@@ -1,20 +1,24 @@
-"""The trainer's side of the feedback store: queries go in, labelled pairs come out.
+"""Feedback channels: how the online loop's queries reach a teacher and labelled pairs return.
 
-Every online run keeps its queries and labels in the store, whoever answers: a scripted teacher
+`StoreChannel` goes through the feedback store, the path of every CLI run: a scripted teacher
 answers at submit time (its labels are written in the same breath), a person answers in the
 browser or the terminal, later, from another process. The store is the record: a resumed run
 takes every label in it that its checkpoint had not seen, including labels for queries asked
 after that checkpoint, and never asks a question twice.
+
+`InMemoryChannel` hands queries straight to a teacher object (scripted, or a user's own class
+with `submit` and `poll`) and keeps nothing on disk: for Python users with no person in the loop.
+Queries unanswered at a checkpoint are not asked again after a resume.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from prefrl.data.segments import Label, Segments
 from prefrl.feedback.store import FeedbackStore
-from prefrl.feedback.teachers import Query, ScriptedTeacher
+from prefrl.feedback.teachers import Query, ScriptedTeacher, Teacher
 
 
 class LabelledPairs(NamedTuple):
@@ -24,7 +28,24 @@ class LabelledPairs(NamedTuple):
     sources: list[str]
 
 
-class FeedbackChannel:
+class FeedbackChannel(Protocol):
+    is_human: bool
+    """Answers come one by one, late: the loop refits every few and waits for the first."""
+
+    def submit(self, query: Query) -> None: ...
+    def poll(self) -> LabelledPairs | None: ...
+    def has_unseen_labels(self) -> bool: ...
+    def observe_episode(self, episode_return: float, length: int) -> None: ...
+    def asked(self) -> int: ...
+    def next_query_id(self) -> int: ...
+    def next_segment_id(self) -> int: ...
+    def unanswered(self) -> int: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+    def close(self) -> None: ...
+
+
+class StoreChannel:
     def __init__(
         self,
         store: FeedbackStore,
@@ -38,7 +59,8 @@ class FeedbackChannel:
         one must find its own."""
         self.store, self.run_dir, self.scripted = store, Path(run_dir), scripted
         self.run_id = store.run_id(run_uid, env=env, create=create)
-        self.source = f"scripted:{scripted.config.preset}" if scripted else "human"
+        preset = getattr(getattr(scripted, "config", None), "preset", type(scripted).__name__)
+        self.source = f"scripted:{preset}" if scripted is not None else "human"
         self.cursor = 0  # id of the last label taken
 
     @property
@@ -91,3 +113,81 @@ class FeedbackChannel:
         self.cursor = state["cursor"]
         if self.scripted is not None and state.get("scripted"):
             self.scripted.load_state_dict(state["scripted"])
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class InMemoryChannel:
+    def __init__(self, teacher: Teacher):
+        for method in ("submit", "poll"):
+            if not callable(getattr(teacher, method, None)):
+                raise TypeError(
+                    f"teacher={teacher!r} has no {method}() method: a teacher takes queries with "
+                    "submit(Query) and returns answers with poll() -> [Answer(query_id, label)] "
+                    "(see prefrl.feedback.teachers.Teacher), e.g. ScriptedTeacher"
+                )
+        self.teacher = teacher
+        self.is_human = False
+        self.waiting: dict[int, tuple[Segments, Segments]] = {}  # query id -> (left, right)
+        self.arrived: list[tuple[int, Label]] = []
+        self.count = 0
+
+    def submit(self, query: Query) -> None:
+        for i, key in enumerate(query.ids):
+            self.waiting[int(key)] = (query.left[i : i + 1], query.right[i : i + 1])
+        self.count += len(query.ids)
+        self.teacher.submit(query)
+
+    def _receive(self) -> None:
+        for answer in self.teacher.poll():
+            key = int(answer.query_id)
+            if key not in self.waiting or any(k == key for k, _ in self.arrived):
+                raise ValueError(f"the teacher answered query {key}, which is not waiting")
+            self.arrived.append((key, Label(answer.label)))
+
+    def poll(self) -> LabelledPairs | None:
+        self._receive()
+        if not self.arrived:
+            return None
+        arrived, self.arrived = self.arrived, []
+        pairs = [self.waiting.pop(key) for key, _ in arrived]
+        return LabelledPairs(
+            Segments.concatenate([left for left, _ in pairs]),
+            Segments.concatenate([right for _, right in pairs]),
+            [label for _, label in arrived],
+            [type(self.teacher).__name__] * len(arrived),
+        )
+
+    def has_unseen_labels(self) -> bool:
+        self._receive()
+        return bool(self.arrived)
+
+    def observe_episode(self, episode_return: float, length: int) -> None:
+        observe = getattr(self.teacher, "observe_episode", None)
+        if observe is not None:
+            observe(episode_return, length)
+
+    def asked(self) -> int:
+        return self.count
+
+    def next_query_id(self) -> int:
+        return 0
+
+    def next_segment_id(self) -> int:
+        return 0
+
+    def unanswered(self) -> int:
+        return len(self.waiting) - len(self.arrived)
+
+    def state_dict(self) -> dict:
+        saved = getattr(self.teacher, "state_dict", None)
+        return {"teacher": saved() if saved is not None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        load = getattr(self.teacher, "load_state_dict", None)
+        if load is not None and state.get("teacher") is not None:
+            load(state["teacher"])
+
+    def close(self) -> None:
+        pass

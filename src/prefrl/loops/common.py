@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ import jax
 import numpy as np
 
 from prefrl.feedback.store import claim_run_uid
-from prefrl.loops.evaluate import EvalResult
+from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
@@ -22,6 +23,66 @@ from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
 from prefrl.rundir.provenance import record_session
+from prefrl.rundir.stop import graceful_stop
+
+
+class TrainingLoop:
+    """What every training loop holds and does alike: its config, run directory and env, the
+    step count, evaluation on a cached set of envs, the check before saving, closing.
+
+    Subclasses give `policy(obs)` (deterministic actions), `save()`, `restore(ckpt)`, and
+    `learned_reward()` where the run learns one (evaluations then report it beside the true)."""
+
+    def __init__(self, config, run_dir: Path, env, owns_env: bool = True):
+        """`owns_env`: close the env with the loop (not one a Python user passed in)."""
+        self.config, self.run_dir, self.env, self.owns_env = config, run_dir, env, owns_env
+        self.step = 0
+        self.last_eval: float | None = None
+        self._eval_envs = None
+
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def learned_reward(self):
+        return None
+
+    def evaluate(self, record: bool) -> EvalResult:
+        cfg = self.config
+        if self._eval_envs is None:
+            render_size = cfg.render_size if cfg.video else None
+            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, render_size)
+        return evaluate(self.policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record,
+                        learned_reward=self.learned_reward())  # fmt: skip
+
+    def check_savable(self, state) -> None:
+        """Never checkpoint NaN or inf: the latest checkpoint must be one to resume from."""
+        leaves = jax.tree.leaves(jax.device_get(state))
+        if not all(np.isfinite(x).all() for x in leaves if np.issubdtype(x.dtype, np.floating)):
+            raise FloatingPointError(
+                f"the agent's parameters hold NaN or inf at step {self.step}; not checkpointing "
+                "them: the latest checkpoint keeps the last good state"
+            )
+
+    def close(self) -> None:
+        if self.owns_env:
+            self.env.close()
+        for env in self._eval_envs or []:
+            env.close()
+
+
+@contextlib.contextmanager
+def stoppable(loop: TrainingLoop, progress):
+    """The progress display and Ctrl-C / SIGTERM handling around a step loop: the body checks
+    `stop.requested` between steps; a requested stop saves a checkpoint to resume from, and a
+    second Ctrl-C (KeyboardInterrupt) leaves the latest checkpoint as the one to resume."""
+    with progress, graceful_stop() as stop:
+        try:
+            yield stop
+            if stop.requested:
+                progress.update(loop.step)
+                loop.save()
+        except KeyboardInterrupt:
+            stop.requested = True
 
 
 def run_name(env: str, algo: str, seed: int) -> str:

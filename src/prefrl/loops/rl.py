@@ -12,10 +12,10 @@ import numpy as np
 
 from prefrl.agents import SAC, SACConfig, SACState
 from prefrl.data import ReplayBuffer
-from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs import make_env
 from prefrl.envs.registry import resolve
-from prefrl.loops.common import Cadence, run_name, start_run
-from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
+from prefrl.loops.common import Cadence, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
     begin_checkpoint,
@@ -26,7 +26,6 @@ from prefrl.rundir.checkpoints import (
 from prefrl.rundir.config import config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
-from prefrl.rundir.stop import graceful_stop
 
 
 @dataclass(frozen=True)
@@ -99,13 +98,11 @@ class RLResult:
     interrupted: bool = False
 
 
-class _Loop:
+class RLRun(TrainingLoop):
     """Everything a run needs between steps; saved in and restored from checkpoints."""
 
     def __init__(self, config: RLConfig, run_dir: Path):
-        self.config = config
-        self.run_dir = run_dir
-        self.env = make_env(config.env, seed=config.seed)
+        super().__init__(config, run_dir, make_env(config.env, seed=config.seed))
         self.sac = SAC(config.agent, self.env.obs_dim, self.env.action_dim)
         # rbg keys draw noise with one XLA RngBitGenerator op instead of a threefry chain:
         # fewer kernels per update (measured 2-3% faster on the CPU).
@@ -113,19 +110,11 @@ class _Loop:
         self.rng = np.random.default_rng(config.seed)
         self.state: SACState = self.sac.init(jax.random.fold_in(self.key, 1))
         self.buffer = ReplayBuffer(config.buffer_size, self.env.obs_dim, self.env.action_dim)
-        self.step = 0
         self.episodes = 0
-        self.last_eval: float | None = None
-        self._eval_envs: list[PrefrlEnv] | None = None
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
-        leaves = jax.tree.leaves(jax.device_get(self.state))
-        if not all(np.isfinite(x).all() for x in leaves if np.issubdtype(x.dtype, np.floating)):
-            raise FloatingPointError(
-                f"the agent's parameters hold NaN or inf at step {self.step}; not checkpointing "
-                "them: the latest checkpoint keeps the last good state"
-            )
+        self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
         (tmp / "agent.msgpack").write_bytes(self.sac.state_to_bytes(self.state))
         self.buffer.save(tmp / "buffer.npz")
@@ -153,26 +142,14 @@ class _Loop:
         self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
         self.rng.bit_generator.state = loop["rng"]
 
-    # ------------------------------------------------------------------ evaluation
-    def evaluate(self, record: bool) -> EvalResult:
-        cfg = self.config
-        if self._eval_envs is None:
-            render_size = cfg.render_size if cfg.video else None
-            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, render_size)
-        actor = self.state.actor_params
-        policy = lambda obs: self.sac.act(actor, obs, self.key, 0, deterministic=True)
-        return evaluate(policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record)
-
-    def close(self) -> None:
-        self.env.close()
-        for env in self._eval_envs or []:
-            env.close()
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        return self.sac.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
 
 
 def train_rl(config: RLConfig) -> RLResult:
     """Run (or resume) SAC training; returns where it went and the final evaluation."""
     name = config.name or run_name(config.env, "sac", config.seed)
-    loop, metrics = start_run(_Loop, config, name)
+    loop, metrics = start_run(RLRun, config, name)
     try:
         return _run(loop, metrics)
     finally:
@@ -180,7 +157,7 @@ def train_rl(config: RLConfig) -> RLResult:
         loop.close()
 
 
-def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
+def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     cfg, sac, env, buffer = loop.config, loop.sac, loop.env, loop.buffer
     agent_cfg = cfg.agent
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
@@ -197,61 +174,67 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> RLResult:
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
     cadence = Cadence(loop, metrics, progress, title=f"SAC on {cfg.env}")
-    with progress, graceful_stop() as stop:
-        try:
-            while loop.step < cfg.steps and not stop.requested:
-                step = loop.step
-                if step < cfg.warmstart_steps:
-                    action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
-                else:  # read below, once the update is queued behind it
-                    action = act(loop.state.actor_params, obs, key, step)
-                # Dispatch the update before reading the action and stepping the env: JAX runs
-                # both asynchronously, so the update starts as soon as the action is computed
-                # (with no host work between them: 5-10% more steps/s than reading the action
-                # first), and the env step, the buffer work and drawing the next batch below
-                # overlap with the update. The action still comes from the parameters before this
-                # update (act, then train, as in SB3); donating them to the update waits for
-                # the act that reads them.
-                if learning(step):
-                    if batch is None:  # the first update, or the first after a resume
-                        batch = buffer.sample(rng, batch_size)
-                    loop.state, update_metrics = update(loop.state, batch, key)
-                action = np.asarray(action)
-                next_obs, reward, terminated, truncated, _ = env.step(action)
-                buffer.add(obs, action, reward, next_obs, terminated)
-                ep_return += reward
-                ep_len += 1
-                if terminated or truncated:
-                    loop.episodes += 1
-                    metrics.log(
-                        step + 1,
-                        {"train/episode_return": ep_return, "train/episode_length": ep_len},
-                    )
-                    obs, _ = env.reset()
-                    ep_return, ep_len = 0.0, 0
-                else:
-                    obs = next_obs
-                loop.step = step + 1
-                cadence.after_step(loop.step, update_metrics)
-                # Drawn after a checkpoint (in after_step) saved the generator's state, so a
-                # resumed run draws this batch first. It holds the transitions before the next
-                # step, as if the update drew it at its own step (benchmarks/sac_loop_variants.py).
-                more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
-                batch = buffer.sample(rng, batch_size) if more else None
-            if stop.requested:
-                progress.update(loop.step)
-                loop.save()
-        except KeyboardInterrupt:  # a second Ctrl-C: the latest checkpoint is the one to resume
-            stop.requested = True
+    with stoppable(loop, progress) as stop:
+        while loop.step < cfg.steps and not stop.requested:
+            step = loop.step
+            if step < cfg.warmstart_steps:
+                action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
+            else:  # read below, once the update is queued behind it
+                action = act(loop.state.actor_params, obs, key, step)
+            # Dispatch the update before reading the action and stepping the env: JAX runs
+            # both asynchronously, so the update starts as soon as the action is computed
+            # (with no host work between them: 5-10% more steps/s than reading the action
+            # first), and the env step, the buffer work and drawing the next batch below
+            # overlap with the update. The action still comes from the parameters before this
+            # update (act, then train, as in SB3); donating them to the update waits for
+            # the act that reads them.
+            if learning(step):
+                if batch is None:  # the first update, or the first after a resume
+                    batch = buffer.sample(rng, batch_size)
+                loop.state, update_metrics = update(loop.state, batch, key)
+            action = np.asarray(action)
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            buffer.add(obs, action, reward, next_obs, terminated)
+            ep_return += reward
+            ep_len += 1
+            if terminated or truncated:
+                loop.episodes += 1
+                metrics.log(
+                    step + 1,
+                    {"train/episode_return": ep_return, "train/episode_length": ep_len},
+                )
+                obs, _ = env.reset()
+                ep_return, ep_len = 0.0, 0
+            else:
+                obs = next_obs
+            loop.step = step + 1
+            cadence.after_step(loop.step, update_metrics)
+            # Drawn after a checkpoint (in after_step) saved the generator's state, so a
+            # resumed run draws this batch first. It holds the transitions before the next
+            # step, as if the update drew it at its own step (benchmarks/sac_loop_variants.py).
+            more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
+            batch = buffer.sample(rng, batch_size) if more else None
     return RLResult(loop.run_dir, loop.step, cadence.final, cadence.video, stop.requested)
 
 
 @dataclass
 class LoadedPolicy:
-    config: RLConfig
+    """A trained SAC policy; call it on observations for its deterministic actions in [-1, 1]:
+    `policy = load_policy("runs/my-run"); action = policy(obs)`."""
+
+    config: RLConfig  # (or the OnlineConfig of a preference run: both name env and agent)
     sac: SAC
     state: SACState
     checkpoint: Path
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Actions for one observation (obs_dim,) or a batch (n, obs_dim)."""
+        obs = np.asarray(obs, np.float32)
+        if obs.shape[-1:] != (self.sac.obs_dim,):
+            raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
+                             f"takes {self.sac.obs_dim} numbers per observation")  # fmt: skip
+        key = jax.random.key(0, impl="rbg")
+        return np.asarray(self.sac.act(self.state.actor_params, obs, key, 0, deterministic=True))
 
 
 def load_policy(path: Path) -> LoadedPolicy:
@@ -270,7 +253,16 @@ def load_policy(path: Path) -> LoadedPolicy:
             f"{ckpt} is {kind} checkpoint: prefrl eval evaluates SAC policies (of prefrl rl and "
             "prefrl train runs); an offline run's evaluations are in its metrics.jsonl and videos/"
         )
-    config = config_from_dict(RLConfig, json.loads((ckpt / "config.json").read_text()))
+    stored = json.loads((ckpt / "config.json").read_text())
+    if "teacher" in stored:  # a preference run (prefrl train): its agent, if SAC, is the policy
+        from prefrl.loops.online_config import OnlineConfig
+
+        config = config_from_dict(OnlineConfig, stored)
+        if config.algo != "sac":
+            raise ValueError(f"{ckpt} is a PrefPPO checkpoint: load_policy and prefrl eval load "
+                             "SAC policies (prefrl rl, prefrl train --algo sac)")  # fmt: skip
+    else:
+        config = config_from_dict(RLConfig, stored)
     env = make_env(config.env, seed=None)
     sac = SAC(config.agent, env.obs_dim, env.action_dim)
     env.close()

@@ -1,7 +1,7 @@
-"""The README's "Teach it yourself" commands, run as written (with a short --steps) on the env
+"""The "Teach it yourself" guide's commands (docs/guides/teach.md), run as written (with a short --steps) on the env
 they name: a real Chromium labels the first session through the page the trainer serves, and
 the terminal labeller answers through a pseudo-terminal, until the trainer has used the labels.
-The commands are read from the README, so the test follows it when it changes."""
+The commands are read from the guide, so the test follows it when it changes."""
 
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ from conftest import free_port, launch_chromium
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.rundir.metrics import read_metrics
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "teach.md"
 SHORT = ["--steps", "1300", "--no-progress", "--poll-seconds", "0.2"]
 FIRST_SESSION = 20  # the quickstart preset's session size
 
 
-def section_commands(title: str = "## Teach it yourself") -> list[str]:
+def section_commands(title: str = "# Teach it yourself") -> list[str]:
     """The `prefrl ...` lines of the section's bash blocks, without their comments."""
-    text = README.read_text()
+    text = GUIDE.read_text()
     start = text.index(title)
     body = text[start : text.find("\n## ", start + len(title))]
     lines = []
@@ -39,7 +39,7 @@ def section_commands(title: str = "## Teach it yourself") -> list[str]:
 
 
 def readme_command(command: str, *flags: str, without: tuple[str, ...] = ()) -> list[str]:
-    """The one README command `prefrl COMMAND` holding `flags` and none of `without`, as
+    """The one guide command `prefrl COMMAND` holding `flags` and none of `without`, as
     arguments after `prefrl`."""
     found = [
         args
@@ -47,7 +47,7 @@ def readme_command(command: str, *flags: str, without: tuple[str, ...] = ()) -> 
         if args[1] == command and all(f in args for f in flags)
         and not any(w in args for w in without)
     ]  # fmt: skip
-    assert len(found) == 1, f"the README's Teach-it-yourself section has {found} for {command}"
+    assert len(found) == 1, f"the Teach-it-yourself guide has {found} for {command}"
     return found[0][1:]
 
 
@@ -174,7 +174,7 @@ def test_teach_it_in_the_terminal_as_the_readme_says(tmp_path):
 
 
 def run_readme(args: list[str], places: dict[str, str], extra=(), timeout: float = 600) -> str:
-    """Run a README command with its placeholders filled in (and `extra` flags); returns its
+    """Run a guide command with its placeholders filled in (and `extra` flags); returns its
     output, asserting that it succeeded."""
     args = [places.get(a, a) for a in args]
     out = prefrl([*args, *extra], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -184,7 +184,7 @@ def run_readme(args: list[str], places: dict[str, str], extra=(), timeout: float
 
 
 def serving(args: list[str], places: dict[str, str], check) -> None:
-    """Start a README `prefrl serve ...` command on a free port, `check(base_url)`, stop it."""
+    """Start a guide `prefrl serve ...` command on a free port, `check(base_url)`, stop it."""
     port = free_port()
     args = [places.get(a, a) for a in args]
     server = prefrl([*args, "--port", str(port)], stdout=subprocess.DEVNULL,
@@ -208,7 +208,7 @@ def serving(args: list[str], places: dict[str, str], check) -> None:
 
 def test_the_other_commands_of_the_section_run_as_written(tmp_path, postgres_server):
     """Serving a finished run (local, exposed, side by side), annotators' links, sharing labels
-    between runs, and a run on a PostgreSQL store: each README line as written."""
+    between runs, and a run on a PostgreSQL store: each guide line as written."""
     short = ["--steps", "1100", "--no-progress", "--runs-dir", str(tmp_path)]
     # The run whose labels are served and shared: the quickstart, scripted, cut short.
     run_readme(["train", "--preset", "quickstart"], {}, [*short, "--name", "run"])

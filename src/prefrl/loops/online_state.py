@@ -1,0 +1,252 @@
+"""Everything an online preference run holds between steps, and the feedback steps it takes.
+
+`OnlineRun` asks for labels on the schedule (`ask`), takes those that arrived (`collect_answers`),
+uses a finished reward fit (`take_fit`: relabel the replay buffer), waits for a person's first
+labels, evaluates, and saves itself in checkpoints / restores itself from them. The step loop
+that calls these is `prefrl.loops.online`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents import PPO, SAC
+from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
+from prefrl.envs import PrefrlEnv
+from prefrl.feedback import Query, Teacher, select_pairs
+from prefrl.feedback.channel import FeedbackChannel, InMemoryChannel, StoreChannel
+from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.waiting import first_labels_status
+from prefrl.loops.common import TrainingLoop
+from prefrl.loops.fitting import RewardFitting
+from prefrl.loops.online_agents import absorbing_value
+from prefrl.loops.online_config import OnlineConfig
+from prefrl.loops.serve import LabellingServer
+from prefrl.reward import RewardModel, load_reward_model, pearson
+from prefrl.reward.knn_entropy import KnnEntropyReward
+from prefrl.rundir.checkpoints import begin_checkpoint, checkpoints, commit_checkpoint, write_json
+from prefrl.rundir.config import config_to_dict
+
+
+@dataclass
+class Parts:
+    """The objects a run is made of (built from the config by `prefrl.loops.online`, or given by
+    a Python user). `teacher` None: a person answers, through the store."""
+
+    env: PrefrlEnv
+    agent: SAC | PPO
+    model: RewardModel
+    teacher: Teacher | None
+    in_memory: bool
+    owns_env: bool = True
+
+
+class OnlineRun(TrainingLoop):
+    def __init__(self, config: OnlineConfig, run_dir: Path, parts: Parts):
+        super().__init__(config, run_dir, parts.env, parts.owns_env)
+        obs_dim, action_dim = self.env.obs_dim, self.env.action_dim
+        self.key = jax.random.key(config.seed, impl="rbg")
+        self.rng = np.random.default_rng(config.seed)
+        self.agent = parts.agent
+        capacity = config.buffer_size if config.algo == "sac" else config.ppo.rollout_steps
+        self.buffer = ReplayBuffer(capacity, obs_dim, action_dim)
+        self.state = self.agent.init(jax.random.fold_in(self.key, 1))
+        self.store: FeedbackStore | None = None
+        if parts.in_memory:
+            self.feedback: FeedbackChannel = InMemoryChannel(parts.teacher)
+        else:
+            # A run with checkpoints refers to its store's labels: a store gone missing is an
+            # error, never silently replaced by an empty one.
+            existing = bool(checkpoints(run_dir))
+            self.store = FeedbackStore(config.store or run_dir, create=not existing)
+            self.feedback = StoreChannel(self.store, run_uid(run_dir), run_dir, config.env,
+                                         parts.teacher, create=not existing)  # fmt: skip
+        self.fitting = RewardFitting(
+            parts.model, config.fit_lag, config.refit_labels, config.refit_growth,
+            pretraining=config.unsupervised_steps > 0, job_dir=run_dir / "fit_job",
+        )  # fmt: skip
+        self.intrinsic = KnnEntropyReward(config.knn_k)
+        self.recorder = SegmentRecorder(config.segment_length)
+        self.pool = SegmentPool(config.segment_pool)
+        self.labels = PreferenceData()
+        self.episodes = 0
+        # What the store already holds counts (a run stopped before its first checkpoint and
+        # started again): questions are never asked twice, keys never reused.
+        self.requested = self.feedback.asked()
+        self.next_query_id = self.feedback.next_query_id()
+        self.recorder.next_id = self.feedback.next_segment_id()
+        self.ask_due = False
+        self.reward_metrics: dict[str, float] = {}
+        self.feedback_seconds = 0.0  # asking and collecting since the last fit (overhead)
+
+    @property
+    def model(self) -> RewardModel:
+        return self.fitting.model
+
+    @property
+    def fitted(self) -> bool:
+        return self.fitting.fitted
+
+    # ------------------------------------------------------------------ feedback
+    def ask(self) -> bool:
+        """Request the labels the schedule wants by now; False when they could not be asked
+        (fewer than 2 segments in the pool yet)."""
+        cfg = self.config
+        wanted = cfg.schedule.wanted(self.step, cfg.first_query_step, cfg.steps)
+        n = wanted - self.requested
+        if n <= 0:
+            return True
+        if len(self.pool) < 2:
+            return False
+        t0 = time.perf_counter()
+        model = self.model if self.fitted else None
+        left, right = select_pairs(cfg.selection, self.pool, n, self.rng, model, cfg.oversample)
+        ids = self.next_query_id + np.arange(n)
+        self.next_query_id += n
+        self.requested += n
+        self.feedback.submit(Query(ids, left, right))
+        self.feedback_seconds += time.perf_counter() - t0
+        return True
+
+    def collect_answers(self) -> int:
+        """Take the labels that arrived; returns how many."""
+        t0 = time.perf_counter()
+        new = self.feedback.poll()
+        self.feedback_seconds += time.perf_counter() - t0
+        if new is None:
+            return 0
+        self.labels.add(new.left, new.right, new.labels)
+        self.fitting.unfitted_labels += len(new.labels)
+        return len(new.labels)
+
+    def fit_due(self) -> bool:
+        all_asked = self.requested >= self.config.schedule.budget
+        return self.fitting.due(len(self.labels), all_asked, self.feedback.unanswered,
+                                self.feedback.is_human)  # fmt: skip
+
+    def add_end_values(self, reward: np.ndarray, next_obs: np.ndarray, terminated) -> None:
+        """Termination "absorbing": add what ending an episode early is worth to the reward of
+        each step that did (in place); nothing otherwise."""
+        cfg = self.config
+        ends = np.flatnonzero(terminated)
+        if cfg.termination != "absorbing" or not len(ends):
+            return
+        discount = cfg.agent.discount if cfg.algo == "sac" else cfg.ppo.discount
+        horizon = self.env.max_episode_steps or 1000
+        action_dim = self.env.action_dim
+        reward[ends] += absorbing_value(self.model, next_obs[ends], action_dim, discount, horizon)
+
+    def take_fit(self) -> dict[str, float]:
+        """Use the fitted model: relabel the buffer; returns the fit's metrics."""
+        metrics = self.fitting.take(self.labels)
+        t0 = time.perf_counter()
+        if self.config.algo == "sac":
+            self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))
+            b, n = self.buffer, len(self.buffer)
+            self.add_end_values(b.reward[:n], b.next_obs[:n], b.terminated[:n])
+        metrics["reward/relabel_seconds"] = time.perf_counter() - t0
+        metrics["feedback/seconds"] = self.feedback_seconds
+        self.feedback_seconds = 0.0
+        pool = self.pool.all()
+        sample = pool[self.rng.choice(len(pool), min(len(pool), 1000), replace=False)]
+        predicted = self.model.predict(sample.obs, sample.action).sum(-1)
+        metrics["reward/segment_return_corr"] = pearson(predicted, sample.true_returns())
+        counts = self.labels.counts()
+        metrics["feedback/labels"] = float(len(self.labels))
+        metrics["feedback/skipped"] = float(counts["skip"])
+        metrics["feedback/equal"] = float(counts["equal"])
+        self.reward_metrics = metrics
+        return metrics
+
+    def wait_for_first_labels(self, progress, stop, server: LabellingServer | None) -> None:
+        """The one place the trainer waits for a person: no reward model can be trusted before
+        the first labels. Later labels are picked up while training goes on. What it waits for
+        (pairs on someone's screen, clips being rendered, a helper that died) is said as it
+        changes."""
+        asked = self.feedback.unanswered()
+        progress.say(
+            f"[bold]Waiting for your first {asked} labels[/bold] before training on a learned "
+            f"reward. Label in the browser (prefrl serve {self.run_dir}) or the terminal "
+            f"(prefrl label {self.run_dir}); training goes on as soon as they are in."
+        )
+        said = None
+        while self.feedback.unanswered() > 0 and not stop.requested:
+            news = (server.check() if server else None) or first_labels_status(
+                self.store, self.feedback.run_id, self.run_dir
+            )
+            if news != said:
+                progress.say(f"waiting: {news}")
+                said = news
+            time.sleep(self.config.poll_seconds)
+        if not stop.requested:
+            progress.say("First labels in: training on the learned reward.")
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        self.check_savable(self.state)
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.buffer.save(tmp / "buffer.npz")
+        self.pool.save(tmp / "segments.npz")
+        self.labels.save(tmp / "labels.npz")
+        self.model.save(tmp / "reward_model")
+        write_json(tmp / "config.json", config_to_dict(self.config))
+        write_json(
+            tmp / "loop.json",
+            {
+                "step": self.step,
+                "episodes": self.episodes,
+                "requested": self.requested,
+                "next_query_id": self.next_query_id,
+                **self.fitting.state_dict(),
+                "ask_due": self.ask_due,
+                "last_eval": self.last_eval,
+                "reward_metrics": self.reward_metrics,
+                "next_segment_id": self.recorder.next_id,
+                "rng": self.rng.bit_generator.state,
+                "teacher": self.feedback.state_dict(),
+                "intrinsic": self.intrinsic.state_dict(),
+            },
+        )
+        return commit_checkpoint(tmp)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        self.buffer = ReplayBuffer.load(ckpt / "buffer.npz")
+        self.pool = SegmentPool.load(ckpt / "segments.npz")
+        self.labels = PreferenceData.load(ckpt / "labels.npz")
+        self.fitting.model = load_reward_model(ckpt / "reward_model")
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.episodes = loop["step"], loop["episodes"]
+        # The store is the record: queries asked after this checkpoint stay asked (never asked
+        # twice) and their labels arrive through the channel like any others.
+        self.feedback.load_state_dict(loop["teacher"])
+        self.requested = max(loop["requested"], self.feedback.asked())
+        self.next_query_id = max(loop["next_query_id"], self.feedback.next_query_id())
+        self.last_eval = loop["last_eval"]
+        self.ask_due = loop.get("ask_due", False)
+        self.reward_metrics = loop["reward_metrics"]
+        self.recorder.next_id = max(loop["next_segment_id"], self.feedback.next_segment_id())
+        self.rng.bit_generator.state = loop["rng"]
+        self.intrinsic.load_state_dict(loop["intrinsic"])
+        self.fitting.load_state_dict(loop, self.labels, ckpt)
+
+    # ------------------------------------------------------------------ evaluation
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        if self.config.algo == "sac":
+            return self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+        return self.agent.act(self.state.params, obs, self.key, 0, deterministic=True)[0]
+
+    def learned_reward(self):
+        return self.model.predict if self.fitted else None
+
+    def close(self) -> None:
+        self.fitting.close()
+        self.feedback.close()
+        super().close()

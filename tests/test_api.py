@@ -1,0 +1,154 @@
+"""The public Python API: `from prefrl import ...`, the preference learner built from objects,
+teachers in memory, callable policies, and the runnable examples."""
+
+import dataclasses
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import prefrl
+from prefrl import (
+    SAC,
+    Answer,
+    Label,
+    MLPRewardEnsemble,
+    OnlineConfig,
+    PreferenceLearner,
+    RewardConfig,
+    SACConfig,
+    ScheduleConfig,
+    ScriptedTeacher,
+    TeacherConfig,
+    load_policy,
+    make_env,
+    train_online,
+)
+from prefrl.rundir.checkpoints import latest_checkpoint
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SMALL = {
+    "steps": 900, "warmstart_steps": 300, "segment_length": 10, "eval_interval": 900,
+    "eval_episodes": 2, "video": False, "checkpoint_interval": 900, "log_interval": 300,
+    "buffer_size": 2_000, "progress": False,
+    "schedule": ScheduleConfig(budget=40, session_size=20, interval=300),
+    "reward": RewardConfig(hidden_dims=(16,), max_epochs=3, min_steps=5),
+    "agent": SACConfig(hidden_dims=(16, 16), batch_size=32),
+}  # fmt: skip
+
+
+def test_every_public_name_imports_from_prefrl():
+    assert sorted(prefrl.__all__) == sorted(["__version__", *prefrl._PUBLIC])
+    for name in prefrl._PUBLIC:
+        module = importlib.import_module(prefrl._PUBLIC[name])
+        assert getattr(prefrl, name) is getattr(module, name), name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        prefrl.nope  # noqa: B018
+
+
+def test_a_teacher_in_memory_trains_exactly_as_one_through_the_store(tmp_path):
+    """The same seeded run through the CLI's path (the SQLite store) and in memory: the same
+    labels, the same agent."""
+    config = OnlineConfig(env="toy:point-reach", runs_dir=tmp_path, **SMALL)
+    stored = train_online(dataclasses.replace(config, name="stored"))
+    in_memory = PreferenceLearner(config=config, name="in-memory").train()
+    assert not (in_memory.run_dir / "feedback.db").exists()
+    assert (stored.run_dir / "feedback.db").exists()
+    assert stored.labels == in_memory.labels == 40
+    a, b = latest_checkpoint(stored.run_dir), latest_checkpoint(in_memory.run_dir)
+    assert (a / "labels.npz").read_bytes() == (b / "labels.npz").read_bytes()
+    assert (a / "agent.msgpack").read_bytes() == (b / "agent.msgpack").read_bytes()
+
+
+class SlowTeacher:
+    """A user's own teacher: prefers the segment that ends nearer the goal, and answers each
+    batch one poll late (as an outside labeller would)."""
+
+    def __init__(self):
+        self.asked, self.ready = [], []  # answers not yet ready, ready at the next poll
+
+    def submit(self, query):
+        distance = lambda s: np.linalg.norm(s.obs[:, -1, :2] - s.obs[:, -1, 4:6], axis=-1)
+        nearer_right = distance(query.right) < distance(query.left)
+        self.asked += [Answer(int(i), Label.RIGHT if r else Label.LEFT)
+                       for i, r in zip(query.ids, nearer_right, strict=True)]  # fmt: skip
+
+    def poll(self):
+        out, self.ready, self.asked = self.ready, self.asked, []
+        return out
+
+
+def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
+    env = make_env("toy:point-reach", seed=0)
+    teacher = SlowTeacher()
+    learner = PreferenceLearner(
+        env, teacher, agent=SAC(SACConfig(hidden_dims=(16, 16), batch_size=32), 6, 2),
+        reward_model=MLPRewardEnsemble(RewardConfig(hidden_dims=(16,), max_epochs=3), 6, 2),
+        runs_dir=tmp_path, name="own", **{k: v for k, v in SMALL.items() if k not in
+                                          ("agent", "reward")},
+    )  # fmt: skip
+    assert learner.config.agent.hidden_dims == (16, 16)  # the objects' settings are recorded
+    assert learner.config.reward.max_epochs == 3
+    result = learner.train()
+    assert result.labels == 40  # (answers a poll late: 100 steps)
+    assert result.reward_metrics["reward/val_accuracy"] > 0.5
+    env.step(np.zeros(2, np.float32))  # the learner did not close the env it was given
+    env.close()
+    policy = load_policy(result.run_dir)
+    obs = make_env("toy:point-reach").reset(seed=0)[0]
+    action = policy(obs)
+    assert action.shape == (2,) and np.all(np.abs(action) <= 1)
+    assert policy(np.stack([obs, obs])).shape == (2, 2)
+    with pytest.raises(ValueError, match="takes 6 numbers per observation"):
+        policy(np.zeros(4))
+
+
+def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
+    small = {
+        "runs_dir": tmp_path,
+        **{k: v for k, v in SMALL.items() if k not in ("agent", "reward")},
+    }
+    with pytest.raises(TypeError, match="unknown settings \\['stepz'\\]"):
+        PreferenceLearner("toy:point-reach", stepz=10)
+    with pytest.raises(TypeError, match="env=42 is not an env id"):
+        PreferenceLearner(42)
+    import gymnasium as gym
+
+    with pytest.raises(TypeError, match="wrap it first"):
+        PreferenceLearner(gym.make("Pendulum-v1"))
+
+    class SubmitOnly:
+        def submit(self, query):
+            pass
+
+    with pytest.raises(TypeError, match="has no poll\\(\\) method"):
+        PreferenceLearner("toy:point-reach", teacher=SubmitOnly(), **small)
+    with pytest.raises(TypeError, match="is not a prefrl SAC or PPO"):
+        PreferenceLearner("toy:point-reach", agent="sac", **small)
+    with pytest.raises(ValueError, match="reward_model takes observations of size 4"):
+        PreferenceLearner("toy:point-reach", reward_model=MLPRewardEnsemble(RewardConfig(), 4, 2),
+                          **small)  # fmt: skip
+    with pytest.raises(
+        ValueError, match="agent takes observations of size 6 and actions of size 3"
+    ):
+        PreferenceLearner("toy:point-reach", agent=SAC(SACConfig(), 6, 3), **small)
+    with pytest.raises(ValueError, match="is a person"):
+        PreferenceLearner("toy:point-reach", teacher="web", in_memory=True, **small)
+    with pytest.raises(ValueError, match="teacher 'orakel' does not exist; scripted: oracle"):
+        PreferenceLearner("toy:point-reach", teacher="orakel", **small)
+    teacher = ScriptedTeacher(TeacherConfig("stoc"), 0, 50)
+    assert PreferenceLearner("toy:point-reach", teacher, **small).config.teacher.preset == "stoc"
+
+
+def test_the_examples_run(tmp_path):
+    """Each script in examples/ runs as a user would run it (shortened by its argument)."""
+    scripts = sorted(EXAMPLES.glob("*.py"))
+    assert scripts
+    for script in scripts:
+        out = subprocess.run([sys.executable, str(script), "1500"], cwd=tmp_path, check=False,
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert out.returncode == 0, f"{script.name}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+        assert "labels" in out.stdout
