@@ -118,7 +118,7 @@ def test_teach_it_in_the_browser_as_the_readme_says(tmp_path):
             trainer.kill()
 
 
-def label_through_a_terminal(args: list[str], answers: int, timeout: float = 900) -> str:
+def label_through_a_terminal(args: list[str], answers: int, timeout: float = 400) -> str:
     """Run `prefrl label ...` on a pseudo-terminal; answer L or R to `answers` pairs, then quit:
     Q at the next prompt, or Ctrl-C while it waits for a pair."""
     master, slave = pty.openpty()
@@ -137,7 +137,11 @@ def label_through_a_terminal(args: list[str], answers: int, timeout: float = 900
             if screen.count(b"better? [L]eft") > given:
                 os.write(master, b"q\n" if given == answers else (b"l\n", b"r\n")[given % 2])
                 given += 1
-            elif given == answers and screen.rsplit(b"saved:", 1)[-1].count(b"Waiting (Ctrl-C"):
+            elif (  # every answer saved, then the labeller waits: Ctrl-C (a wait shown before
+                # the last pair is no cue: the last answer may not be saved yet)
+                given == answers and screen.count(b"saved:") == answers
+                and b"Waiting (Ctrl-C" in screen.rsplit(b"saved:", 1)[-1]
+            ):  # fmt: skip
                 labeller.send_signal(signal.SIGINT)
                 given += 1
         assert time.time() < deadline, f"timed out: {screen.decode(errors='replace')}"
@@ -150,6 +154,7 @@ def label_through_a_terminal(args: list[str], answers: int, timeout: float = 900
     return screen.decode(errors="replace")
 
 
+@pytest.mark.timeout(1200)  # (each wait below has its own deadline, which shows the screen)
 def test_teach_it_in_the_terminal_as_the_readme_says(tmp_path):
     trainer = start_trainer(readme_command("train", "--teacher", "terminal"), tmp_path, [])
     run = tmp_path / "run"
