@@ -12,8 +12,6 @@ from typing import Annotated
 import numpy as np
 import tyro
 
-from prefrl.presets import OFFLINE_PRESETS, ONLINE_PRESETS, RL_PRESETS
-
 
 def _pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
     """Remove `flag VALUE` / `flag=VALUE` from args; return (value, remaining)."""
@@ -81,6 +79,7 @@ def _print_run_end(result, steps: int, command: str) -> bool:
 
 def cmd_rl(args: list[str]) -> int:
     from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.presets import RL_PRESETS
 
     config = _parse_config(
         RLConfig, RL_PRESETS, args, "prefrl rl", "Train SAC on an environment's true reward."
@@ -97,6 +96,7 @@ def cmd_rl(args: list[str]) -> int:
 
 def cmd_train(args: list[str]) -> int:
     from prefrl.loops.online import OnlineConfig, train_online
+    from prefrl.presets import ONLINE_PRESETS
 
     # `--teacher web` is short for `--teacher.preset web`.
     args = ["--teacher.preset" if a == "--teacher" else a for a in args]
@@ -602,6 +602,7 @@ def _print_dataset(data) -> None:
 
 def cmd_offline(args: list[str]) -> int:
     from prefrl.loops.offline import OfflineConfig, train_offline
+    from prefrl.presets import OFFLINE_PRESETS
 
     given = [a.split("=")[0] for a in args]
     if "--iql.steps" in given:
