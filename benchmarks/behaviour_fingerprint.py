@@ -23,200 +23,48 @@ from pathlib import Path
 from prefrl.cli import main as prefrl
 
 TIMING = ("seconds", "per_s", "_time", "wall", "fit_started")
-QUIET = ["--no-progress"]
 
 
 def workflows(root: Path) -> dict[str, list[list[str]]]:
-    runs = ["--runs-dir", str(root)]
-    short_rl = [
-        "--steps",
-        "600",
-        "--warmstart-steps",
-        "200",
-        "--eval-interval",
-        "300",
-        "--checkpoint-interval",
-        "300",
-        "--eval-episodes",
-        "2",
-        "--no-video",
-        "--buffer-size",
-        "5000",
-        "--log-interval",
-        "100",
-        "--agent.batch-size",
-        "64",
-        "--agent.hidden-dims",
-        "32",
-        "32",
-        *QUIET,
-        *runs,
-    ]
-    pref = [
-        "--env",
-        "toy:point-reach",
-        "--steps",
-        "1200",
-        "--warmstart-steps",
-        "200",
-        "--eval-interval",
-        "600",
-        "--checkpoint-interval",
-        "600",
-        "--eval-episodes",
-        "2",
-        "--no-video",
-        "--log-interval",
-        "100",
-        "--segment-length",
-        "10",
-        "--schedule.budget",
-        "40",
-        "--schedule.session-size",
-        "20",
-        "--schedule.interval",
-        "400",
-        "--reward.max-epochs",
-        "5",
-        "--reward.hidden-dims",
-        "32",
-        "32",
-        *QUIET,
-        *runs,
-    ]
-    return {
-        "rl": [
-            ["rl", "--env", "toy:point-reach", "--keep-checkpoints", "0", "--name", "rl", *short_rl]
-        ],
-        "train-sac": [
-            [
-                "train",
-                *pref,
-                "--name",
-                "pebble",
-                "--agent.batch-size",
-                "64",
-                "--agent.hidden-dims",
-                "32",
-                "32",
-            ]
-        ],
-        "train-ppo": [
-            ["train", *pref, "--algo", "ppo", "--name", "prefppo", "--ppo.rollout-steps", "256"]
-        ],
+    """Each workflow's commands, in order; the run fingerprinted is named by its --name."""
+    r = str(root)
+    quiet = f"--no-progress --runs-dir {r}"
+    short_rl = ("--steps 600 --warmstart-steps 200 --eval-interval 300 --checkpoint-interval 300 "
+                "--eval-episodes 2 --no-video --buffer-size 5000 --log-interval 100 "
+                f"--agent.batch-size 64 --agent.hidden-dims 32 32 {quiet}")  # fmt: skip
+    pref = ("--env toy:point-reach --steps 1200 --warmstart-steps 200 --eval-interval 600 "
+            "--checkpoint-interval 600 --eval-episodes 2 --no-video --log-interval 100 "
+            "--segment-length 10 --schedule.budget 40 --schedule.session-size 20 "
+            "--schedule.interval 400 --reward.max-epochs 5 --reward.hidden-dims 32 32 "
+            f"{quiet}")  # fmt: skip
+    commands = {
+        "rl": [f"rl --env toy:point-reach --keep-checkpoints 0 --name rl {short_rl}"],
+        "train-sac": [(f"train {pref} --name pebble --agent.batch-size 64 "
+                       "--agent.hidden-dims 32 32")],
+        "train-ppo": [f"train {pref} --algo ppo --name prefppo --ppo.rollout-steps 256"],
         "offline": [
-            [
-                "dataset",
-                "collect",
-                str(root / "rl"),
-                "--kind",
-                "medium-replay",
-                "--medium-step",
-                "300",
-                "--out",
-                str(root / "ds"),
-            ],
-            [
-                "dataset",
-                "queries",
-                str(root / "ds"),
-                "--num",
-                "40",
-                "--length",
-                "10",
-                "--out",
-                str(root / "q.json"),
-            ],
-            [
-                "offline",
-                "--dataset",
-                str(root / "ds"),
-                "--labels",
-                str(root / "q.json"),
-                "--reward",
-                "mr",
-                "--steps",
-                "600",
-                "--steps-per-call",
-                "100",
-                "--eval-interval",
-                "300",
-                "--checkpoint-interval",
-                "300",
-                "--eval-episodes",
-                "2",
-                "--no-video",
-                "--iql.hidden-dims",
-                "32",
-                "32",
-                "--name",
-                "offline",
-                *QUIET,
-                *runs,
-            ],
+            f"dataset collect {r}/rl --kind medium-replay --medium-step 300 --out {r}/ds",
+            f"dataset queries {r}/ds --num 40 --length 10 --out {r}/q.json",
+            (f"offline --dataset {r}/ds --labels {r}/q.json --reward mr --steps 600 "
+             "--steps-per-call 100 --eval-interval 300 --checkpoint-interval 300 "
+             f"--eval-episodes 2 --no-video --iql.hidden-dims 32 32 --name offline {quiet}"),
         ],
         "finetune": [
-            [
-                "collect",
-                "--checkpoints",
-                str(root / "rl"),
-                "--noise",
-                "0",
-                "0.3",
-                "--segments",
-                "12",
-                "--length",
-                "10",
-                "--clip-size",
-                "0",
-                "--out",
-                str(root / "ratings"),
-            ],
-            ["rate", str(root / "ratings"), "--rater", "return", "--no-open-clips"],
-            [
-                "finetune",
-                "--policy",
-                str(root / "rl"),
-                "--ratings",
-                str(root / "ratings"),
-                "--steps",
-                "30",
-                "--eval-episodes",
-                "2",
-                "--log-interval",
-                "10",
-                "--cpl.batch-size",
-                "8",
-                "--name",
-                "finetune",
-                *runs,
-            ],
+            (f"collect --checkpoints {r}/rl --noise 0 0.3 --segments 12 --length 10 "
+             f"--clip-size 0 --out {r}/ratings"),
+            f"rate {r}/ratings --rater return --no-open-clips",
+            (f"finetune --policy {r}/rl --ratings {r}/ratings --steps 30 --eval-episodes 2 "
+             f"--log-interval 10 --cpl.batch-size 8 --name finetune --runs-dir {r}"),
         ],
-        "piano": [
-            [
-                "rl",
-                "--preset",
-                "robopianist-debug",
-                "--steps",
-                "60",
-                "--warmstart-steps",
-                "30",
-                "--eval-interval",
-                "30",
-                "--checkpoint-interval",
-                "30",
-                "--eval-episodes",
-                "1",
-                "--no-video",
-                "--agent.batch-size",
-                "16",
-                "--name",
-                "piano",
-                *QUIET,
-                *runs,
-            ]
-        ],
-    }
+        "piano": [("rl --preset robopianist-debug --steps 60 --warmstart-steps 30 "
+                   "--eval-interval 30 --checkpoint-interval 30 --eval-episodes 1 --no-video "
+                   f"--agent.batch-size 16 --name piano {quiet}")],
+    }  # fmt: skip
+    return {name: [c.split() for c in cmds] for name, cmds in commands.items()}
+
+
+RUN_NAMES = {"rl": "rl", "train-sac": "pebble", "train-ppo": "prefppo", "offline": "offline",
+             "finetune": "finetune", "piano": "piano"}  # fmt: skip
 
 
 def digest(data: bytes) -> str:
@@ -268,21 +116,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         for name, commands in workflows(root).items():
-            if args.only and name not in args.only and name not in ("rl",):
+            if args.only and name not in args.only and name != "rl":  # (the others use rl's run)
                 continue
             for command in commands:
                 print("prefrl", " ".join(command), flush=True)
                 if prefrl(command) != 0:
                     raise SystemExit(f"{name}: prefrl {' '.join(command)} failed")
-            run = {
-                "rl": "rl",
-                "train-sac": "pebble",
-                "train-ppo": "prefppo",
-                "offline": "offline",
-                "finetune": "finetune",
-                "piano": "piano",
-            }[name]
-            result[name] = fingerprint(root / run, root)
+            result[name] = fingerprint(root / RUN_NAMES[name], root)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     if args.compare is None:

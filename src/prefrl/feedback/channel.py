@@ -18,7 +18,7 @@ from typing import NamedTuple, Protocol
 
 from prefrl.data.segments import Label, Segments
 from prefrl.feedback.store import FeedbackStore
-from prefrl.feedback.teachers import Query, ScriptedTeacher, Teacher
+from prefrl.feedback.teachers import Query, ScriptedTeacher, Teacher, check_teacher
 
 
 class LabelledPairs(NamedTuple):
@@ -120,17 +120,11 @@ class StoreChannel:
 
 class InMemoryChannel:
     def __init__(self, teacher: Teacher):
-        for method in ("submit", "poll"):
-            if not callable(getattr(teacher, method, None)):
-                raise TypeError(
-                    f"teacher={teacher!r} has no {method}() method: a teacher takes queries with "
-                    "submit(Query) and returns answers with poll() -> [Answer(query_id, label)] "
-                    "(see prefrl.feedback.teachers.Teacher), e.g. ScriptedTeacher"
-                )
+        check_teacher(teacher)
         self.teacher = teacher
         self.is_human = False
         self.waiting: dict[int, tuple[Segments, Segments]] = {}  # query id -> (left, right)
-        self.arrived: list[tuple[int, Label]] = []
+        self.arrived: list[tuple[Label, Segments, Segments]] = []
         self.count = 0
 
     def submit(self, query: Query) -> None:
@@ -141,21 +135,21 @@ class InMemoryChannel:
 
     def _receive(self) -> None:
         for answer in self.teacher.poll():
-            key = int(answer.query_id)
-            if key not in self.waiting or any(k == key for k, _ in self.arrived):
-                raise ValueError(f"the teacher answered query {key}, which is not waiting")
-            self.arrived.append((key, Label(answer.label)))
+            pair = self.waiting.pop(int(answer.query_id), None)
+            if pair is None:
+                raise ValueError(f"the teacher answered query {answer.query_id}, which is not "
+                                 "waiting for an answer")  # fmt: skip
+            self.arrived.append((Label(answer.label), *pair))
 
     def poll(self) -> LabelledPairs | None:
         self._receive()
         if not self.arrived:
             return None
         arrived, self.arrived = self.arrived, []
-        pairs = [self.waiting.pop(key) for key, _ in arrived]
         return LabelledPairs(
-            Segments.concatenate([left for left, _ in pairs]),
-            Segments.concatenate([right for _, right in pairs]),
-            [label for _, label in arrived],
+            Segments.concatenate([left for _, left, _ in arrived]),
+            Segments.concatenate([right for _, _, right in arrived]),
+            [label for label, _, _ in arrived],
             [type(self.teacher).__name__] * len(arrived),
         )
 
@@ -178,7 +172,7 @@ class InMemoryChannel:
         return 0
 
     def unanswered(self) -> int:
-        return len(self.waiting) - len(self.arrived)
+        return len(self.waiting)
 
     def state_dict(self) -> dict:
         saved = getattr(self.teacher, "state_dict", None)

@@ -43,6 +43,16 @@ class Teacher(Protocol):
         """The loop reports each finished training episode (scripted thresholds use them)."""
 
 
+def check_teacher(teacher: object) -> None:
+    """Refuse an object that cannot be a teacher, naming the method it lacks."""
+    for method in ("submit", "poll"):
+        if not callable(getattr(teacher, method, None)):
+            raise TypeError(
+                f"teacher={teacher!r} has no {method}() method: give a preset name, a "
+                "TeacherConfig, or an object with submit(Query) and poll() -> [Answer]"
+            )
+
+
 @dataclass(frozen=True)
 class TeacherConfig:
     """A scripted teacher: a named B-Pref preset, with any parameter overridden."""

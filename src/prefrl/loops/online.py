@@ -32,6 +32,7 @@ from prefrl.envs import PrefrlEnv, make_env
 from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherConfig
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
+from prefrl.feedback.teachers import check_teacher
 from prefrl.loops.common import Cadence, check_finite, run_name, start_run, stoppable
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.online_agents import PpoSteps, SacSteps
@@ -130,12 +131,7 @@ class PreferenceLearner:
         elif isinstance(teacher, TeacherConfig):
             fields["teacher"] = teacher
         elif teacher is not None:
-            for method in ("submit", "poll"):
-                if not callable(getattr(teacher, method, None)):
-                    raise TypeError(
-                        f"teacher={teacher!r} has no {method}() method: give a preset name, a "
-                        "TeacherConfig, or an object with submit(Query) and poll() -> [Answer]"
-                    )
+            check_teacher(teacher)
             self.teacher = teacher
             if isinstance(teacher, ScriptedTeacher):
                 fields["teacher"] = teacher.config

@@ -12,6 +12,7 @@ from prefrl.envs.registry import resolve
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.feedback.selection import check_method
 from prefrl.reward import RewardConfig
+from prefrl.rundir.config import check_fields
 
 ALGOS = ("sac", "ppo")
 TERMINATIONS = ("end", "absorbing", "continue")
@@ -106,25 +107,15 @@ class OnlineConfig:
                 f"--termination=continue needs an env whose early termination can be turned off "
                 f"(Gymnasium Hopper, Walker2d, Ant, Humanoid); {self.env} has none"
             )
-        for name in (
-            "steps", "oversample", "segment_length", "segment_pool", "knn_k", "eval_interval",
-            "refit_labels",
-            "eval_episodes", "checkpoint_interval", "log_interval", "buffer_size", "render_size",
-        ):  # fmt: skip
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
-                    "expected a positive integer"
-                )
-        if not self.refit_growth >= 0:  # (NaN too)
-            raise ValueError(
-                f"--refit-growth={self.refit_growth} is invalid: expected a number >= 0"
-            )
-        for name in ("warmstart_steps", "unsupervised_steps", "fit_lag"):
-            if getattr(self, name) < 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: expected >= 0"
-                )
+        positive = ("steps", "oversample", "segment_length", "segment_pool", "knn_k",
+                    "eval_interval", "refit_labels", "eval_episodes", "checkpoint_interval",
+                    "log_interval", "buffer_size", "render_size")  # fmt: skip
+        check_fields(self, {
+            **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
+            "refit_growth": (self.refit_growth >= 0, "a number >= 0"),  # (NaN fails too)
+            **{name: (getattr(self, name) >= 0, ">= 0")
+               for name in ("warmstart_steps", "unsupervised_steps", "fit_lag")},
+        }, "--")  # fmt: skip
         if self.first_query_step >= self.steps:
             raise ValueError(
                 f"queries would start at step {self.first_query_step:,} (warm start + "

@@ -23,7 +23,7 @@ from prefrl.rundir.checkpoints import (
     latest_checkpoint,
     write_json,
 )
-from prefrl.rundir.config import config_from_dict, config_to_dict
+from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
@@ -66,27 +66,13 @@ class RLConfig:
 
     def __post_init__(self) -> None:
         resolve(self.env)  # unknown ids fail here, with the closest matches
-        for name in (
-            "steps",
-            "eval_interval",
-            "eval_episodes",
-            "checkpoint_interval",
-            "log_interval",
-            "buffer_size",
-            "render_size",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
-                    "expected a positive integer"
-                )
-        if self.keep_checkpoints < 0:
-            raise ValueError(
-                f"--keep-checkpoints={self.keep_checkpoints} is invalid: expected 0 (keep all) "
-                "or a positive integer"
-            )
-        if self.warmstart_steps < 0:
-            raise ValueError(f"--warmstart-steps={self.warmstart_steps} is invalid: expected >= 0")
+        positive = ("steps", "eval_interval", "eval_episodes", "checkpoint_interval",
+                    "log_interval", "buffer_size", "render_size")  # fmt: skip
+        check_fields(self, {
+            **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
+            "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
+            "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
+        }, "--")  # fmt: skip
 
 
 @dataclass
