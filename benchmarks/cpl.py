@@ -28,9 +28,10 @@ import numpy as np
 
 from prefrl.agents.cpl import CPLConfig
 from prefrl.envs import make_env
-from prefrl.loops.collect import policy_segments
+from prefrl.feedback.raters import rate_scripted
+from prefrl.loops.collect import make_rating_run, policy_segments
 from prefrl.loops.datasets import eval_returns
-from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+from prefrl.loops.finetune import FinetuneConfig, finetune
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import checkpoint_root
 

@@ -30,7 +30,7 @@ import av
 import numpy as np
 
 from prefrl.envs import make_env
-from prefrl.envs.piano import PianoTask, _quiet_import, parse_piano_id
+from prefrl.envs.piano_task import PianoTask, parse_piano_id, quiet_import
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.presets import RL_PRESETS
 from prefrl.render.clips import ClipRenderer
@@ -41,7 +41,7 @@ RESULTS = ROOT / "benchmarks/results/piano.json"
 
 
 def raw_env(song: str, task: PianoTask, seed: int):
-    _quiet_import()
+    quiet_import()
     from robopianist import suite
 
     return suite.load(f"RoboPianist-{song}-v0", seed=seed, task_kwargs=task.task_kwargs())

@@ -168,7 +168,7 @@ def test_kill_then_resume(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "prefrl.cli",
+        "prefrl",
         "rl",
         *TOY,
         "--steps",

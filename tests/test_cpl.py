@@ -200,7 +200,7 @@ def test_scripted_ratings_follow_the_score():
 
 def test_rater_prefers_a_property_at_equal_progress():
     from prefrl.data.segments import Segments
-    from prefrl.loops.finetune import segment_scores
+    from prefrl.feedback.raters import segment_scores
 
     # Returns 0, 1, 9, 10 (two bands of 5), actions large/small inside each band.
     n, t = 4, 5
@@ -237,8 +237,9 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
     noise; fine-tuning with pairs="siblings" compares only segments of one family."""
     from conftest import short_sac_run
 
-    from prefrl.loops.collect import policy_segments
-    from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+    from prefrl.feedback.raters import rate_scripted
+    from prefrl.loops.collect import make_rating_run, policy_segments
+    from prefrl.loops.finetune import FinetuneConfig, finetune
 
     run = short_sac_run(tmp_path, "sac", steps=600)
     segments, infos = policy_segments([run], [0.5], count=12, length=10, siblings=3)
@@ -295,9 +296,10 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     from conftest import short_sac_run
 
     from prefrl.cli import main
+    from prefrl.feedback.raters import rate_scripted
     from prefrl.feedback.store import FeedbackStore, run_uid
-    from prefrl.loops.collect import policy_segments
-    from prefrl.loops.finetune import FinetuneConfig, finetune, make_rating_run, rate_scripted
+    from prefrl.loops.collect import make_rating_run, policy_segments
+    from prefrl.loops.finetune import FinetuneConfig, finetune
     from prefrl.loops.rl import load_policy
 
     run = short_sac_run(tmp_path, "sac")
@@ -372,7 +374,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
         policy_segments([ckpts[0], other], [0.0], count=2, length=5)
     # The regret rater: the judge's own noise-free actions have no regret, noisy ones do; the
     # judge must be of the segments' env.
-    from prefrl.loops.finetune import segment_scores
+    from prefrl.feedback.raters import segment_scores
 
     own, own_infos = policy_segments([ckpts[-1]], [0.0, 0.5], count=8, length=10)
     regret = segment_scores(own, f"regret:{ckpts[-1]}", "toy:point-reach")

@@ -22,9 +22,9 @@ from prefrl.feedback.dataset_queries import (
     sample_queries,
 )
 from prefrl.feedback.teachers import TeacherConfig
-from prefrl.loops.offline import OfflineConfig
+from prefrl.loops.offline import OfflineConfig, scale_rewards
 from prefrl.reward.base import load_reward_model
-from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel, scale_rewards
+from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
@@ -354,7 +354,7 @@ def test_iql_prefers_the_rewarded_actions_of_the_data():
 
 
 def test_a_stopped_fit_saves_at_an_epoch_boundary_and_goes_on_as_if_never_stopped(tmp_path):
-    from prefrl.reward.segment_models import FitStopped
+    from prefrl.reward.fit_state import FitStopped
 
     data = synthetic(n_episodes=8, length=30)
     prefs = label_queries(sample_queries(data, 64, length=8, seed=2), data, TeacherConfig())
@@ -613,11 +613,11 @@ def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
 
 
 def test_offline_presets_hold_the_published_iql_settings():
-    from prefrl.cli import _parse_config
+    from prefrl.cli.common import parse_config
     from prefrl.presets import OFFLINE_PRESETS
 
     args = ["--preset", "iql-adroit", "--iql.temperature", "0.7"]
-    config = _parse_config(OfflineConfig, OFFLINE_PRESETS, args, "prefrl offline", "")
+    config = parse_config(OfflineConfig, OFFLINE_PRESETS, args, "prefrl offline", "")
     assert (config.iql.expectile, config.iql.actor_dropout) == (0.7, 0.1)
     assert config.iql.temperature == 0.7  # a flag after the preset overrides it
     antmaze = OFFLINE_PRESETS["iql-antmaze"].config.iql

@@ -15,7 +15,7 @@ pretty_midi = pytest.importorskip("pretty_midi")
 
 from prefrl.cli import main
 from prefrl.envs import make_env
-from prefrl.envs.piano import key_press_metrics
+from prefrl.envs.piano_task import key_press_metrics
 from prefrl.render.audio import SAMPLE_RATE, key_notes, keys_audio
 from prefrl.render.clips import ClipRenderer
 
@@ -46,7 +46,7 @@ def test_importing_the_piano_prints_nothing_even_on_ci():
     import os
     import subprocess
 
-    code = "from prefrl.envs.piano import piano_installed; assert piano_installed()"
+    code = "from prefrl.envs.piano_task import piano_installed; assert piano_installed()"
     out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CI": "1"},
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert out.stdout == ""
@@ -213,14 +213,9 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song, capsys):
 
     from prefrl.agents.cpl import CPLConfig
     from prefrl.data.segments import Label
-    from prefrl.loops.collect import policy_segments
-    from prefrl.loops.finetune import (
-        FinetuneConfig,
-        finetune,
-        make_rating_run,
-        rate_scripted,
-        segment_scores,
-    )
+    from prefrl.feedback.raters import rate_scripted, segment_scores
+    from prefrl.loops.collect import make_rating_run, policy_segments
+    from prefrl.loops.finetune import FinetuneConfig, finetune
     from prefrl.loops.rl import RLConfig, train_rl
     from prefrl.presets import RL_PRESETS
 
@@ -287,8 +282,7 @@ def test_rating_page_plays_piano_clips_with_sound_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
     from prefrl.feedback.store import FeedbackStore, run_info
-    from prefrl.loops.collect import random_segments
-    from prefrl.loops.finetune import make_rating_run
+    from prefrl.loops.collect import make_rating_run, random_segments
     from prefrl.web.app import create_app
 
     # Four notes a step apart at 10 steps/s; random hands press keys now and then.

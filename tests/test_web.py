@@ -156,7 +156,7 @@ def test_a_closed_page_gives_its_pairs_back_and_an_empty_queue_says_why(run):
 def test_rating_page_says_when_segments_have_no_clip(tmp_path):
     from fastapi.testclient import TestClient
 
-    from prefrl.loops.finetune import make_rating_run
+    from prefrl.loops.collect import make_rating_run
 
     segs = random_segments(ENV, count=3, length=10)[:3]
     run = run_info(make_rating_run(tmp_path / "bare", ENV, segs, [{}] * 3, None))  # no clips
@@ -182,7 +182,7 @@ def test_terminal_labeller(run):
 
 def test_terminal_rater(tmp_path):
     from prefrl.feedback.terminal import rate_in_terminal
-    from prefrl.loops.finetune import make_rating_run
+    from prefrl.loops.collect import make_rating_run
 
     segs = random_segments(ENV, count=4, length=10)[:4]
     infos = [{"family": 0}] * 2 + [{}] * 2
@@ -238,7 +238,7 @@ def test_rating_page_shows_siblings_as_a_family_in_chromium(tmp_path):
     from fastapi.testclient import TestClient
     from playwright.sync_api import sync_playwright
 
-    from prefrl.loops.finetune import make_rating_run
+    from prefrl.loops.collect import make_rating_run
 
     segs = random_segments(ENV, count=5, length=10)[:5]
     infos = [{"family": 0}] * 3 + [{"family": 1}] * 2

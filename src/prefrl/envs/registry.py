@@ -123,7 +123,7 @@ def _check_piano(name: str) -> None:
     """The flags always; the song too when the piano extra is installed. Without it an id is
     still accepted (configs and presets name piano tasks on machines without the extra), and
     making the env says how to install it."""
-    from prefrl.envs.piano import check_song_file, load_midi, parse_piano_id, piano_installed
+    from prefrl.envs.piano_task import check_song_file, load_midi, parse_piano_id, piano_installed
 
     song, task = parse_piano_id(name)
     if piano_installed():
@@ -133,7 +133,8 @@ def _check_piano(name: str) -> None:
 
 
 def _make_piano(name: str, render: RenderSettings | None):
-    from prefrl.envs.piano import PianoBackend, PianoEnv, parse_piano_id
+    from prefrl.envs.piano import PianoBackend, PianoEnv
+    from prefrl.envs.piano_task import parse_piano_id
 
     song, task = parse_piano_id(name)
     settings = render or RenderSettings()
@@ -144,7 +145,7 @@ def _make_piano(name: str, render: RenderSettings | None):
 
 
 def _piano_ids() -> list[str]:
-    from prefrl.envs.piano import song_ids
+    from prefrl.envs.piano_task import song_ids
 
     return song_ids()
 

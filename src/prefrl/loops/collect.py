@@ -3,6 +3,7 @@ trained policy's checkpoints at several action-noise levels (clips to rate for C
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import numpy as np
 
 from prefrl.data import SegmentRecorder, Segments
 from prefrl.envs import make_env
+from prefrl.feedback.store import FeedbackStore, claim_run_uid
+from prefrl.rundir.atomic import atomic_write
 
 
 def random_segments(
@@ -157,3 +160,47 @@ def policy_segments(
     finally:
         env.close()
     return Segments.concatenate(parts), infos
+
+
+def make_rating_run(
+    out: Path, env_id: str, segments: Segments, infos: list[dict], render_size: int | None = 128
+) -> Path:
+    """A rating run at `out`: the segments (with where each came from) in a store, and their
+    clips rendered when `render_size` is given."""
+    out = Path(out)
+    if (out / "config.json").exists():
+        raise FileExistsError(f"{out} already holds a run; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "config.json", "w") as f:
+        json.dump({"env": env_id, "kind": "ratings", "segments": len(segments)}, f, indent=2)
+    with FeedbackStore(out) as store:
+        run_id = store.run_id(claim_run_uid(out, new=True), env=env_id)
+        ids = store.add_segments(run_id, out, segments, infos)
+        if render_size:
+            from prefrl.render.clips import CLIP_DIR, ClipRenderer
+
+            renderer = ClipRenderer(env_id, size=render_size)
+            for seg_id, states in zip(ids, segments.state, strict=True):
+                rel = f"{CLIP_DIR}/seg{seg_id:09d}.mp4"
+                frames = renderer.write(out / rel, states)
+                store.add_clip(seg_id, rel, render_size, render_size, frames, renderer.fps)
+    return out
+
+
+def collect_rating_run(
+    checkpoints: list[Path],
+    out: Path,
+    noise: list[float] = (0.0, 0.1, 0.3),
+    segments: int = 150,
+    length: int = 50,
+    seed: int = 0,
+    siblings: int = 1,
+    clip_size: int | None = 256,
+) -> tuple[Path, Segments]:
+    """`prefrl collect`: segments of `checkpoints` at each action-noise level
+    (`policy_segments`) put up for rating at `out` (`make_rating_run`; clips when `clip_size`)."""
+    segs, infos = policy_segments(list(checkpoints), list(noise), segments, length, seed, siblings)
+    from prefrl.loops.rl import load_policy
+
+    env_id = load_policy(Path(checkpoints[0])).config.env
+    return make_rating_run(out, env_id, segs, infos, clip_size or None), segs

@@ -202,7 +202,7 @@ def start_run(loop_factory, config, name: str):
     return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
 
 
-class Cadence:
+class PeriodicTasks:
     """What every loop does on a step-count cadence after each env step: the progress bar, rows of
     training metrics (with steps/s and a NaN check), evaluations with videos and the learning
     curve, checkpoints.

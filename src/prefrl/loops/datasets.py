@@ -1,4 +1,5 @@
-"""D4RL-style datasets made from a prefrl SAC run (`prefrl dataset collect`).
+"""D4RL-style datasets made from a prefrl SAC run (`prefrl dataset collect`), imported
+(`import_d4rl`), and their preference queries (`make_queries`).
 
 - `random`: uniform-random actions.
 - `medium`: rollouts of the "medium" policy, the checkpoint whose evaluation return is nearest a
@@ -27,6 +28,13 @@ from rich.progress import Progress
 from prefrl.data import ReplayBuffer
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
+from prefrl.feedback.dataset_queries import (
+    DatasetQueries,
+    label_queries,
+    labels_from_store,
+    sample_queries,
+    send_to_store,
+)
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -254,3 +262,94 @@ def collect_dataset(
     data.ref_min_score = random_return
     data.info = {**info, "algorithm": "prefrl SAC", "description": f"{kind} data of {env_id}"}
     return data
+
+
+def import_d4rl(
+    file: Path,
+    env_id: str,
+    out: Path,
+    ref_min_score: float | None = None,
+    ref_max_score: float | None = None,
+) -> OfflineDataset:
+    """`prefrl dataset import-d4rl`: a D4RL-layout HDF5 file, checked against `env_id`'s
+    observation and action sizes, saved as a Minari dataset at `out`."""
+    from prefrl.data.dataset import import_d4rl_hdf5
+
+    env = make_env(env_id, seed=0)
+    dims = (env.obs_dim, env.action_dim)
+    env.close()
+    out = Path(out)
+    data = import_d4rl_hdf5(file, env_id, out.name, ref_min_score, ref_max_score, dims)
+    data.save(out)
+    return data
+
+
+@dataclass
+class QueriesMade:
+    """What `make_queries` did: the queries (labelled or not) and how, or where a person labels
+    them (`label_dir`) and the command that takes their labels back (`next_step`)."""
+
+    queries: DatasetQueries
+    how: str
+    label_dir: Path | None = None
+    next_step: str | None = None
+
+
+def make_queries(
+    dataset: Path,
+    out: Path,
+    num: int = 500,
+    length: int = 100,
+    teacher: str = "oracle",
+    seed: int = 0,
+    queries: Path | None = None,
+    label_dir: Path | None = None,
+    from_run: Path | None = None,
+) -> QueriesMade:
+    """`prefrl dataset queries`: sample `num` pairs of `length`-step segments of a dataset (or
+    take the query file `queries`), then label them with a scripted teacher, or put them up for
+    a person (`teacher` web or terminal: a labelling run at `label_dir`), or take a person's
+    labels from the labelling run `from_run`; written to `out` (never over a person's labels)."""
+    from prefrl.feedback.teachers import TeacherConfig
+
+    data = OfflineDataset.load(dataset)
+    _keep_human_labels(out)
+    if queries is not None:
+        made = DatasetQueries.load(queries)
+        made.check(data)
+    else:
+        made = sample_queries(data, num, length, seed)
+    if from_run is not None:
+        if queries is None:
+            raise ValueError("--from-run needs --queries: the file the labelling run was made from")
+        made = labels_from_store(made, from_run)
+        how = f"answered in {from_run} (of {made.info['asked']} asked)"
+    elif teacher in ("web", "terminal"):
+        label_dir = label_dir or out.with_name(out.stem + "-labelling")
+        then = (f"prefrl dataset queries {dataset} --queries {out} --from-run {label_dir} "
+                "--out LABELLED.json")  # fmt: skip
+        send_to_store(made, data, label_dir, next_step=then)
+        made.save(out)
+        return QueriesMade(made, "put up for labelling", label_dir, then)
+    elif teacher != "none":
+        made = label_queries(made, data, TeacherConfig(teacher), seed)
+        how = f"labelled by the {teacher} teacher"
+    else:
+        how = "unlabelled"
+    made.save(out)
+    return QueriesMade(made, how)
+
+
+def _keep_human_labels(out: Path) -> None:
+    """Refuse to write over a queries file that holds a person's labels."""
+    if not out.is_file():
+        return
+    try:
+        old = DatasetQueries.load(out)
+    except (ValueError, KeyError, OSError):
+        return  # not a queries file we could lose labels from
+    if old.labels is not None and old.source in ("human", "pt-human"):
+        raise FileExistsError(
+            f"--out {out} holds {len(old)} labels given by people; choose another --out (or "
+            "move that file away first): they are not written over"
+        )

@@ -1,9 +1,9 @@
 """Fine-tuning a trained policy from ratings of its clips with CPL (the RoboPianist workflow).
 
-1. `make_rating_run`: segments collected from a run's checkpoints (`collect.policy_segments`)
-   go into a rating run: a store of segments with their provenance and rendered clips, rated
-   1-100 by a person on the web app's rating page (`prefrl serve DIR`, then /rate) or by a
-   scripted rater (`rate_scripted`).
+1. `collect.collect_rating_run`: segments collected from a run's checkpoints go into a rating
+   run: a store of segments with their provenance and rendered clips, rated 1-100 by a person
+   on the web app's rating page (`prefrl serve DIR`, then /rate) or by a scripted rater
+   (`feedback.raters.rate_scripted`).
 2. `finetune`: the ratings become every pair once (`feedback.ratings`), and CPL fine-tunes the
    SAC actor on them, held close to the original by the conservative term. The result is a SAC
    checkpoint (the original critic, the new actor), so `prefrl eval` reads it like any run.
@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,175 +21,15 @@ import jax
 import numpy as np
 
 from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
-from prefrl.data.segments import LABEL_TARGET, Label, Segments
-from prefrl.feedback.ratings import ratings_to_pairs, scripted_ratings
-from prefrl.feedback.store import FeedbackStore, claim_run_uid, run_info
+from prefrl.data.segments import LABEL_TARGET, Label
+from prefrl.feedback.ratings import ratings_to_pairs
+from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.loops.common import open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.rl import load_policy
-from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
-
-
-def make_rating_run(
-    out: Path, env_id: str, segments: Segments, infos: list[dict], render_size: int | None = 128
-) -> Path:
-    """A rating run at `out`: the segments (with where each came from) in a store, and their
-    clips rendered when `render_size` is given."""
-    out = Path(out)
-    if (out / "config.json").exists():
-        raise FileExistsError(f"{out} already holds a run; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out / "config.json", "w") as f:
-        json.dump({"env": env_id, "kind": "ratings", "segments": len(segments)}, f, indent=2)
-    with FeedbackStore(out) as store:
-        run_id = store.run_id(claim_run_uid(out, new=True), env=env_id)
-        ids = store.add_segments(run_id, out, segments, infos)
-        if render_size:
-            from prefrl.render.clips import CLIP_DIR, ClipRenderer
-
-            renderer = ClipRenderer(env_id, size=render_size)
-            for seg_id, states in zip(ids, segments.state, strict=True):
-                rel = f"{CLIP_DIR}/seg{seg_id:09d}.mp4"
-                frames = renderer.write(out / rel, states)
-                store.add_clip(seg_id, rel, render_size, render_size, frames, renderer.fps)
-    return out
-
-
-def segment_scores(segments: Segments, rater: str, env_id: str | None = None) -> np.ndarray:
-    """A per-segment score for a scripted rater (higher is better).
-
-    Piano raters (`env_id` a robopianist: id) replay each segment's stored states:
-    `piano-f1` prefers a higher key-press F1, `piano-wrong-keys` fewer keys pressed that the
-    song did not ask for.
-
-    `A+w*B` weighs standardised scores: `return+0.5*low-action` is the return plus half as many
-    standard deviations of action size (smaller is better).
-    `A@B/N` prefers A at equal B: the segments are cut into N equal-width bands of B's score
-    (default 5); a higher band always wins, and inside a band A decides. `low-action@return` is
-    "smaller actions at equal progress": pairs across bands still teach progress, pairs inside a
-    band teach the property.
-
-    `regret:RUN` rates by the advantage of each step's action under the critic of a (better) SAC
-    run or checkpoint, `Σ_t Q(s_t, a_t) - Q(s_t, π(s_t))`: the regret preference model CPL is
-    derived from. A segment's return mostly says which states it passed through; its regret
-    says how good its actions were where it was.
-    """
-    if "+" in rater:
-        total = np.zeros(len(segments))
-        for term in rater.split("+"):
-            weight, _, name = term.rpartition("*")
-            try:
-                w = float(weight) if weight else 1.0
-            except ValueError:
-                w = float("nan")
-            if not np.isfinite(w):
-                raise ValueError(f"rater {rater!r}: the weight in {term!r} is not a number")
-            score = segment_scores(segments, name, env_id)
-            std = score.std()
-            total += w * (score - score.mean()) / (std if std > 0 else 1.0)
-        return total
-    if "@" in rater:
-        secondary, primary = rater.split("@", 1)
-        head, _, bands_text = primary.rpartition("/")
-        # `regret:runs/x` holds slashes of its own: a band count is the digits after the last.
-        if head and (bands_text.isdigit() or not head.startswith("regret:")):
-            primary = head
-        else:
-            bands_text = ""
-        try:
-            bands = int(bands_text or 5)
-        except ValueError:
-            bands = 0
-        if bands < 1:
-            raise ValueError(
-                f"rater {rater!r}: the band count after '/' must be a positive integer"
-            )
-        base = segment_scores(segments, primary, env_id)
-        span = base.max() - base.min()
-        band = np.floor(bands * (base - base.min()) / span) if span > 0 else np.zeros_like(base)
-        band = np.minimum(band, bands - 1)
-        within = segment_scores(segments, secondary, env_id)
-        span = within.max() - within.min()
-        within = (within - within.min()) / span if span > 0 else np.zeros_like(within)
-        return band + 0.999 * within
-    if rater in ("piano-f1", "piano-wrong-keys"):
-        return _piano_scores(segments, rater, env_id)
-    if rater == "return":
-        return segments.reward.sum(-1)
-    if rater.startswith("regret:"):
-        return _regret_scores(segments, Path(rater.removeprefix("regret:")), env_id)
-    if rater in ("low-action", "high-action"):
-        size = (segments.action**2).sum(-1).mean(-1)
-        return -size if rater == "low-action" else size
-    if rater.startswith(("obs:", "low-obs:")):
-        try:
-            index = int(rater.split(":", 1)[1])
-        except ValueError:
-            index = -1
-        dim = segments.obs.shape[-1]
-        if not 0 <= index < dim:
-            raise ValueError(f"rater {rater!r}: expected an observation index in [0, {dim})")
-        mean = segments.obs[..., index].mean(-1)
-        return -mean if rater.startswith("low-") else mean
-    raise ValueError(
-        f"rater {rater!r} is invalid: expected return, regret:RUN, low-action, high-action, obs:I, "
-        "low-obs:I, piano-f1, piano-wrong-keys, A+w*B (weighted standardised scores) or A@B/N "
-        "(A at equal B, in N bands of B)"
-    )
-
-
-def _regret_scores(segments: Segments, run: Path, env_id: str | None) -> np.ndarray:
-    """Σ_t Q(s_t, a_t) - Q(s_t, π(s_t)) under `run`'s critics (their mean) and its deterministic
-    action: 0 for a segment that does what that policy would, below 0 the worse its actions."""
-    judge = load_policy(run)
-    if env_id is not None and judge.config.env != env_id:
-        raise ValueError(
-            f"rater regret:{run}: its critic is of {judge.config.env}, the segments of {env_id}"
-        )
-    obs = np.asarray(segments.obs, np.float32)
-    if obs.shape[-1] != judge.sac.obs_dim:
-        raise ValueError(
-            f"rater regret:{run}: its critic takes {judge.sac.obs_dim} observation values, the "
-            f"segments have {obs.shape[-1]}"
-        )
-    nets, state = judge.sac.nets, judge.state
-
-    @jax.jit
-    def regret(o, a):
-        greedy = jax.numpy.tanh(nets.actor.apply(state.actor_params, o)[0])
-        q_taken = nets.critic.apply(state.critic_params, o, a).mean(0)
-        q_greedy = nets.critic.apply(state.critic_params, o, greedy).mean(0)
-        return (q_taken - q_greedy).sum(-1)
-
-    action = np.asarray(segments.action, np.float32)
-    return np.concatenate(
-        [np.asarray(regret(obs[i : i + 256], action[i : i + 256])) for i in range(0, len(obs), 256)]
-    )
-
-
-def _piano_scores(segments: Segments, rater: str, env_id: str | None) -> np.ndarray:
-    from prefrl.envs.piano import step_scores
-
-    if env_id is None:
-        raise ValueError(f"rater {rater!r} rates piano segments; give their env")
-    scores = step_scores(env_id, segments.state, rater)
-    return scores.mean(1) if rater == "piano-f1" else scores.sum(1)
-
-
-def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:
-    """Rate every segment of a rating run with a scripted rater; returns how many."""
-    run = run_info(run_dir)
-    with FeedbackStore(run.store, create=False) as store:
-        run_id = store.run_id(run.uid, create=False)
-        ids = store.segment_ids(run_id)
-        segments = store.segments(run.run_dir, ids)
-        ratings = scripted_ratings(segment_scores(segments, rater, run.env), noise, seed)
-        for seg_id, value in zip(ids, ratings, strict=True):
-            store.add_rating(seg_id, int(value), source=f"scripted:{rater}")
-    return len(ids)
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,11 @@ from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
 from prefrl.feedback.dataset_queries import DatasetQueries
-from prefrl.loops.common import Cadence, run_name, start_run
+from prefrl.loops.common import PeriodicTasks, run_name, start_run
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.reward.base import pearson
-from prefrl.reward.segment_models import (
-    FitStopped,
-    SegmentRewardConfig,
-    SegmentRewardModel,
-    scale_rewards,
-)
+from prefrl.reward.fit_state import FitStopped
+from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
@@ -326,7 +322,9 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
-    cadence = Cadence(loop, metrics, progress, title=f"IQL ({cfg.reward} reward) on {cfg.dataset}")
+    periodic = PeriodicTasks(
+        loop, metrics, progress, title=f"IQL ({cfg.reward} reward) on {cfg.dataset}"
+    )
     with progress, graceful_stop() as stop:
         ds = loop.dataset
         try:
@@ -339,19 +337,19 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
         data = IQL.to_device(
             ds.observations, ds.actions, rewards, ds.next_observations, ds.terminals
         )
-        cadence.restart_clock(loop.step)
+        periodic.restart_clock(loop.step)
         try:
             while loop.step < cfg.steps and not stop.requested:
                 loop.state, update_metrics = loop.iql.update(
                     loop.state, data, loop.key, steps=cfg.steps_per_call
                 )
                 loop.step += cfg.steps_per_call
-                cadence.after_step(loop.step, update_metrics)
+                periodic.after_step(loop.step, update_metrics)
             if stop.requested:
                 loop.save()
         except KeyboardInterrupt:
             stop.requested = True
-    final = cadence.final
+    final = periodic.final
     if final is not None:
         summary = final.summary
     else:  # (resumed after its last step: nothing evaluated now; its last evaluation stands)
@@ -366,3 +364,23 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
         loop.reward_metrics,
         stop.requested,
     )
+
+
+def scale_rewards(
+    dataset: OfflineDataset, rewards: np.ndarray, shift: float, center: bool = False
+) -> np.ndarray:
+    """IQL's locomotion scaling: rewards x 1000 / (max - min episode return), plus `shift`
+    (0.5 for learned rewards on locomotion, as Preference Transformer's runs; 0 for the true
+    reward, as IQL's). `center` first subtracts the rewards' mean over the dataset, so a
+    learned reward's arbitrary constant does not decide the sign of what IQL gets."""
+    rewards = np.asarray(rewards, np.float64)
+    if center:
+        rewards = rewards - rewards.mean()
+    returns = dataset.episode_returns(rewards)
+    span = float(returns.max() - returns.min())
+    if span <= 0:
+        raise ValueError(
+            "every episode of the dataset has the same return under this reward; it cannot be "
+            "scaled by 1000 / (max - min return)"
+        )
+    return (np.asarray(rewards, np.float32) * (1000.0 / span) + shift).astype(np.float32)

@@ -13,7 +13,7 @@
    (`loops.fitting`: in place, or in a background process `fit_lag` steps ahead);
 5. relabel: the replay buffer gets the new model's rewards (`OnlineRun.take_fit`), and the
    agent goes on learning from them;
-6. every so often: log, evaluate, checkpoint (`loops.common.Cadence`).
+6. every so often: log, evaluate, checkpoint (`loops.common.PeriodicTasks`).
 
 Teachers answer asynchronously: the agent trains on the last fitted reward while answers are
 outstanding, and waits only for a person's first labels.
@@ -33,7 +33,7 @@ from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherCon
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
 from prefrl.feedback.teachers import check_teacher
-from prefrl.loops.common import Cadence, check_finite, run_name, start_run, stoppable
+from prefrl.loops.common import PeriodicTasks, check_finite, run_name, start_run, stoppable
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.online_agents import PpoSteps, SacSteps
 from prefrl.loops.online_config import OnlineConfig
@@ -226,8 +226,8 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     cfg, env = run.config, run.env
     agent = SacSteps(run) if cfg.algo == "sac" else PpoSteps(run)
     progress = TrainingProgress(cfg.steps, run.step, enabled=cfg.progress, last_eval=run.last_eval)
-    cadence = Cadence(run, metrics, progress, f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} "
-                      f"on {cfg.env}")  # fmt: skip
+    title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
+    periodic = PeriodicTasks(run, metrics, progress, title)
 
     def use_fit_if_ready() -> None:  # 5. relabel (a fit due now lands before queries use it)
         if run.fitting.ready(run.step):
@@ -236,7 +236,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             agent.after_fit(first)
             metrics.log(run.step, fit_metrics)
             check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, run.step)
-            cadence.restart_clock(run.step)
+            periodic.restart_clock(run.step)
 
     obs, _ = env.reset(seed=cfg.seed + run.step)
     episode = Episode()
@@ -278,8 +278,8 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             # 6. log, evaluate, checkpoint
             if server is not None and step % 1000 == 0 and (news := server.check()):
                 progress.say(news)
-            cadence.after_step(step, agent.metrics, info=f"labels {len(run.labels):,}")
-    return OnlineResult(run.run_dir, run.step, cadence.final, cadence.video, len(run.labels),
+            periodic.after_step(step, agent.metrics, info=f"labels {len(run.labels):,}")
+    return OnlineResult(run.run_dir, run.step, periodic.final, periodic.video, len(run.labels),
                         run.reward_metrics, interrupted=stop.requested)  # fmt: skip
 
 

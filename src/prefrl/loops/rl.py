@@ -14,7 +14,7 @@ from prefrl.agents import SAC, SACConfig, SACState
 from prefrl.data import ReplayBuffer
 from prefrl.envs import make_env
 from prefrl.envs.registry import resolve
-from prefrl.loops.common import Cadence, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
@@ -159,7 +159,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
-    cadence = Cadence(loop, metrics, progress, title=f"SAC on {cfg.env}")
+    periodic = PeriodicTasks(loop, metrics, progress, title=f"SAC on {cfg.env}")
     with stoppable(loop, progress) as stop:
         while loop.step < cfg.steps and not stop.requested:
             step = loop.step
@@ -194,13 +194,13 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             else:
                 obs = next_obs
             loop.step = step + 1
-            cadence.after_step(loop.step, update_metrics)
+            periodic.after_step(loop.step, update_metrics)
             # Drawn after a checkpoint (in after_step) saved the generator's state, so a
             # resumed run draws this batch first. It holds the transitions before the next
             # step, as if the update drew it at its own step (benchmarks/sac_loop_variants.py).
             more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
             batch = buffer.sample(rng, batch_size) if more else None
-    return RLResult(loop.run_dir, loop.step, cadence.final, cadence.video, stop.requested)
+    return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
 
 
 @dataclass

@@ -24,7 +24,7 @@ def _synth(sample_rate: int):
         import fluidsynth
         from robopianist import SF2_PATH
     except ImportError as e:
-        from prefrl.envs.piano import INSTALL
+        from prefrl.envs.piano_task import INSTALL
 
         raise ImportError(INSTALL) from e
     synth = fluidsynth.Synth(gain=GAIN, samplerate=float(sample_rate))

@@ -31,6 +31,7 @@ from prefrl.data.dataset import OfflineDataset
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.nn.sequence import LSTMReward, MarkovReward, PreferenceTransformer
 from prefrl.reward.base import RewardModel
+from prefrl.reward.fit_state import FIT_STATE, FitStopped, load_fit_state, save_fit_state
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.config import check_fields
 
@@ -237,12 +238,12 @@ class SegmentRewardModel(RewardModel):
         key = jax.random.key(self.seed + 1)
         first = 1
         if state_dir is not None and (Path(state_dir) / FIT_STATE).is_file():
-            params, opt_state, best, history, key, first = _load_fit_state(
+            params, opt_state, best, history, key, first = load_fit_state(
                 Path(state_dir), params, opt_state, rng
             )
         for epoch in range(first, cfg.epochs + 1):
             if should_stop is not None and should_stop() and state_dir is not None:
-                _save_fit_state(Path(state_dir), params, opt_state, best, history, key, rng, epoch)
+                save_fit_state(Path(state_dir), params, opt_state, best, history, key, rng, epoch)
                 raise FitStopped(epoch - 1, cfg.epochs)
             order = rng.permutation(train_idx)
             losses = []
@@ -418,58 +419,3 @@ def _apart(arrays: dict, train: np.ndarray, val: np.ndarray) -> np.ndarray:
     held = {key(side, i) for i in val for side in ("left", "right")}
     keep = [i for i in train if key("left", i) not in held and key("right", i) not in held]
     return np.asarray(keep, train.dtype)
-
-
-FIT_STATE = "fit_state.json"
-
-
-class FitStopped(Exception):
-    """A fit stopped at an epoch boundary (its state saved), asked to by `should_stop`."""
-
-    def __init__(self, epochs_done: int, epochs: int):
-        super().__init__(f"the fit stopped after epoch {epochs_done} of {epochs}")
-        self.epochs_done, self.epochs = epochs_done, epochs
-
-
-def _save_fit_state(folder: Path, params, opt_state, best, history, key, rng, epoch) -> None:
-    """Everything the epoch loop carries, so that a resumed fit is the same fit."""
-    folder.mkdir(parents=True, exist_ok=True)
-    arrays = {"params": params, "opt_state": opt_state, "best_params": best[1],
-              "key": jax.random.key_data(key)}  # fmt: skip
-    with atomic_write(folder / "fit_state.msgpack", "wb") as f:
-        f.write(flax.serialization.to_bytes(jax.device_get(arrays)))
-    meta = {"next_epoch": epoch, "best_loss": float(best[0]), "best_epoch": best[2],
-            "history": history, "rng": rng.bit_generator.state}  # fmt: skip
-    with atomic_write(folder / FIT_STATE, "w") as f:  # (last: it marks the state complete)
-        f.write(json.dumps(meta))
-
-
-def _load_fit_state(folder: Path, params, opt_state, rng):
-    meta = json.loads((folder / FIT_STATE).read_text())
-    template = {"params": params, "opt_state": opt_state, "best_params": params,
-                "key": jax.random.key_data(jax.random.key(0))}  # fmt: skip
-    arrays = flax.serialization.from_bytes(template, (folder / "fit_state.msgpack").read_bytes())
-    rng.bit_generator.state = meta["rng"]
-    best = (meta["best_loss"], arrays["best_params"], meta["best_epoch"])
-    key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))
-    return arrays["params"], arrays["opt_state"], best, meta["history"], key, meta["next_epoch"]
-
-
-def scale_rewards(
-    dataset: OfflineDataset, rewards: np.ndarray, shift: float, center: bool = False
-) -> np.ndarray:
-    """IQL's locomotion scaling: rewards x 1000 / (max - min episode return), plus `shift`
-    (0.5 for learned rewards on locomotion, as Preference Transformer's runs; 0 for the true
-    reward, as IQL's). `center` first subtracts the rewards' mean over the dataset, so a
-    learned reward's arbitrary constant does not decide the sign of what IQL gets."""
-    rewards = np.asarray(rewards, np.float64)
-    if center:
-        rewards = rewards - rewards.mean()
-    returns = dataset.episode_returns(rewards)
-    span = float(returns.max() - returns.min())
-    if span <= 0:
-        raise ValueError(
-            "every episode of the dataset has the same return under this reward; it cannot be "
-            "scaled by 1000 / (max - min return)"
-        )
-    return (np.asarray(rewards, np.float32) * (1000.0 / span) + shift).astype(np.float32)

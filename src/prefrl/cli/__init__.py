@@ -1,0 +1,66 @@
+"""The `prefrl` command: one module per command family, each command parses its flags (tyro,
+from the same frozen dataclasses that configure the code), calls one library function and prints
+what it did. A command's module is imported only when it runs, so `prefrl --help` and the store
+commands start without JAX."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {  # name -> ("module:function" in prefrl.cli, one-line description)
+    "train": ("train:cmd_train", "learn from preferences (PEBBLE / PrefPPO) with a scripted teacher"),
+    "rl": ("train:cmd_rl", "train SAC on an environment's true reward"),
+    "eval": ("evaluate:cmd_eval", "evaluate a run or checkpoint: returns table and a video"),
+    "serve": ("feedback:cmd_serve", "label a run's pairs and rate clips in the browser"),
+    "label": ("feedback:cmd_label", "label a run's pairs in the terminal"),
+    "labels": ("feedback:cmd_labels", "export a run's labels as JSON, or import them into a run"),
+    "annotators": ("feedback:cmd_annotators", "add annotators (prints their links) or list them"),
+    "dataset": ("dataset:cmd_dataset", "make, import and inspect offline datasets; sample and label queries"),
+    "offline": ("train:cmd_offline", "offline preferences: reward model (mr/nmr/pt) + IQL on a dataset"),
+    "offline-cpl": ("train:cmd_offline_cpl", "offline preferences: CPL on a dataset's labelled queries"),
+    "collect": ("ratings:cmd_collect", "roll out checkpoints x action noise into clips to rate"),
+    "rate": ("ratings:cmd_rate", "rate a rating run's clips with a scripted rater"),
+    "finetune": ("train:cmd_finetune", "fine-tune a SAC policy with CPL from ratings of its clips"),
+    "midi": ("tools:cmd_midi", "MIDI files for piano tasks: list notes, cut a window, render audio"),
+    "envs": ("tools:cmd_envs", "list environment ids"),
+}  # fmt: skip
+
+ERRORS = (  # what a command reports as `prefrl NAME: error: ...` (the message says what to do)
+    ValueError,
+    LookupError,
+    FileNotFoundError,
+    FileExistsError,
+    FloatingPointError,
+    RuntimeError,
+    TypeError,
+    ImportError,  # an optional extra that is not installed
+)
+
+
+def handler(name: str):
+    """The function that runs the command `name`."""
+    module, function = COMMANDS[name][0].split(":")
+    return getattr(importlib.import_module(f"prefrl.cli.{module}"), function)
+
+
+def _usage() -> str:
+    lines = ["usage: prefrl COMMAND [--help] [flags]", "", "commands:"]
+    lines += [f"  {name:<11} {text}" for name, (_, text) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    command, args = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"prefrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    try:
+        return handler(command)(args)
+    except ERRORS as e:
+        print(f"prefrl {command}: error: {e}", file=sys.stderr)
+        return 2

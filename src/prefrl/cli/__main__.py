@@ -1,0 +1,5 @@
+import sys
+
+from prefrl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""What the commands share: config parsing with presets and --resume, and printed tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import tyro
+
+
+def pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
+    """Remove `flag VALUE` / `flag=VALUE` from args; return (value, remaining)."""
+    rest, value, i = [], None, 0
+    while i < len(args):
+        a = args[i]
+        if a == flag:
+            if i + 1 >= len(args):
+                raise SystemExit(f"prefrl: {flag} needs a value")
+            value, i = args[i + 1], i + 2
+            continue
+        if a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+        else:
+            rest.append(a)
+        i += 1
+    return value, rest
+
+
+def parse_config(cls, presets, args: list[str], prog: str, summary: str):
+    """tyro over `cls`, starting from --preset NAME or, with --resume RUN, the run's own stored
+    config (flags given on the command line override either)."""
+    from prefrl.rundir.config import config_from_dict
+
+    preset, args = pop_option(args, "--preset")
+    resume = pop_option(args, "--resume")[0]  # stays in args: tyro parses it too
+    if resume is not None:
+        stored = Path(resume) / "config.json"
+        if not stored.exists():
+            raise SystemExit(
+                f"{prog}: --resume {resume}: no config.json there (not a run directory)"
+            )
+        base = config_from_dict(cls, json.loads(stored.read_text()))
+    elif preset is not None:
+        if preset not in presets:
+            raise SystemExit(f"{prog}: unknown --preset {preset!r}; known: {', '.join(presets)}")
+        base = presets[preset].config
+    else:
+        base = cls()
+    listing = "\n".join(f"  {name}: {p.description}" for name, p in presets.items())
+    description = summary
+    if presets:
+        description += (
+            "\n\n--preset NAME starts from a named published setting (flags given after it "
+            f"override it):\n{listing}"
+        )
+    return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
+
+
+def print_run_end(result, steps: int, command: str) -> bool:
+    """Report an interrupted or already-finished run; True when there is nothing else to say."""
+    if result.interrupted:
+        print(
+            f"stopped at step {result.step:,}; continue with: {command} --resume {result.run_dir}"
+        )
+        return True
+    if result.final_eval is None:
+        print(
+            f"{result.run_dir} is already at step {result.step:,} of {steps:,}; "
+            "pass a larger --steps to extend it"
+        )
+        return True
+    return False
+
+
+def print_eval(results, names: list[str], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    columns = ("policy", "episodes", "return mean", "return std", "min", "max", "length mean")
+    for col in columns:
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for name, result in zip(names, results, strict=True):
+        r = result.returns
+        table.add_row(
+            name, str(len(r)), f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}",
+            f"{r.max():.1f}", f"{result.lengths.mean():.0f}",
+        )  # fmt: skip
+    Console().print(table)
+    for name, result in zip(names, results, strict=True):
+        r = result.returns
+        prefix = f"{name}: " if len(results) > 1 else ""
+        print(f"{prefix}evaluation return: {r.mean():.1f} +- {r.std():.1f} over {len(r)} episodes")
+        for key, value in result.extra.items():  # the env's own figures (the piano's key-press F1)
+            print(f"{prefix}{key.removeprefix('eval/')}: {value:.3f}")
+
+
+def print_dataset(data) -> None:
+    starts, ends = data.episode_bounds()
+    returns = data.episode_returns()
+    print(
+        f"{data.name}: {data.env_id}, {len(data):,} transitions in {len(starts):,} episodes "
+        f"(length {np.mean(ends - starts):.0f} mean), episode return {returns.mean():.1f} "
+        f"mean, {returns.min():.1f} to {returns.max():.1f}"
+    )
+    if data.ref_min_score is not None and data.ref_max_score is not None:
+        score = data.normalized_score(returns)
+        print(
+            f"reference returns: random {data.ref_min_score:.1f}, expert {data.ref_max_score:.1f}"
+            f"; normalised episode score {score.mean():.1f} mean"
+        )
+
+
+def print_cpl_end(metrics: dict, start: str, run_dir: Path) -> None:
+    """The held-out accuracy of a CPL run (and of its start) and where the run is."""
+    if "cpl/val_accuracy" in metrics:
+        print(
+            f"held-out pairs: implied preference accuracy {metrics['cpl/val_accuracy']:.2f} "
+            f"({start} {metrics['cpl/val_accuracy_start']:.2f})"
+        )
+    print(f"run directory: {run_dir} (prefrl eval {run_dir} --video out.mp4)")

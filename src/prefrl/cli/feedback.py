@@ -1,0 +1,177 @@
+"""The commands people label with: `serve`, `label`, `labels`, `annotators`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """Serve the labelling web app of a run (running or finished): compare pairs, rate clips,
+    watch the run. Also renders the clips of open queries in a worker process."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional]
+    host: str = "127.0.0.1"
+    """Bind address. Anything but loopback requires annotators' token links."""
+    port: int = 8000
+    store: str | None = None
+    """Feedback store URL (default: the one in the run's config, else its SQLite file)."""
+    render: bool = True
+    """Run the clip renderer beside the server."""
+    clip_size: int = 256
+    queue: int = 20
+    """Open queries kept rendered; older unrendered ones are dropped as stale."""
+    side_by_side: bool = False
+    """Also write each open query as one video, both clips side by side (clips/pair*.mp4)."""
+
+
+def cmd_serve(args: list[str]) -> int:
+    import uvicorn
+
+    from prefrl.feedback.store import run_info
+    from prefrl.loops.renderer import RendererSupervisor
+    from prefrl.web.app import create_app, record_address
+
+    opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
+    run = run_info(opts.run_dir, opts.store)
+    local = opts.host in ("127.0.0.1", "localhost", "::1")
+    app = create_app(run, require_token=not local)
+    renderer = (
+        RendererSupervisor(run, opts.clip_size, opts.queue, opts.side_by_side)
+        if opts.render
+        else None
+    )
+    where = f"http://{opts.host}:{opts.port}"
+    if opts.host in ("0.0.0.0", "::"):  # (every interface: others reach it by the host's name)
+        import socket
+
+        record_address(run.run_dir, f"http://{socket.gethostname()}:{opts.port}")
+    else:
+        record_address(run.run_dir, where)
+    if local:
+        print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
+    else:
+        print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
+              f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
+    try:
+        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+    finally:
+        if renderer is not None:
+            renderer.terminate()
+    return 0
+
+
+@dataclass(frozen=True)
+class AnnotatorArgs:
+    """Add an annotator to a run's store (or show an existing one's link): `add NAME`, `list`."""
+
+    action: Annotated[str, tyro.conf.Positional]
+    """add or list."""
+    name: Annotated[str | None, tyro.conf.Positional] = None
+    run_dir: Path = Path(".")
+    store: str | None = None
+    url: str | None = None
+    """Where the web app is reached, for the printed link (default: where `prefrl serve` of
+    this run last said it serves, else http://127.0.0.1:8000)."""
+
+
+def cmd_annotators(args: list[str]) -> int:
+    from prefrl.feedback.store import FeedbackStore, run_info
+    from prefrl.web.app import served_at
+
+    opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
+    run = run_info(opts.run_dir, opts.store)
+    url = opts.url or served_at(run.run_dir) or "http://127.0.0.1:8000"
+    with FeedbackStore(run.store, create=False) as store:
+        if opts.action == "add":
+            if not opts.name:
+                raise ValueError("prefrl annotators add NAME: the NAME is missing")
+            print(f"{opts.name}: {url}/compare?token={store.add_annotator(opts.name)}")
+        elif opts.action == "list":
+            for name, token in store.annotators():
+                print(f"{name}: {url}/compare?token={token}")
+        else:
+            raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
+    return 0
+
+
+@dataclass(frozen=True)
+class LabelArgs:
+    """Label a run's pairs in the terminal: L, R, E, Enter (can't tell), Q."""
+
+    run_dir: Annotated[Path, tyro.conf.Positional]
+    store: str | None = None
+    annotator: str = "terminal"
+    open_clips: bool = True
+    """Open each clip with the system viewer (where there is a display)."""
+    render: bool = True
+    """Run the clip renderer while labelling."""
+    clip_size: int = 256
+    side_by_side: bool = False
+    """Show (and open) each pair as one video, both clips side by side."""
+
+
+def cmd_label(args: list[str]) -> int:
+    from prefrl.feedback.store import FeedbackStore, run_info
+    from prefrl.feedback.terminal import label_in_terminal
+    from prefrl.loops.renderer import RendererSupervisor
+
+    opts = tyro.cli(LabelArgs, args=args, prog="prefrl label")
+    run = run_info(opts.run_dir, opts.store)
+    renderer = (
+        RendererSupervisor(run, opts.clip_size, 20, opts.side_by_side) if opts.render else None
+    )
+    try:
+        with FeedbackStore(run.store, create=False) as store:
+            n = label_in_terminal(store, run.uid, run.run_dir, opts.annotator,
+                                  open_clips=opts.open_clips,
+                                  side_by_side=opts.side_by_side)  # fmt: skip
+    except KeyboardInterrupt:
+        n = None
+    finally:
+        if renderer is not None:
+            renderer.terminate()
+    print("" if n is None else f"{n} labels stored")
+    return 0
+
+
+@dataclass(frozen=True)
+class LabelsArgs:
+    """Share labels between runs as JSON: `export RUN_DIR [--out FILE]`, `import FILE RUN_DIR`.
+    (`prefrl train --load-labels RUN_DIR_OR_FILE` starts a new run with them.)"""
+
+    action: Annotated[str, tyro.conf.Positional]
+    """export or import."""
+    paths: Annotated[tuple[Path, ...], tyro.conf.Positional]
+    """export: the run directory; import: the labels file, then the run directory."""
+    out: Path | None = None
+    """export: write here (default: labels.json in the run directory)."""
+    store: str | None = None
+    """The run's feedback store URL (default: the one in its config)."""
+
+
+def cmd_labels(args: list[str]) -> int:
+    from prefrl.loops.labels import export_run_labels, import_run_labels
+
+    opts = tyro.cli(LabelsArgs, args=args, prog="prefrl labels")
+    wanted = {"export": 1, "import": 2}
+    if opts.action not in wanted:
+        raise ValueError(f"prefrl labels {opts.action!r}: expected export or import")
+    if len(opts.paths) != wanted[opts.action]:
+        usage = "export RUN_DIR" if opts.action == "export" else "import FILE RUN_DIR"
+        raise ValueError(f"prefrl labels {opts.action}: expected `prefrl labels {usage}`")
+    run_dir = opts.paths[-1]
+    if opts.action == "export":
+        doc = export_run_labels(run_dir, opts.out, opts.store)
+        print(f"{len(doc['labels'])} labels of {run_dir.name} ({doc['env']}) written to "
+              f"{doc['path']}")  # fmt: skip
+    else:
+        done = import_run_labels(opts.paths[0], run_dir, opts.store)
+        note = f" ({done.why_none})" if done.why_none else ""
+        print(f"{done.count} labels imported into {run_dir.name}{note}; a resumed run trains on "
+              "them")  # fmt: skip
+    return 0

@@ -1,0 +1,310 @@
+"""The annotators' side of the store: who labels (tokens), the leases on the queries handed to
+them, their labels (committed before anyone is told they were saved; the same label twice is
+stored once), the clips they watch and their 1-100 ratings."""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from collections.abc import Sequence
+
+from sqlalchemy import func, or_, select, text, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from prefrl.data.segments import Label
+from prefrl.feedback.ratings import parse_rating
+from prefrl.feedback.store.database import StoreBase
+from prefrl.feedback.store.schema import (
+    AnnotatorRow,
+    ClipRow,
+    LabelConflict,
+    LabelRow,
+    NotFound,
+    OpenQueries,
+    QueryRow,
+    RatingRow,
+    SegmentRow,
+    StoredLabel,
+    StoredQuery,
+    utcnow,
+)
+
+LEASE_SECONDS = 300.0
+"""How long a query handed to an annotator stays theirs unless they answer or give it back."""
+
+
+class AnnotatorSide(StoreBase):
+    """Annotators, leases, labels, clips and ratings, as the web app and the terminal write and read them."""
+
+    def add_annotator(self, name: str) -> str:
+        """Registers `name` (or finds it) and returns its token."""
+        name = name.strip()
+        if not name or len(name) > 128:
+            raise ValueError(f"annotator name {name!r} is invalid: expected 1-128 characters")
+        with self._write() as s:
+            row = s.scalar(select(AnnotatorRow).where(AnnotatorRow.name == name))
+            if row is None:
+                row = AnnotatorRow(name=name, token=secrets.token_urlsafe(24))
+                s.add(row)
+            return row.token
+
+    def annotator(self, token: str) -> tuple[int, str]:
+        """(id, name) of the annotator holding `token`."""
+        with self._session() as s:
+            row = s.scalar(select(AnnotatorRow).where(AnnotatorRow.token == token))
+        if row is None:
+            raise NotFound("unknown annotator token")
+        return row.id, row.name
+
+    def annotators(self) -> list[tuple[str, str]]:
+        with self._session() as s:
+            return [
+                (r.name, r.token) for r in s.scalars(select(AnnotatorRow).order_by(AnnotatorRow.id))
+            ]
+
+    def assign_queries(
+        self,
+        run_id: int,
+        annotator_id: int,
+        n: int = 1,
+        lease_s: float = LEASE_SECONDS,
+        need_clips: bool = False,
+    ) -> list[StoredQuery]:
+        """Hand up to `n` open queries to one annotator: the ones it already holds first, then
+        the newest that nobody holds (or whose holder's lease ran out). Several annotators at
+        once get different queries."""
+        now = utcnow()
+        expired = now - dt.timedelta(seconds=lease_s)
+        cond = [QueryRow.run_id == run_id, QueryRow.status == "open"]
+        if need_clips:
+            clipped = select(ClipRow.segment_id)
+            cond += [QueryRow.left_id.in_(clipped), QueryRow.right_id.in_(clipped)]
+        free = or_(QueryRow.assigned_to.is_(None), QueryRow.assigned_at < expired)
+        # Two indexed reads (the annotator's own, then the newest free ones) rather than one
+        # sorted by ownership, which would sort every open query of the run.
+        picks = [QueryRow.assigned_to == annotator_id, free]
+        with self._write() as s:
+            if self.is_sqlite:  # take the write lock first: SQLite serialises writers
+                s.execute(text("UPDATE prefrl_meta SET value = value WHERE key = 'schema_version'"))
+            rows: list[QueryRow] = []
+            for pick in picks:
+                if len(rows) == n:
+                    break
+                stmt = select(QueryRow).where(*cond, pick).order_by(QueryRow.id.desc())
+                stmt = stmt.limit(n - len(rows))
+                if not self.is_sqlite:
+                    stmt = stmt.with_for_update(skip_locked=True)
+                rows += [r for r in s.scalars(stmt) if r not in rows]
+            for r in rows:
+                r.assigned_to, r.assigned_at = annotator_id, now
+            return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+
+    def release_queries(self, run_id: int, annotator_id: int, query_ids=None) -> int:
+        """Give back the open queries an annotator holds (all, or those of `query_ids`), so that
+        others get them at once rather than when the lease runs out; returns how many."""
+        cond = [QueryRow.run_id == run_id, QueryRow.status == "open",
+                QueryRow.assigned_to == annotator_id]  # fmt: skip
+        if query_ids is not None:
+            cond.append(QueryRow.id.in_([int(q) for q in query_ids]))
+        with self._write() as s:
+            res = s.execute(
+                update(QueryRow).where(*cond).values(assigned_to=None, assigned_at=None)
+            )
+            return res.rowcount
+
+    def open_query_summary(
+        self, run_id: int, annotator_id: int | None = None, lease_s: float = LEASE_SECONDS
+    ) -> OpenQueries:
+        """How the run's open queries stand, from one annotator's side: how many there are,
+        how many others hold (and when the first lease ends), how many still lack clips."""
+        now = utcnow()
+        expired = now - dt.timedelta(seconds=lease_s)
+        clipped = select(ClipRow.segment_id)
+        base = [QueryRow.run_id == run_id, QueryRow.status == "open", QueryRow.key >= 0]
+        held = [QueryRow.assigned_to.is_not(None), QueryRow.assigned_at >= expired]
+        if annotator_id is not None:
+            held.append(QueryRow.assigned_to != annotator_id)
+        with self._session() as s:
+            total = s.scalar(select(func.count()).select_from(QueryRow).where(*base))
+            others = s.execute(
+                select(func.count(), func.min(QueryRow.assigned_at)).where(*base, *held)
+            ).one()
+            unclipped = s.scalar(
+                select(func.count())
+                .select_from(QueryRow)
+                .where(
+                    *base,
+                    or_(QueryRow.left_id.not_in(clipped), QueryRow.right_id.not_in(clipped)),
+                )
+            )
+            holders = list(s.scalars(
+                select(AnnotatorRow.name).join(QueryRow, QueryRow.assigned_to == AnnotatorRow.id)
+                .where(*base, *held).distinct()
+            ))  # fmt: skip
+        first = others[1]
+        if first is not None and first.tzinfo is None:  # (SQLite keeps no time zone)
+            first = first.replace(tzinfo=dt.UTC)
+        free_in = None if first is None else max(0.0, (first - expired).total_seconds())
+        return OpenQueries(total, others[0], holders, free_in, unclipped)
+
+    def add_label(
+        self,
+        query_id: int,
+        value,
+        source: str,
+        annotator_id: int | None = None,
+        response_ms: int | None = None,
+    ) -> tuple[StoredLabel, bool]:
+        """Commit a label; returns (label, created). The same label again returns the stored one
+        (created False); a different label for an answered query raises LabelConflict."""
+        label = Label.parse(value)
+        if response_ms is not None and not (0 <= int(response_ms) < 2**31):
+            raise ValueError(f"response time {response_ms} ms is invalid: expected >= 0")
+        try:
+            with self._write() as s:
+                q = s.get(QueryRow, query_id)
+                if q is None:
+                    raise NotFound(f"query {query_id} does not exist")
+                if q.status == "dropped":
+                    q.status = "open"  # a person answered a stale pair: the answer still counts
+                row = LabelRow(
+                    query_id=query_id, value=label.name.lower(), source=source,
+                    annotator_id=annotator_id, response_ms=response_ms,
+                )  # fmt: skip
+                s.add(row)
+                s.flush()
+                q.status = "labelled"
+                stored = self._label(s, row)
+            return stored, True  # (the block commits before the caller hears of it)
+        except IntegrityError:
+            pass
+        with self._session() as s:
+            row = s.scalar(select(LabelRow).where(LabelRow.query_id == query_id))
+            stored = self._label(s, row)
+        if stored.label != label:
+            raise LabelConflict(
+                f"query {query_id} is already labelled {stored.label.name.lower()}; "
+                f"not replaced by {label.name.lower()}"
+            )
+        return stored, False
+
+    def _label(self, s: Session, row: LabelRow) -> StoredLabel:
+        q = s.get(QueryRow, row.query_id)
+        who = s.get(AnnotatorRow, row.annotator_id) if row.annotator_id else None
+        return StoredLabel(
+            row.id, row.query_id, q.key, Label.parse(row.value), row.source,
+            who.name if who else None, row.response_ms, row.created_at,
+        )  # fmt: skip
+
+    def add_clip(
+        self, segment_id: int, path: str, width: int, height: int, frames: int, fps: float
+    ) -> None:
+        try:
+            with self._write() as s:
+                s.add(
+                    ClipRow(
+                        segment_id=segment_id,
+                        path=path,
+                        width=width,
+                        height=height,
+                        frames=frames,
+                        fps=fps,
+                    )
+                )
+        except IntegrityError:
+            pass  # rendered twice (two renderers): the first one stays
+
+    def clip(self, segment_id: int) -> str | None:
+        return self.clips([segment_id]).get(segment_id)
+
+    def clips(self, segment_ids: Sequence[int]) -> dict[int, str]:
+        """segment id -> clip path (relative to the run directory), for those that have one."""
+        with self._session() as s:
+            rows = s.execute(
+                select(ClipRow.segment_id, ClipRow.path).where(
+                    ClipRow.segment_id.in_([int(i) for i in segment_ids])
+                )
+            )
+            return dict(rows.all())
+
+    def clip_seconds(self, segment_ids: Sequence[int]) -> dict[int, float]:
+        """segment id -> how long its clip plays at its own frame rate."""
+        with self._session() as s:
+            rows = s.execute(
+                select(ClipRow.segment_id, ClipRow.frames, ClipRow.fps).where(
+                    ClipRow.segment_id.in_([int(i) for i in segment_ids])
+                )
+            )
+            return {i: frames / fps for i, frames, fps in rows.all() if fps > 0}
+
+    def segments_to_render(self, run_id: int, limit: int) -> list[int]:
+        """Segments of the newest open queries that have no clip yet (newest first)."""
+        clipped = select(ClipRow.segment_id)
+        with self._session() as s:
+            rows = s.execute(
+                select(QueryRow.left_id, QueryRow.right_id)
+                .where(QueryRow.run_id == run_id, QueryRow.status == "open")
+                .where(or_(QueryRow.left_id.not_in(clipped), QueryRow.right_id.not_in(clipped)))
+                .order_by(QueryRow.id.desc())
+                .limit(limit)
+            ).all()
+            done = set(
+                s.scalars(clipped.where(ClipRow.segment_id.in_([i for r in rows for i in r])))
+            )
+        out: list[int] = []
+        for pair in rows:
+            out += [i for i in pair if i not in done and i not in out]
+        return out
+
+    def add_rating(
+        self, segment_id: int, value, source: str, annotator_id: int | None = None
+    ) -> bool:
+        """Store (or change) one annotator's 1-100 rating of a segment; True when stored new."""
+        rating = parse_rating(value)
+        with self._write() as s:
+            if s.get(SegmentRow, segment_id) is None:
+                raise NotFound(f"segment {segment_id} does not exist")
+            row = s.scalar(
+                select(RatingRow).where(
+                    RatingRow.segment_id == segment_id, RatingRow.annotator_id == annotator_id
+                )
+            )
+            if row is not None:  # (a second scripted rater replaces the first: its name too)
+                row.value, row.source = rating, source
+                return False
+            s.add(
+                RatingRow(
+                    segment_id=segment_id, annotator_id=annotator_id, value=rating, source=source
+                )
+            )
+            return True
+
+    def segments_to_rate(self, run_id: int, annotator_id: int, n: int) -> list[int]:
+        """Segments with a clip that this annotator has not rated, oldest first."""
+        rated = select(RatingRow.segment_id).where(RatingRow.annotator_id == annotator_id)
+        with self._session() as s:
+            return list(s.scalars(
+                select(SegmentRow.id).join(ClipRow, ClipRow.segment_id == SegmentRow.id)
+                .where(SegmentRow.run_id == run_id, SegmentRow.id.not_in(rated))
+                .order_by(SegmentRow.id).limit(n)
+            ))  # fmt: skip
+
+    def ratings(self, run_id: int) -> list[tuple[int, int, str | None]]:
+        """(segment id, rating, who: the annotator's name, or the rating's source where no
+        annotator gave it, e.g. scripted:return) of every rating in the run."""
+        with self._session() as s:
+            return [
+                tuple(r)
+                for r in s.execute(
+                    select(
+                        RatingRow.segment_id,
+                        RatingRow.value,
+                        func.coalesce(AnnotatorRow.name, RatingRow.source),
+                    )
+                    .join(SegmentRow, RatingRow.segment_id == SegmentRow.id)
+                    .outerjoin(AnnotatorRow, RatingRow.annotator_id == AnnotatorRow.id)
+                    .where(SegmentRow.run_id == run_id)
+                    .order_by(RatingRow.id)
+                ).all()
+            ]

@@ -1,0 +1,53 @@
+"""A run's labels in and out as a JSON document (`prefrl labels export|import`): the store's
+side is `feedback.exchange`; this adds the run directory and its env."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from prefrl.envs import make_env
+from prefrl.feedback.exchange import (
+    document_origin,
+    export_labels,
+    import_labels,
+    read_labels,
+    write_labels,
+)
+from prefrl.feedback.store import FeedbackStore, run_info
+
+
+def export_run_labels(run_dir: Path, out: Path | None = None, store: str | None = None) -> dict:
+    """Write a run's labelled pairs to `out` (default: labels.json in the run directory);
+    returns the document, its destination under "path"."""
+    run = run_info(run_dir, store)
+    with FeedbackStore(run.store, create=False) as feedback:
+        doc = export_labels(feedback, run.uid, run.run_dir)
+    out = Path(out) if out is not None else run.run_dir / "labels.json"
+    write_labels(doc, out)
+    return {**doc, "path": str(out)}
+
+
+@dataclass
+class Imported:
+    count: int
+    why_none: str = ""
+    """When nothing was added: the document is the run's own, or was imported before."""
+
+
+def import_run_labels(source: Path, run_dir: Path, store: str | None = None) -> Imported:
+    """Add a labels document's pairs to a run (checked against the run's env); a resumed run
+    trains on them. Importing a document twice, or a run's own export, adds nothing."""
+    run = run_info(run_dir, store)
+    doc = read_labels(source)
+    env = make_env(run.env, seed=0)
+    try:
+        with FeedbackStore(run.store, create=False) as feedback:
+            n = import_labels(feedback, run.uid, run.run_dir, doc, env.obs_dim, env.action_dim)
+    finally:
+        env.close()
+    if n:
+        return Imported(n)
+    if document_origin(doc) == run.uid:
+        return Imported(0, "these are the run's own labels")
+    return Imported(0, f"the labels of {doc.get('run')!r} were imported before")
