@@ -31,7 +31,7 @@ def workflows(root: Path) -> dict[str, list[list[str]]]:
     quiet = f"--no-progress --runs-dir {r}"
     short_rl = ("--steps 600 --warmstart-steps 200 --eval-interval 300 --checkpoint-interval 300 "
                 "--eval-episodes 2 --no-video --buffer-size 5000 --log-interval 100 "
-                f"--agent.batch-size 64 --agent.hidden-dims 32 32 {quiet}")  # fmt: skip
+                f"--sac.batch-size 64 --sac.hidden-dims 32 32 {quiet}")  # fmt: skip
     pref = ("--env toy:point-reach --steps 1200 --warmstart-steps 200 --eval-interval 600 "
             "--checkpoint-interval 600 --eval-episodes 2 --no-video --log-interval 100 "
             "--segment-length 10 --schedule.budget 40 --schedule.session-size 20 "
@@ -39,8 +39,8 @@ def workflows(root: Path) -> dict[str, list[list[str]]]:
             f"{quiet}")  # fmt: skip
     commands = {
         "rl": [f"rl --env toy:point-reach --keep-checkpoints 0 --name rl {short_rl}"],
-        "train-sac": [(f"train {pref} --name pebble --agent.batch-size 64 "
-                       "--agent.hidden-dims 32 32")],
+        "train-sac": [(f"train {pref} --name pebble --sac.batch-size 64 "
+                       "--sac.hidden-dims 32 32")],
         "train-ppo": [f"train {pref} --algo ppo --name prefppo --ppo.rollout-steps 256"],
         "offline": [
             f"dataset collect {r}/rl --kind medium-replay --medium-step 300 --out {r}/ds",
@@ -58,7 +58,7 @@ def workflows(root: Path) -> dict[str, list[list[str]]]:
         ],
         "piano": [("rl --preset robopianist-debug --steps 60 --warmstart-steps 30 "
                    "--eval-interval 30 --checkpoint-interval 30 --eval-episodes 1 --no-video "
-                   f"--agent.batch-size 16 --name piano {quiet}")],
+                   f"--sac.batch-size 16 --name piano {quiet}")],
     }  # fmt: skip
     return {name: [c.split() for c in cmds] for name, cmds in commands.items()}
 

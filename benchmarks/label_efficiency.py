@@ -68,7 +68,7 @@ SETTINGS = {
     # capped refits cost HalfCheetah a fifth of its return.
     "dmc:walker-walk": dataclasses.replace(
         ONLINE_PRESETS["pebble-walker"].config,
-        agent=SACConfig(),
+        sac=SACConfig(),
         checkpoint_interval=25_000,
     ),
 }
@@ -143,7 +143,7 @@ VARIANTS = {
     "bpref-script": {
         "dmc:walker-walk": dataclasses.replace(
             ONLINE_PRESETS["pebble-walker-1000"].config,
-            agent=SACConfig(),
+            sac=SACConfig(),
             checkpoint_interval=25_000,
         ),
     },
@@ -283,7 +283,7 @@ def main() -> None:
                 env=env, steps=p.steps, seed=seed, warmstart_steps=p.warmstart_steps,
                 eval_interval=p.eval_interval, eval_episodes=p.eval_episodes, video=False,
                 checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
-                name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, agent=p.agent,
+                name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, sac=p.sac,
             )  # fmt: skip
             true_names.append(true.name)
             if args.only == "pref":

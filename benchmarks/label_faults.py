@@ -33,7 +33,7 @@ TRAIN = [
     "--env", "toy:point-reach", "--teacher", "terminal", "--warmstart-steps", "300",
     "--segment-length", "10", "--schedule.budget", "100000", "--schedule.session-size", "20",
     "--schedule.interval", "200", "--reward.hidden-dims", "32", "32", "--reward.max-epochs",
-    "3", "--agent.hidden-dims", "32", "32", "--eval-interval", "100000", "--eval-episodes",
+    "3", "--sac.hidden-dims", "32", "32", "--eval-interval", "100000", "--eval-episodes",
     "2", "--no-video", "--checkpoint-interval", "200", "--buffer-size", "20000",
     "--no-progress", "--poll-seconds", "0.1", "--steps", "1000000",
 ]  # fmt: skip

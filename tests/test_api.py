@@ -36,7 +36,7 @@ SMALL = {
     "buffer_size": 2_000, "progress": False,
     "schedule": ScheduleConfig(budget=40, session_size=20, interval=300),
     "reward": RewardConfig(hidden_dims=(16,), max_epochs=3, min_steps=5),
-    "agent": SACConfig(hidden_dims=(16, 16), batch_size=32),
+    "sac": SACConfig(hidden_dims=(16, 16), batch_size=32),
 }  # fmt: skip
 
 
@@ -88,9 +88,9 @@ def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
         env, teacher, agent=SAC(SACConfig(hidden_dims=(16, 16), batch_size=32), 6, 2),
         reward_model=MLPRewardEnsemble(RewardConfig(hidden_dims=(16,), max_epochs=3), 6, 2),
         runs_dir=tmp_path, name="own", **{k: v for k, v in SMALL.items() if k not in
-                                          ("agent", "reward")},
+                                          ("sac", "reward")},
     )  # fmt: skip
-    assert learner.config.agent.hidden_dims == (16, 16)  # the objects' settings are recorded
+    assert learner.config.sac.hidden_dims == (16, 16)  # the objects' settings are recorded
     assert learner.config.reward.max_epochs == 3
     result = learner.train()
     assert result.labels == 40  # (answers a poll late: 100 steps)
@@ -109,7 +109,7 @@ def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
 def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
     small = {
         "runs_dir": tmp_path,
-        **{k: v for k, v in SMALL.items() if k not in ("agent", "reward")},
+        **{k: v for k, v in SMALL.items() if k not in ("sac", "reward")},
     }
     with pytest.raises(TypeError, match="unknown settings \\['stepz'\\]"):
         PreferenceLearner("toy:point-reach", stepz=10)

@@ -16,7 +16,7 @@ TOY = [
     "200",
     "--eval-episodes",
     "2",
-    "--agent.hidden-dims",
+    "--sac.hidden-dims",
     "32",
     "32",
     "--buffer-size",
@@ -43,34 +43,43 @@ def test_rl_help_documents_every_flag_with_its_default(capsys):
         "--eval-interval",
         "--eval-episodes",
         "--resume",
-        "--agent.discount",
-        "--agent.hidden-dims",
-        "--agent.critic-dropout",
-        "--agent.critic-layer-norm",
-        "--agent.tau",
-        "--agent.actor-lr",
-        "--agent.batch-size",
-        "--agent.init-temperature",
-        "--agent.utd-ratio",
+        "--sac.discount",
+        "--sac.hidden-dims",
+        "--sac.critic-dropout",
+        "--sac.critic-layer-norm",
+        "--sac.tau",
+        "--sac.actor-lr",
+        "--sac.batch-size",
+        "--sac.init-temperature",
+        "--sac.utd-ratio",
     ]:
         assert flag in out, flag
     flat = " ".join(out.replace("│", " ").split())  # undo the help box's line wrapping
-    assert "(default: HalfCheetah-v5)" in flat and "--agent.discount FLOAT (default: 0.99)" in flat
+    assert "(default: HalfCheetah-v5)" in flat and "--sac.discount FLOAT (default: 0.99)" in flat
     assert "--preset" in out and "sac-mujoco" in out
 
 
 def test_bad_flag_exits_with_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["rl", "--agent.discout", "0.9"])
+        main(["rl", "--sac.discout", "0.9"])
     assert exit_info.value.code == 2
     assert "discout" in capsys.readouterr().err
+
+
+def test_renamed_flags_still_work_and_say_their_new_name(capsys):
+    from prefrl.cli.common import parse_config
+    from prefrl.loops.online import OnlineConfig
+
+    config = parse_config(OnlineConfig, {}, ["--agent.tau", "0.01"], "prefrl train", "")
+    assert config.sac.tau == 0.01
+    assert "--agent.* flags are now --sac.*" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
     "args, expected",
     [
         (["--env", "Hoper-v5"], "Closest matches: Hopper-v5"),
-        (["--agent.discount", "2"], "SACConfig.discount=2.0 is invalid"),
+        (["--sac.discount", "2"], "SACConfig.discount=2.0 is invalid"),
         (["--steps", "-1"], "--steps=-1 is invalid"),
     ],
 )

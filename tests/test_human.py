@@ -87,7 +87,7 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
         "--env", "toy:point-reach", "--teacher", "terminal", "--warmstart-steps", "300",
         "--segment-length", "10", "--schedule.budget", "400", "--schedule.session-size", "40",
         "--schedule.interval", "200", "--reward.hidden-dims", "32", "32",
-        "--reward.max-epochs", "3", "--agent.hidden-dims", "32", "32", "--eval-interval",
+        "--reward.max-epochs", "3", "--sac.hidden-dims", "32", "32", "--eval-interval",
         "2000", "--eval-episodes", "2", "--no-video", "--checkpoint-interval", "400",
         "--buffer-size", "5000", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress",
         "--poll-seconds", "0.1",

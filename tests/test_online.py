@@ -24,7 +24,7 @@ def _config(tmp_path, **kw):
         "segment_length": 10,
         "schedule": ScheduleConfig(budget=80, session_size=20, interval=300),
         "reward": RewardConfig(hidden_dims=(32, 32), max_epochs=5, min_steps=10),
-        "agent": SACConfig(hidden_dims=(32, 32)),
+        "sac": SACConfig(hidden_dims=(32, 32)),
         "eval_interval": 750,
         "eval_episodes": 3,
         "video": False,
@@ -238,7 +238,7 @@ def test_cli_train_prints_agreement_and_return(tmp_path, capsys):
             "train", "--env", "toy:point-reach", "--steps", "600", "--warmstart-steps", "200",
             "--segment-length", "10", "--schedule.budget", "40", "--schedule.session-size", "20",
             "--schedule.interval", "200", "--reward.hidden-dims", "32", "32",
-            "--agent.hidden-dims", "32", "32", "--eval-episodes", "2", "--no-video",
+            "--sac.hidden-dims", "32", "32", "--eval-episodes", "2", "--no-video",
             "--runs-dir", str(tmp_path), "--name", "cli", "--no-progress",
         ]
     )  # fmt: skip

@@ -159,7 +159,7 @@ def test_eval_video_and_labelling_clips_carry_the_sound(tmp_path, song):
     # Training on the piano logs F1 with every evaluation; the eval video has the sound.
     args = ["rl", "--env", env_id, "--steps", "40", "--warmstart-steps", "20", "--eval-interval",
             "40", "--eval-episodes", "1", "--render-size", "64", "--runs-dir", str(tmp_path),
-            "--name", "piano", "--no-progress", "--agent.hidden-dims", "32", "32"]  # fmt: skip
+            "--name", "piano", "--no-progress", "--sac.hidden-dims", "32", "32"]  # fmt: skip
     assert main(args) == 0
     rows = (tmp_path / "piano" / "metrics.jsonl").read_text()
     assert '"eval/f1_mean"' in rows and '"eval/precision_mean"' in rows
@@ -236,7 +236,7 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song, capsys):
     config = dataclasses.replace(
         RL_PRESETS["robopianist-debug"].config, env=env_id, steps=60, warmstart_steps=30,
         eval_interval=30, checkpoint_interval=30, keep_checkpoints=0, video=False,
-        progress=False, runs_dir=tmp_path, name="sac", agent=RLConfig().agent,
+        progress=False, runs_dir=tmp_path, name="sac", sac=RLConfig().sac,
     )  # fmt: skip
     run = train_rl(config).run_dir
     ckpts = sorted((run / "checkpoints").glob("step_*"))

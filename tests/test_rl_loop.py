@@ -30,7 +30,7 @@ def _config(tmp_path, **kw):
         "runs_dir": tmp_path,
         "name": "run",
         "progress": False,
-        "agent": SMALL,
+        "sac": SMALL,
     }
     base.update(kw)
     return RLConfig(**base)
@@ -54,7 +54,7 @@ def test_run_directory_holds_everything(trained):
     result, _ = trained
     run = result.run_dir
     config = json.loads((run / "config.json").read_text())
-    assert config["env"] == "toy:point-reach" and config["agent"]["hidden_dims"] == [64, 64]
+    assert config["env"] == "toy:point-reach" and config["sac"]["hidden_dims"] == [64, 64]
     assert list((run / "tb").glob("events.out.tfevents.*"))
     assert (run / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.video == run / "videos" / "eval_000003000.mp4" and result.video.stat().st_size > 0

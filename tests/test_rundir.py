@@ -47,11 +47,14 @@ def test_config_round_trip():
     from prefrl.agents import SACConfig
     from prefrl.loops.rl import RLConfig
 
-    config = RLConfig(env="Hopper-v5", steps=123, agent=SACConfig(hidden_dims=(64, 32), tau=0.01))
+    config = RLConfig(env="Hopper-v5", steps=123, sac=SACConfig(hidden_dims=(64, 32), tau=0.01))
     data = json.loads(json.dumps(config_to_dict(config)))
     assert config_from_dict(RLConfig, data) == config
     with pytest.raises(ValueError, match="unknown RLConfig fields"):
         config_from_dict(RLConfig, {**data, "bogus": 1})
+    # A run made before the SAC settings were named `sac` (config.json: "agent") still loads.
+    old = {("agent" if k == "sac" else k): v for k, v in data.items()}
+    assert config_from_dict(RLConfig, old) == config
 
 
 def test_metrics_jsonl_and_tensorboard(tmp_path):

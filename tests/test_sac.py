@@ -67,6 +67,19 @@ def test_update_moves_every_network_and_reports_scalar_metrics(config):
     assert int(state.step) == 1
 
 
+def test_a_fixed_temperature_stays_while_the_networks_learn():
+    config = SACConfig(hidden_dims=(16,), batch_size=8, init_temperature=0.2, learn_temperature=False)
+    sac = SAC(config, OBS, ACT)
+    state = sac.init(jax.random.PRNGKey(0))
+    before = jax.device_get(state)
+    for i in range(3):
+        state, metrics = sac.update(state, _batch(8, seed=i), jax.random.PRNGKey(i))
+    np.testing.assert_allclose(float(jax.numpy.exp(state.log_temperature)), 0.2, rtol=1e-6)
+    np.testing.assert_allclose(float(metrics["temperature"]), 0.2, rtol=1e-6)
+    assert all(_leaves_changed(before.actor_params, state.actor_params))
+    assert all(_leaves_changed(before.critic_params, state.critic_params))
+
+
 def test_target_network_follows_with_tau():
     config = SACConfig(hidden_dims=(8,), batch_size=4, tau=0.25)
     sac = SAC(config, OBS, ACT)

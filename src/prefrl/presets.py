@@ -42,7 +42,7 @@ RL_PRESETS: dict[str, Preset] = {
     "sac-mujoco": Preset(
         "SAC paper settings on Gymnasium MuJoCo (2x256, lr 3e-4, batch 256, tau 0.005, "
         "10k random steps)",
-        RLConfig(env="HalfCheetah-v5", steps=1_000_000, warmstart_steps=10_000, agent=SACConfig()),
+        RLConfig(env="HalfCheetah-v5", steps=1_000_000, warmstart_steps=10_000, sac=SACConfig()),
     ),
     "droq-mujoco": Preset(
         "DroQ (Hiraoka et al. 2022): update-to-data 20, critic dropout 0.01 + layer norm",
@@ -50,7 +50,7 @@ RL_PRESETS: dict[str, Preset] = {
             env="Hopper-v5",
             steps=300_000,
             warmstart_steps=5_000,
-            agent=SACConfig(utd_ratio=20, critic_dropout=0.01, critic_layer_norm=True),
+            sac=SACConfig(utd_ratio=20, critic_dropout=0.01, critic_layer_norm=True),
         ),
     ),
     "robopianist-sac": Preset(
@@ -65,7 +65,7 @@ RL_PRESETS: dict[str, Preset] = {
             eval_episodes=1,
             video_interval=1_000_000,
             checkpoint_interval=100_000,
-            agent=_PIANO_SAC,
+            sac=_PIANO_SAC,
         ),
     ),
     "robopianist-debug": Preset(
@@ -80,7 +80,7 @@ RL_PRESETS: dict[str, Preset] = {
             video_interval=60_000,
             checkpoint_interval=10_000,
             buffer_size=100_000,
-            agent=_PIANO_SAC,
+            sac=_PIANO_SAC,
         ),
     ),
 }
@@ -97,7 +97,7 @@ _PEBBLE_WALKER = OnlineConfig(
     warmstart_steps=1_000,
     unsupervised_steps=9_000,
     schedule=ScheduleConfig(kind="sessions", budget=1000, session_size=50, interval=20_000),
-    agent=SACConfig(
+    sac=SACConfig(
         hidden_dims=(1024, 1024),
         actor_lr=5e-4,
         critic_lr=5e-4,

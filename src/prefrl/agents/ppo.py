@@ -17,6 +17,7 @@ import optax
 from flax import struct
 
 from prefrl.nn import GaussianActor, ValueNet, gaussian_log_prob
+from prefrl.rundir.config import check_fields
 from prefrl.xla import jit_step
 
 
@@ -40,19 +41,14 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         positive = ("lr", "rollout_steps", "minibatch_size", "epochs", "clip", "max_grad_norm")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)} is invalid: expected > 0")
-        if self.rollout_steps % self.minibatch_size:
-            raise ValueError(
-                f"PPOConfig.rollout_steps={self.rollout_steps} is invalid: expected a multiple "
-                f"of minibatch_size ({self.minibatch_size})"
-            )
-        for name in ("discount", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(
-                    f"PPOConfig.{name}={getattr(self, name)} is invalid: expected [0, 1]"
-                )
+        check_fields(self, {name: (getattr(self, name) > 0, "> 0") for name in positive},
+                     "PPOConfig.")  # fmt: skip
+        check_fields(self, {
+            "rollout_steps": (self.rollout_steps % self.minibatch_size == 0,
+                              f"a multiple of minibatch_size ({self.minibatch_size})"),
+            **{name: (0 <= getattr(self, name) <= 1, "a value in [0, 1]")
+               for name in ("discount", "gae_lambda")},
+        }, "PPOConfig.")  # fmt: skip
 
 
 class Rollout(NamedTuple):

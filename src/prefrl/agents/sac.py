@@ -19,6 +19,7 @@ from flax import struct
 
 from prefrl.data.batch import Batch
 from prefrl.nn import CriticEnsemble, TanhGaussianActor, tanh_gaussian_sample
+from prefrl.rundir.config import check_fields
 from prefrl.xla import jit_step
 
 
@@ -43,6 +44,9 @@ class SACConfig:
     critic_dropout: float = 0.0
     """Dropout rate in the critics (DroQ: 0.01, with layer norm)."""
     init_temperature: float = 1.0
+    learn_temperature: bool = True
+    """False: the temperature stays at init_temperature (a fixed entropy weight, as in the first
+    SAC paper) instead of being tuned towards target_entropy."""
     target_entropy: float | None = None
     """None: -action_dim."""
     utd_ratio: int = 1
@@ -52,32 +56,23 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         checks = {
-            "hidden_dims": bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
-            "discount": 0.0 <= self.discount <= 1.0,
-            "tau": 0.0 < self.tau <= 1.0,
-            "batch_size": self.batch_size > 0,
-            "num_critics": self.num_critics >= 1,
-            "num_min_critics": 1 <= self.num_min_critics <= self.num_critics,
-            "critic_dropout": 0.0 <= self.critic_dropout < 1.0,
-            "init_temperature": self.init_temperature > 0.0,
-            "utd_ratio": self.utd_ratio >= 1,
+            "hidden_dims": (
+                bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
+                "one or more positive widths",
+            ),
+            "discount": (0.0 <= self.discount <= 1.0, "a value in [0, 1]"),
+            "tau": (0.0 < self.tau <= 1.0, "a value in (0, 1]"),
+            "batch_size": (self.batch_size > 0, "a positive integer"),
+            "num_critics": (self.num_critics >= 1, "at least 1"),
+            "num_min_critics": (
+                1 <= self.num_min_critics <= self.num_critics,
+                f"between 1 and num_critics ({self.num_critics})",
+            ),
+            "critic_dropout": (0.0 <= self.critic_dropout < 1.0, "a rate in [0, 1)"),
+            "init_temperature": (self.init_temperature > 0.0, "a positive number"),
+            "utd_ratio": (self.utd_ratio >= 1, "a positive integer"),
         }
-        accepted = {
-            "hidden_dims": "one or more positive widths",
-            "discount": "a value in [0, 1]",
-            "tau": "a value in (0, 1]",
-            "batch_size": "a positive integer",
-            "num_critics": "at least 1",
-            "num_min_critics": f"between 1 and num_critics ({self.num_critics})",
-            "critic_dropout": "a rate in [0, 1)",
-            "init_temperature": "a positive number",
-            "utd_ratio": "a positive integer",
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"SACConfig.{name}={getattr(self, name)!r} is invalid: expected {accepted[name]}"
-                )
+        check_fields(self, checks, "SACConfig.")
 
 
 class SACState(struct.PyTreeNode):
@@ -227,8 +222,10 @@ class SAC:
             return log_temperature * (entropy - self.target_entropy)
 
         t_loss, t_grad = jax.value_and_grad(temperature_loss_fn)(state.log_temperature)
-        t_updates, temperature_opt = self.temperature_tx.update(t_grad, state.temperature_opt)
-        log_temperature = optax.apply_updates(state.log_temperature, t_updates)
+        log_temperature, temperature_opt = state.log_temperature, state.temperature_opt
+        if self.config.learn_temperature:
+            t_updates, temperature_opt = self.temperature_tx.update(t_grad, temperature_opt)
+            log_temperature = optax.apply_updates(log_temperature, t_updates)
 
         state = state.replace(
             actor_params=actor_params,

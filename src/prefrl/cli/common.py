@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     config (flags given on the command line override either)."""
     from prefrl.rundir.config import config_from_dict
 
+    args = _renamed_flags(cls, args, prog)
     preset, args = pop_option(args, "--preset")
     resume = pop_option(args, "--resume")[0]  # stays in args: tyro parses it too
     if resume is not None:
@@ -55,6 +57,19 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
             f"override it):\n{listing}"
         )
     return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
+
+
+def _renamed_flags(cls, args: list[str], prog: str) -> list[str]:
+    """Flags of fields renamed since (`cls.RENAMED`, e.g. --agent.tau is now --sac.tau) still
+    work, with a note saying the new name."""
+    out = list(args)
+    for old, new in getattr(cls, "RENAMED", {}).items():
+        given = [a for a in out if a.startswith(f"--{old}.")]
+        if given:
+            print(f"{prog}: --{old}.* flags are now --{new}.* (read {given[0]} as "
+                  f"--{new}.{given[0].split('.', 1)[1]})", file=sys.stderr)  # fmt: skip
+            out = [f"--{new}." + a.split(".", 1)[1] if a in given else a for a in out]
+    return out
 
 
 def print_run_end(result, steps: int, command: str) -> bool:

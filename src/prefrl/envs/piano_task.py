@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from prefrl.rundir.config import check_fields
+
 INSTALL = (
     "the piano environments need the piano extra: pip install 'prefrl[piano]' (and the Debian "
     "packages portaudio19-dev and libfluidsynth3: apt-get install portaudio19-dev libfluidsynth3)"
@@ -93,19 +95,15 @@ class PianoTask:
         }
 
     def __post_init__(self) -> None:
-        checks = {
-            "control_timestep": self.control_timestep > 0,
-            "physics_timestep": 0 < self.physics_timestep <= self.control_timestep,
-            "n_steps_lookahead": self.n_steps_lookahead >= 0,
-            "initial_buffer_time": self.initial_buffer_time >= 0,
-            "energy_penalty_coef": self.energy_penalty_coef >= 0,
-            "stretch": self.stretch > 0,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"piano task --{name.replace('_', '-')}={getattr(self, name)!r} is invalid"
-                )
+        check_fields(self, {
+            "control_timestep": (self.control_timestep > 0, "a positive number of seconds"),
+            "physics_timestep": (0 < self.physics_timestep <= self.control_timestep,
+                                 f"in (0, control-timestep={self.control_timestep}]"),
+            "n_steps_lookahead": (self.n_steps_lookahead >= 0, ">= 0"),
+            "initial_buffer_time": (self.initial_buffer_time >= 0, ">= 0"),
+            "energy_penalty_coef": (self.energy_penalty_coef >= 0, ">= 0"),
+            "stretch": (self.stretch > 0, "a positive number"),
+        }, "piano task --")  # fmt: skip
 
 
 def parse_piano_id(name: str) -> tuple[str, PianoTask]:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from prefrl.rundir.config import check_fields
+
 SCHEDULES = ("sessions", "annealed", "decay")
 
 
@@ -39,18 +41,17 @@ class ScheduleConfig:
             raise ValueError(
                 f"label schedule {self.kind!r} is unknown; known: {', '.join(SCHEDULES)}"
             )
-        for name in ("budget", "session_size", "interval"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"schedule {name}={getattr(self, name)} is invalid: expected >= 1")
-        if self.initial is not None and self.initial < 0:
-            raise ValueError(f"schedule initial={self.initial} is invalid: expected >= 0")
+        check_fields(self, {
+            **{name: (getattr(self, name) >= 1, ">= 1")
+               for name in ("budget", "session_size", "interval")},
+            "initial": (self.initial is None or self.initial >= 0, ">= 0"),
+            "decay_constant": (self.decay_constant > 0, "> 0"),
+        }, "schedule ")  # fmt: skip
         if self.initial_labels > self.budget:
             raise ValueError(
                 f"the label budget ({self.budget}) is smaller than the initial share "
                 f"({self.initial_labels}); raise --schedule.budget or lower --schedule.initial"
             )
-        if self.decay_constant <= 0:
-            raise ValueError(f"decay_constant={self.decay_constant} is invalid: expected > 0")
 
     @property
     def initial_labels(self) -> int:

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from prefrl.data.segments import Label, Segments
+from prefrl.rundir.config import check_fields
 
 
 class Query(NamedTuple):
@@ -75,8 +76,7 @@ class TeacherConfig:
     the segments' stored states."""
 
     def __post_init__(self) -> None:
-        if self.judge not in JUDGES:
-            raise ValueError(f"teacher judge={self.judge!r} is invalid: expected one of {JUDGES}")
+        check_fields(self, {"judge": (self.judge in JUDGES, f"one of {JUDGES}")}, "teacher ")
         if self.preset not in TEACHER_PRESETS and self.preset not in HUMAN_TEACHERS:
             raise ValueError(
                 f"teacher {self.preset!r} does not exist; scripted: "
@@ -84,16 +84,13 @@ class TeacherConfig:
             )
         if self.is_human:
             return
-        p = self.resolved()
-        if not p.beta > 0:
-            raise ValueError(f"teacher beta={p.beta} is invalid: expected > 0 (inf: deterministic)")
-        if not 0 < p.gamma <= 1:
-            raise ValueError(f"teacher gamma={p.gamma} is invalid: expected a value in (0, 1]")
-        for name in ("eps_mistake", "eps_skip", "eps_equal"):
-            if not 0 <= getattr(p, name) <= 1:
-                raise ValueError(
-                    f"teacher {name}={getattr(p, name)} is invalid: expected a value in [0, 1]"
-                )
+        p = self.resolved()  # (the preset's values where a field is left at None)
+        check_fields(p, {
+            "beta": (p.beta > 0, "> 0 (inf: deterministic)"),
+            "gamma": (0 < p.gamma <= 1, "a value in (0, 1]"),
+            **{name: (0 <= getattr(p, name) <= 1, "a value in [0, 1]")
+               for name in ("eps_mistake", "eps_skip", "eps_equal")},
+        }, "teacher ")  # fmt: skip
 
     @property
     def is_human(self) -> bool:

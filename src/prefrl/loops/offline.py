@@ -27,6 +27,7 @@ from prefrl.reward.base import pearson
 from prefrl.reward.fit_state import FitStopped
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
+from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import graceful_stop
@@ -75,20 +76,17 @@ class OfflineConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        if self.reward not in REWARDS:
-            raise ValueError(f"--reward={self.reward!r} is invalid: expected one of {REWARDS}")
+        check_fields(self, {"reward": (self.reward in REWARDS, f"one of {REWARDS}")}, "--")
         if self.true_like_learned and self.reward != "true":
             raise ValueError(
                 f"--true-like-learned treats the true reward as a learned one; with "
                 f"--reward={self.reward!r} the reward is already learned: drop it or use "
                 "--reward true"
             )
-        for name in ("steps", "steps_per_call", "eval_interval", "checkpoint_interval"):
-            if getattr(self, name) <= 0:
-                raise ValueError(
-                    f"--{name.replace('_', '-')}={getattr(self, name)} is invalid: "
-                    "expected a positive integer"
-                )
+        positive = ("steps", "steps_per_call", "eval_interval", "checkpoint_interval")
+        check_fields(
+            self, {n: (getattr(self, n) > 0, "a positive integer") for n in positive}, "--"
+        )
         # IQL takes `steps` steps (its actor's schedule too): the config written to the run says
         # so, whatever `iql.steps` held (`prefrl offline --iql.steps` is refused by the CLI).
         object.__setattr__(self, "iql", dataclasses.replace(self.iql, steps=self.steps))

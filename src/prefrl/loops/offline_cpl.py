@@ -99,8 +99,8 @@ def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
     envs = make_eval_envs(dataset.env_id, config.eval_episodes, None)
     progress = TrainingProgress(config.bc_steps + config.steps, 0, enabled=config.progress)
     try:
-        rl_config = RLConfig(env=dataset.env_id, agent=SACConfig(hidden_dims=config.hidden_dims))
-        sac = SAC(rl_config.agent, dataset.obs_dim, dataset.action_dim)
+        rl_config = RLConfig(env=dataset.env_id, sac=SACConfig(hidden_dims=config.hidden_dims))
+        sac = SAC(rl_config.sac, dataset.obs_dim, dataset.action_dim)
         key = jax.random.key(config.seed)
         loaded = LoadedPolicy(rl_config, sac, sac.init(key), Path(config.dataset))
         cpl = CPL(config.cpl, dataset.action_dim, config.hidden_dims)

@@ -89,7 +89,7 @@ class PreferenceLearner:
             teacher object (`submit(query)` and `poll() -> [Answer]`, see
             `prefrl.feedback.Teacher`), or "web" / "terminal" for a person labelling with
             `prefrl serve` / `prefrl label`.
-        agent: `SAC` (PEBBLE) or `PPO` (PrefPPO); default: SAC with `config.agent`.
+        agent: `SAC` (PEBBLE) or `PPO` (PrefPPO); default: SAC with `config.sac`.
         reward_model: a `RewardModel` that rewards single steps; default: an MLP ensemble.
         schedule: when and how many labels are asked (`ScheduleConfig`).
         config: every other setting (`OnlineConfig`); keyword arguments override its fields,
@@ -139,7 +139,7 @@ class PreferenceLearner:
             if not isinstance(agent, SAC | PPO):
                 raise TypeError(f"agent={agent!r} is not a prefrl SAC or PPO")
             algo = "sac" if isinstance(agent, SAC) else "ppo"
-            fields.update({"algo": algo, "agent" if algo == "sac" else "ppo": agent.config})
+            fields.update({"algo": algo, algo: agent.config})  # (the fields sac and ppo)
         if reward_model is not None and not isinstance(reward_model, RewardModel):
             raise TypeError(f"reward_model={reward_model!r} is not a prefrl.reward.RewardModel")
         if isinstance(reward_model, MLPRewardEnsemble):
@@ -179,7 +179,7 @@ class PreferenceLearner:
         if self.agent is not None:
             agent = self.agent
         elif cfg.algo == "sac":
-            agent = SAC(cfg.agent, obs_dim, action_dim)
+            agent = SAC(cfg.sac, obs_dim, action_dim)
         else:
             agent = PPO(cfg.ppo, obs_dim, action_dim)
         model = self.reward_model or MLPRewardEnsemble(cfg.reward, obs_dim, action_dim, cfg.seed)

@@ -29,7 +29,7 @@ class SacSteps:
 
     def __init__(self, run):
         self.run = run
-        self.batch_size = run.config.agent.batch_size * run.config.agent.utd_ratio
+        self.batch_size = run.config.sac.batch_size * run.config.sac.utd_ratio
         self.metrics = None
         self.pending_reward = None  # this step's learned reward, dispatched before the update
 
@@ -43,7 +43,7 @@ class SacSteps:
         action = run.agent.act(run.state.actor_params, obs, run.key, step)
         if run.fitted:  # (queued after the update, it would wait for all of it in `store`)
             self.pending_reward = run.model.dispatch_step_reward(obs, action)
-        if len(run.buffer) >= cfg.agent.batch_size and (
+        if len(run.buffer) >= cfg.sac.batch_size and (
             run.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
         ):
             batch = run.buffer.sample(run.rng, self.batch_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from prefrl.agents import PPOConfig, SACConfig
 from prefrl.envs import can_disable_early_termination
@@ -77,7 +78,8 @@ class OnlineConfig:
     unsupervised_steps: int = 0
     """PEBBLE's pre-training on a k-NN state-entropy reward after the warm start (0: off)."""
     knn_k: int = 5
-    agent: SACConfig = dataclasses.field(default_factory=SACConfig)
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
     eval_interval: int = 10_000
     eval_episodes: int = 10

@@ -137,7 +137,7 @@ class OnlineRun(TrainingLoop):
         ends = np.flatnonzero(terminated)
         if cfg.termination != "absorbing" or not len(ends):
             return
-        discount = cfg.agent.discount if cfg.algo == "sac" else cfg.ppo.discount
+        discount = cfg.sac.discount if cfg.algo == "sac" else cfg.ppo.discount
         horizon = self.env.max_episode_steps or 1000
         action_dim = self.env.action_dim
         reward[ends] += absorbing_value(self.model, next_obs[ends], action_dim, discount, horizon)

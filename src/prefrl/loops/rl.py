@@ -6,6 +6,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import jax
 import numpy as np
@@ -62,7 +63,8 @@ class RLConfig:
     command line override its stored config, e.g. --steps to extend it)."""
     progress: bool = True
     """Show a progress bar."""
-    agent: SACConfig = dataclasses.field(default_factory=SACConfig)
+    sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
         resolve(self.env)  # unknown ids fail here, with the closest matches
@@ -89,7 +91,7 @@ class RLRun(TrainingLoop):
 
     def __init__(self, config: RLConfig, run_dir: Path):
         super().__init__(config, run_dir, make_env(config.env, seed=config.seed))
-        self.sac = SAC(config.agent, self.env.obs_dim, self.env.action_dim)
+        self.sac = SAC(config.sac, self.env.obs_dim, self.env.action_dim)
         # rbg keys draw noise with one XLA RngBitGenerator op instead of a threefry chain:
         # fewer kernels per update (measured 2-3% faster on the CPU).
         self.key = jax.random.key(config.seed, impl="rbg")
@@ -145,7 +147,7 @@ def train_rl(config: RLConfig) -> RLResult:
 
 def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     cfg, sac, env, buffer = loop.config, loop.sac, loop.env, loop.buffer
-    agent_cfg = cfg.agent
+    agent_cfg = cfg.sac
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
     act, update, key, rng = sac.act, sac.update, loop.key, loop.rng
     update_metrics = None
@@ -250,7 +252,7 @@ def load_policy(path: Path) -> LoadedPolicy:
     else:
         config = config_from_dict(RLConfig, stored)
     env = make_env(config.env, seed=None)
-    sac = SAC(config.agent, env.obs_dim, env.action_dim)
+    sac = SAC(config.sac, env.obs_dim, env.action_dim)
     env.close()
     return LoadedPolicy(
         config, sac, sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt

@@ -27,7 +27,10 @@ def config_to_dict(config: Any) -> dict:
 
 def config_from_dict(cls: type[T], data: dict) -> T:
     """Rebuild `cls` from `config_to_dict` output; unknown keys are an error, missing keys take
-    their defaults (so configs written by older versions still load)."""
+    their defaults, and fields renamed since (`cls.RENAMED`, old name -> new) are read under
+    their new names: configs written by older versions still load."""
+    renamed = getattr(cls, "RENAMED", {})
+    data = {renamed.get(key, key): value for key, value in data.items()}
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
@@ -56,8 +59,9 @@ def _convert(hint, value):
 def check_fields(config: Any, checks: dict[str, tuple[bool, str]], label: str) -> None:
     """Refuse the first field whose check fails: `{label}{name}={value!r} is invalid: expected
     {accepted}`. A `label` ending in "-" names the field with dashes after the label's text
-    ("CPL -" -> "CPL bias-..."); the label "--" names it as its command-line flag."""
-    prefix = label if label == "--" else label.rstrip("-")
+    ("CPL -" -> "CPL bias-..."); a label ending in "--" names it as a command-line flag ("--" ->
+    "--bias-...", "piano task --" -> "piano task --stretch-...")."""
+    prefix = label if label.endswith("--") else label.rstrip("-")
     for name, (ok, accepted) in checks.items():
         if not ok:
             shown = name.replace("_", "-") if label.endswith("-") else name
