@@ -68,7 +68,9 @@ def test_update_moves_every_network_and_reports_scalar_metrics(config):
 
 
 def test_a_fixed_temperature_stays_while_the_networks_learn():
-    config = SACConfig(hidden_dims=(16,), batch_size=8, init_temperature=0.2, learn_temperature=False)
+    config = SACConfig(
+        hidden_dims=(16,), batch_size=8, init_temperature=0.2, learn_temperature=False
+    )
     sac = SAC(config, OBS, ACT)
     state = sac.init(jax.random.PRNGKey(0))
     before = jax.device_get(state)
