@@ -10,12 +10,20 @@ def cmd_rl(args: list[str]) -> int:
     from prefrl.presets import RL_PRESETS
 
     config = parse_config(
-        RLConfig, RL_PRESETS, args, "prefrl rl", "Train SAC on an environment's true reward."
+        RLConfig,
+        RL_PRESETS,
+        args,
+        "prefrl rl",
+        "Train SAC (or PPO: --algo ppo) on an environment's true reward.",
     )
     result = train_rl(config)
     if print_run_end(result, config.steps, "prefrl rl"):
         return 130 if result.interrupted else 0
-    print_eval([result.final_eval], ["final"], f"SAC on {config.env} after {result.step:,} steps")
+    print_eval(
+        [result.final_eval],
+        ["final"],
+        f"{config.algo.upper()} on {config.env} after {result.step:,} steps",
+    )
     print(f"run directory: {result.run_dir}")
     if result.video is not None:
         print(f"video: {result.video}")

@@ -65,7 +65,7 @@ def evaluate_checkpoint(ckpt: Path, episodes: int = 5, seed: int = 0) -> float:
 
     loaded = load_policy(ckpt)
     envs = make_eval_envs(loaded.config.env, episodes, None)
-    params, sac = loaded.state.actor_params, loaded.sac
+    sac, params = loaded.sac, loaded.state.actor_params
     try:
         result = evaluate(lambda obs: sac.act(params, obs, None, 0, deterministic=True), envs,
                           seed=seed + 1_000_000, record=False)  # fmt: skip

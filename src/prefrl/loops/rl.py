@@ -1,4 +1,5 @@
-"""SAC on the environment's own reward: the baseline every preference workflow is measured against."""
+"""RL on the environment's own reward (SAC, or PPO): the baseline every preference workflow is
+measured against."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from prefrl.agents import SAC, SACConfig, SACState
+from prefrl.agents import PPO, SAC, PPOConfig, RolloutStorage, SACConfig
 from prefrl.data import ReplayBuffer
 from prefrl.envs import make_env
 from prefrl.envs.registry import resolve
@@ -28,18 +29,23 @@ from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
+ALGOS = ("sac", "ppo")
+
 
 @dataclass(frozen=True)
 class RLConfig:
-    """Train SAC on an environment's true reward."""
+    """Train SAC (or PPO) on an environment's true reward."""
 
     env: str = "HalfCheetah-v5"
     """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, or toy:point-reach."""
     steps: int = 1_000_000
     """Environment steps in total (RoboPianist's max-steps)."""
     seed: int = 0
+    algo: str = "sac"
+    """sac (off-policy, a replay buffer) or ppo (on-policy: an update per --ppo.rollout-steps)."""
     warmstart_steps: int = 10_000
-    """Uniform-random actions for this many steps; learning starts after them."""
+    """SAC: uniform-random actions for this many steps; learning starts after them (PPO learns
+    from its first rollout)."""
     eval_interval: int = 10_000
     """Evaluate (deterministic policy) every this many steps, and at the end."""
     eval_episodes: int = 10
@@ -64,6 +70,7 @@ class RLConfig:
     progress: bool = True
     """Show a progress bar."""
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
@@ -71,6 +78,7 @@ class RLConfig:
         positive = ("steps", "eval_interval", "eval_episodes", "checkpoint_interval",
                     "log_interval", "buffer_size", "render_size")  # fmt: skip
         check_fields(self, {
+            "algo": (self.algo in ALGOS, f"one of {', '.join(ALGOS)}"),
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
@@ -87,25 +95,28 @@ class RLResult:
 
 
 class RLRun(TrainingLoop):
-    """Everything a run needs between steps; saved in and restored from checkpoints."""
+    """Everything a run needs between steps; saved in and restored from checkpoints (PPO: not
+    a partly collected rollout, which a resumed run collects again)."""
 
     def __init__(self, config: RLConfig, run_dir: Path):
         super().__init__(config, run_dir, make_env(config.env, seed=config.seed))
-        self.sac = SAC(config.sac, self.env.obs_dim, self.env.action_dim)
+        dims = (self.env.obs_dim, self.env.action_dim)
+        self.agent = SAC(config.sac, *dims) if config.algo == "sac" else PPO(config.ppo, *dims)
         # rbg keys draw noise with one XLA RngBitGenerator op instead of a threefry chain:
         # fewer kernels per update (measured 2-3% faster on the CPU).
         self.key = jax.random.key(config.seed, impl="rbg")
         self.rng = np.random.default_rng(config.seed)
-        self.state: SACState = self.sac.init(jax.random.fold_in(self.key, 1))
-        self.buffer = ReplayBuffer(config.buffer_size, self.env.obs_dim, self.env.action_dim)
+        self.state = self.agent.init(jax.random.fold_in(self.key, 1))
+        self.buffer = ReplayBuffer(config.buffer_size, *dims) if config.algo == "sac" else None
         self.episodes = 0
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
         self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
-        (tmp / "agent.msgpack").write_bytes(self.sac.state_to_bytes(self.state))
-        self.buffer.save(tmp / "buffer.npz")
+        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        if self.buffer is not None:
+            self.buffer.save(tmp / "buffer.npz")
         write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(
             tmp / "loop.json",
@@ -119,34 +130,63 @@ class RLRun(TrainingLoop):
         return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
 
     def restore(self, ckpt: Path) -> None:
-        self.state = self.sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        if self.buffer is not None:
+            self._restore_buffer(ckpt)
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
+        self.rng.bit_generator.state = loop["rng"]
+
+    def _restore_buffer(self, ckpt: Path) -> None:
         self.buffer = ReplayBuffer.load(ckpt / "buffer.npz")
         if self.buffer.capacity != self.config.buffer_size:
             raise IncompatibleCheckpoint(
                 f"--buffer-size={self.config.buffer_size} differs from the checkpoint's "
                 f"{self.buffer.capacity}; resume with the run's own buffer size"
             )
-        loop = json.loads((ckpt / "loop.json").read_text())
-        self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
-        self.rng.bit_generator.state = loop["rng"]
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
-        return self.sac.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+        return deterministic_action(self.agent, self.state, obs, self.key)
+
+
+def deterministic_action(agent: SAC | PPO, state, obs, key):
+    """The policy's action without exploration noise: SAC's tanh of the mean, PPO's clipped
+    mean."""
+    if isinstance(agent, SAC):
+        return agent.act(state.actor_params, obs, key, 0, deterministic=True)
+    return agent.act(state.params, obs, key, 0, deterministic=True)[0]
 
 
 def train_rl(config: RLConfig) -> RLResult:
-    """Run (or resume) SAC training; returns where it went and the final evaluation."""
-    name = config.name or run_name(config.env, "sac", config.seed)
+    """Run (or resume) SAC or PPO training; returns where it went and the final evaluation."""
+    name = config.name or run_name(config.env, config.algo, config.seed)
     loop, metrics = start_run(RLRun, config, name)
     try:
-        return _run(loop, metrics)
+        return (_run if config.algo == "sac" else _run_ppo)(loop, metrics)
     finally:
         metrics.close()
         loop.close()
 
 
+class EpisodeLog:
+    """The running episode's return and length, logged (train/episode_*) when it ends."""
+
+    def __init__(self, loop: RLRun, metrics: MetricsLogger):
+        self.loop, self.metrics = loop, metrics
+        self.ret, self.length = 0.0, 0
+
+    def add(self, step: int, reward: float, ended: bool) -> None:
+        self.ret += reward
+        self.length += 1
+        if ended:
+            self.loop.episodes += 1
+            self.metrics.log(step + 1, {"train/episode_return": self.ret,
+                                        "train/episode_length": self.length})  # fmt: skip
+            self.ret, self.length = 0.0, 0
+
+
 def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
-    cfg, sac, env, buffer = loop.config, loop.sac, loop.env, loop.buffer
+    cfg, sac, env, buffer = loop.config, loop.agent, loop.env, loop.buffer
     agent_cfg = cfg.sac
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
     act, update, key, rng = sac.act, sac.update, loop.key, loop.rng
@@ -157,7 +197,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
         return step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size
 
     obs, _ = env.reset(seed=cfg.seed + loop.step)
-    ep_return, ep_len = 0.0, 0
+    episode = EpisodeLog(loop, metrics)
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
@@ -183,18 +223,8 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             action = np.asarray(action)
             next_obs, reward, terminated, truncated, _ = env.step(action)
             buffer.add(obs, action, reward, next_obs, terminated)
-            ep_return += reward
-            ep_len += 1
-            if terminated or truncated:
-                loop.episodes += 1
-                metrics.log(
-                    step + 1,
-                    {"train/episode_return": ep_return, "train/episode_length": ep_len},
-                )
-                obs, _ = env.reset()
-                ep_return, ep_len = 0.0, 0
-            else:
-                obs = next_obs
+            episode.add(step, reward, terminated or truncated)
+            obs = env.reset()[0] if terminated or truncated else next_obs
             loop.step = step + 1
             periodic.after_step(loop.step, update_metrics)
             # Drawn after a checkpoint (in after_step) saved the generator's state, so a
@@ -205,28 +235,68 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
 
 
+def _run_ppo(loop: RLRun, metrics: MetricsLogger) -> RLResult:
+    """PPO: collect `rollout_steps` transitions with the current policy, then one update."""
+    cfg, ppo, env = loop.config, loop.agent, loop.env
+    storage = RolloutStorage(cfg.ppo.rollout_steps, env.obs_dim, env.action_dim)
+    rewards = np.zeros(cfg.ppo.rollout_steps, np.float32)
+    update_metrics = None
+    obs, _ = env.reset(seed=cfg.seed + loop.step)
+    episode = EpisodeLog(loop, metrics)
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
+    periodic = PeriodicTasks(loop, metrics, progress, title=f"PPO on {cfg.env}")
+    with stoppable(loop, progress) as stop:
+        while loop.step < cfg.steps and not stop.requested:
+            action, raw, log_prob = ppo.act(loop.state.params, obs, loop.key, loop.step)
+            action = np.asarray(action)
+            next_obs, reward, terminated, truncated, _ = env.step(action)
+            rewards[storage.t] = reward
+            storage.add(obs, action, np.asarray(raw), float(log_prob), next_obs, terminated,
+                        truncated)  # fmt: skip
+            if storage.full:
+                loop.state, update_metrics = ppo.update(loop.state, storage.rollout(rewards),
+                                                        loop.key)  # fmt: skip
+            episode.add(loop.step, reward, terminated or truncated)
+            obs = env.reset()[0] if terminated or truncated else next_obs
+            loop.step += 1
+            periodic.after_step(loop.step, update_metrics)
+    return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
+
+
 @dataclass
 class LoadedPolicy:
-    """A trained SAC policy; call it on observations for its deterministic actions in [-1, 1]:
-    `policy = load_policy("runs/my-run"); action = policy(obs)`."""
+    """A trained policy (SAC or PPO); call it on observations for its deterministic actions in
+    [-1, 1]: `policy = load_policy("runs/my-run"); action = policy(obs)`."""
 
     config: RLConfig  # (or the OnlineConfig of a preference run: both name env and agent)
-    sac: SAC
-    state: SACState
+    agent: SAC | PPO
+    state: object  # SACState or PPOState
     checkpoint: Path
+
+    @property
+    def sac(self) -> SAC:
+        """The SAC agent, for what needs its critics or its tanh-Gaussian actor (CPL, datasets,
+        regret ratings)."""
+        if not isinstance(self.agent, SAC):
+            raise TypeError(f"{self.checkpoint} is a PPO policy; this needs a SAC one (prefrl "
+                            "rl or prefrl train with --algo sac)")  # fmt: skip
+        return self.agent
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Actions for one observation (obs_dim,) or a batch (n, obs_dim)."""
         obs = np.asarray(obs, np.float32)
-        if obs.shape[-1:] != (self.sac.obs_dim,):
+        if obs.shape[-1:] != (self.agent.obs_dim,):
             raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
-                             f"takes {self.sac.obs_dim} numbers per observation")  # fmt: skip
+                             f"takes {self.agent.obs_dim} numbers per observation")  # fmt: skip
         key = jax.random.key(0, impl="rbg")
-        return np.asarray(self.sac.act(self.state.actor_params, obs, key, 0, deterministic=True))
+        return np.asarray(deterministic_action(self.agent, self.state, obs, key))
 
 
 def load_policy(path: Path) -> LoadedPolicy:
-    """A SAC policy from a run directory (its latest checkpoint) or a checkpoint directory."""
+    """The policy of a run directory (its latest checkpoint) or of a checkpoint directory: of
+    `prefrl rl` (SAC, PPO), `prefrl train` (PEBBLE, PrefPPO) or `prefrl finetune`."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: expected a run directory or a checkpoint")
@@ -236,24 +306,22 @@ def load_policy(path: Path) -> LoadedPolicy:
     if not (ckpt / "config.json").is_file():
         run_config = ckpt.parent.parent / "config.json"
         offline = run_config.is_file() and "dataset" in json.loads(run_config.read_text())
-        kind = "an offline (IQL) run's" if offline else "not a SAC"
+        kind = "an offline (IQL) run's" if offline else "not a policy's"
         raise ValueError(
-            f"{ckpt} is {kind} checkpoint: prefrl eval evaluates SAC policies (of prefrl rl and "
-            "prefrl train runs); an offline run's evaluations are in its metrics.jsonl and videos/"
+            f"{ckpt} is {kind} checkpoint: prefrl eval evaluates the policies of prefrl rl, train "
+            "and finetune runs; an offline run's evaluations are in its metrics.jsonl and videos/"
         )
     stored = json.loads((ckpt / "config.json").read_text())
-    if "teacher" in stored:  # a preference run (prefrl train): its agent, if SAC, is the policy
+    if "teacher" in stored:  # a preference run (prefrl train): its agent is the policy
         from prefrl.loops.online_config import OnlineConfig
 
         config = config_from_dict(OnlineConfig, stored)
-        if config.algo != "sac":
-            raise ValueError(f"{ckpt} is a PrefPPO checkpoint: load_policy and prefrl eval load "
-                             "SAC policies (prefrl rl, prefrl train --algo sac)")  # fmt: skip
     else:
         config = config_from_dict(RLConfig, stored)
     env = make_env(config.env, seed=None)
-    sac = SAC(config.sac, env.obs_dim, env.action_dim)
+    dims = (env.obs_dim, env.action_dim)
     env.close()
+    agent = SAC(config.sac, *dims) if config.algo == "sac" else PPO(config.ppo, *dims)
     return LoadedPolicy(
-        config, sac, sac.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt
+        config, agent, agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes()), ckpt
     )
