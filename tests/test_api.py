@@ -3,6 +3,7 @@ teachers in memory, callable policies, and the runnable examples."""
 
 import dataclasses
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -115,10 +116,13 @@ def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
         PreferenceLearner("toy:point-reach", stepz=10)
     with pytest.raises(TypeError, match="env=42 is not an env id"):
         PreferenceLearner(42)
-    import gymnasium as gym
 
-    with pytest.raises(TypeError, match="wrap it first"):
-        PreferenceLearner(gym.make("Pendulum-v1"))
+    from tests.user_envs import Slider
+
+    with pytest.raises(TypeError, match="was not made by gymnasium.make: register it"):
+        PreferenceLearner(Slider())
+    with pytest.raises(ValueError, match="cannot restore a saved state, so the clips a person"):
+        PreferenceLearner("tests.user_envs:Slider-v0", teacher="web", **small)
 
     class SubmitOnly:
         def submit(self, query):
@@ -152,3 +156,19 @@ def test_the_examples_run(tmp_path):
                              capture_output=True, text=True, timeout=600)  # fmt: skip
         assert out.returncode == 0, f"{script.name}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
         assert "labels" in out.stdout
+
+
+def test_a_gymnasium_env_object_of_the_users_trains_like_an_id(tmp_path):
+    """An env from `gymnasium.make` (here a user's own, registered MuJoCo task) goes straight
+    into the learner; evaluation makes more of it by its id."""
+    import gymnasium as gym
+
+    env = gym.make("tests.user_envs:RollingBall-v0")
+    result = PreferenceLearner(env, "oracle", runs_dir=tmp_path, name="ball",
+                               **{k: v for k, v in SMALL.items() if k != "segment_length"},
+                               segment_length=10).train()  # fmt: skip
+    assert result.labels == 40 and result.final_eval.returns.shape == (2,)
+    stored = json.loads((result.run_dir / "config.json").read_text())
+    assert stored["env"] == "tests.user_envs:RollingBall-v0"  # (any process can make it)
+    env.reset(seed=0)  # the learner did not close the env it was given
+    env.close()

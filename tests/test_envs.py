@@ -191,3 +191,34 @@ def test_video_camera_follows_a_robot_that_runs_away():
     far_away = robot_pixels(env.render())
     assert at_start > 100 and far_away > 0.5 * at_start
     env.close()
+
+
+def test_a_users_registered_gymnasium_envs_work_by_id():
+    """`module:EnvId` imports the module that registers the env (in every process prefrl
+    starts); a MuJoCo one saves and restores its state exactly, any other runs without."""
+    from prefrl.envs.backends import StateNotRestorable
+
+    plain = make_env("tests.user_envs:Slider-v0", seed=0, render=True)
+    assert (plain.obs_dim, plain.action_dim, plain.max_episode_steps) == (2, 1, 50)
+    obs, _ = plain.reset(seed=0)
+    nxt = plain.step(np.ones(1, np.float32))[0]
+    np.testing.assert_allclose(nxt[0] - obs[0], 0.2, rtol=1e-5)  # +1 -> the env's bound, 2
+    assert plain.render().shape == (32, 64, 3)
+    assert not plain.restores_state and plain.get_state().shape == (0,)
+    with pytest.raises(StateNotRestorable, match="Slider-v0 cannot restore a saved state"):
+        plain.set_state(plain.get_state())
+    plain.close()
+
+    ball = make_env("tests.user_envs:RollingBall-v0", seed=0, render=True)
+    assert ball.restores_state
+    ball.reset(seed=1)
+    state = ball.get_state()
+    actions = np.random.default_rng(0).uniform(-1, 1, (5, 1)).astype(np.float32)
+    first = [ball.step(a)[0] for a in actions]
+    ball.set_state(state)
+    again = [ball.step(a)[0] for a in actions]
+    np.testing.assert_array_equal(np.stack(first), np.stack(again))
+    assert ball.render().shape == (256, 256, 3)
+    ball.close()
+    with pytest.raises(UnknownEnvError, match="its module cannot be imported"):
+        make_env("tests.no_such_module:Slider-v0")

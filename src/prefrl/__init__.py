@@ -4,11 +4,11 @@ The main entry points, importable from `prefrl` itself:
 
 - `PreferenceLearner` (and `train_online(OnlineConfig)`): online learning from preferences,
   PEBBLE with SAC or PrefPPO with PPO, with a scripted teacher or a person labelling;
-- `train_rl(RLConfig)`: SAC on the environment's own reward; `load_policy(run)` gives a callable
-  policy back from any SAC run;
+- `train_rl(RLConfig)`: SAC or PPO on the environment's own reward; `load_policy(run)` gives a
+  callable policy back from any run;
 - `train_offline(OfflineConfig)`: a reward model from labelled dataset queries, then IQL;
 - `finetune(FinetuneConfig)`: CPL fine-tuning of a policy from ratings of its clips;
-- the parts they are built from: `make_env`, `SAC`, `PPO`, `MLPRewardEnsemble`,
+- the parts they are built from: `make_env` (`wrap_env` for a `gymnasium.make` env), `SAC`, `PPO`, `MLPRewardEnsemble`,
   `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
 
 Names are imported on first use, so `import prefrl` stays quick.
@@ -41,6 +41,7 @@ _PUBLIC = {  # name -> the module that defines it
     "FinetuneConfig": "prefrl.loops.finetune",
     "finetune": "prefrl.loops.finetune",
     "make_env": "prefrl.envs",
+    "wrap_env": "prefrl.envs",
     "PrefrlEnv": "prefrl.envs",
     "SAC": "prefrl.agents",
     "SACConfig": "prefrl.agents",
@@ -93,6 +94,7 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "train_offline",
     "train_online",
     "train_rl",
+    "wrap_env",
 ]
 
 

@@ -7,6 +7,7 @@ from prefrl.envs.registry import (
     can_disable_early_termination,
     known_env_ids,
     make_env,
+    wrap_env,
 )
 from prefrl.envs.wrapper import PrefrlEnv
 
@@ -18,4 +19,5 @@ __all__ = [
     "can_disable_early_termination",
     "known_env_ids",
     "make_env",
+    "wrap_env",
 ]

@@ -205,6 +205,41 @@ class NativeBackend:
         return self.base.render()
 
 
+class StateNotRestorable(ValueError):
+    """An env without a state prefrl can save and restore was asked to restore one."""
+
+
+class OpaqueBackend:
+    """A Gymnasium env of the user's that is not a MuJoCo one: it trains, evaluates and renders
+    (through its own render_mode="rgb_array"), but its state cannot be saved or restored, so
+    clips of stored segments cannot be rendered again (scripted and in-memory teachers need
+    none; people labelling clips do)."""
+
+    restores_state = False
+
+    def __init__(self, env, env_id: str):
+        self.env, self.env_id = env, env_id
+
+    def get_state(self) -> np.ndarray:
+        return np.zeros(0, np.float64)
+
+    def set_state(self, state: np.ndarray) -> None:
+        raise StateNotRestorable(
+            f"{self.env_id} cannot restore a saved state (prefrl restores MuJoCo, dm_control, "
+            "classic-control and its own envs): its clips cannot be rendered from stored "
+            "segments, so label it with a scripted teacher or your own teacher object"
+        )
+
+    def observe(self):
+        raise StateNotRestorable(f"{self.env_id} cannot restore a saved state")
+
+    def render(self) -> np.ndarray:
+        frame = self.env.render()
+        if frame is None:
+            raise RuntimeError(f"{self.env_id} rendered nothing: it needs render_mode='rgb_array'")
+        return np.asarray(frame)
+
+
 class ClassicControlBackend:
     """Gymnasium's classic-control tasks (Pendulum-v1, MountainCarContinuous-v0): the state is
     the `state` vector those environments keep. Their pygame renderer has a fixed size; frames are

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import difflib
+import importlib
+import importlib.util
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ from prefrl.envs.backends import (
     DmcBackend,
     GymMujocoBackend,
     NativeBackend,
+    OpaqueBackend,
     prepare_offscreen,
 )
 from prefrl.envs.toy import PointFree, PointReach
@@ -90,19 +93,38 @@ _CLASSIC_CONTINUOUS = ("Pendulum", "MountainCarContinuous")
 
 
 def _gym_kind(spec) -> str | None:
-    entry = str(spec.entry_point)
+    """mujoco, classic (continuous classic control), user (an env registered by its user, not
+    one of Gymnasium's own), or None: one of Gymnasium's own that prefrl cannot drive."""
+    entry = spec.entry_point if isinstance(spec.entry_point, str) else ""
     if entry.startswith("gymnasium.envs.mujoco"):
         return "mujoco"
     if entry.startswith("gymnasium.envs.classic_control") and spec.name in _CLASSIC_CONTINUOUS:
         return "classic"
-    return None
+    if entry.startswith(("gymnasium.", "gymnasium_robotics.", "ale_py.", "shimmy.")):
+        return None
+    return "user"
+
+
+def _spec(name: str):
+    """Gymnasium's spec of an id, `module:EnvId` too (the module imported first)."""
+    module, _, env_name = name.rpartition(":")
+    if module:
+        importlib.import_module(module)
+    return gym.spec(env_name)
+
+
+def _is_mujoco(env: gym.Env) -> bool:
+    import mujoco
+
+    base = env.unwrapped
+    return isinstance(getattr(base, "model", None), mujoco.MjModel) and hasattr(base, "data")
 
 
 _TERMINATION_SWITCH = "terminate_when_unhealthy"
 
 
 def _make_gym(name: str, render: RenderSettings | None, **kwargs):
-    kind = _gym_kind(gym.spec(name))
+    kind = _gym_kind(_spec(name))
     if kind is None:
         raise UnknownEnvError(
             f"{name!r} is a Gymnasium environment prefrl cannot drive: it needs continuous "
@@ -113,10 +135,27 @@ def _make_gym(name: str, render: RenderSettings | None, **kwargs):
     if kind == "classic":
         env = gym.make(name, render_mode="rgb_array" if render else None)
         return env, ClassicControlBackend(env, settings.width, settings.height)
+    if kind == "user":  # (a MuJoCo one is rendered and restored as Gymnasium's own are)
+        env = gym.make(name, **kwargs, **({"render_mode": "rgb_array"} if render else {}))
+        return env, backend_for(env, name, render)
     env = gym.make(name, **kwargs)  # prefrl renders MuJoCo envs itself (see GymMujocoBackend)
     if render is not None:
         prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
     return env, GymMujocoBackend(env, settings.width, settings.height, settings.fast)
+
+
+def backend_for(env: gym.Env, name: str, render: RenderSettings | None):
+    """The backend of a Gymnasium env made outside `make_env`: MuJoCo ones save, restore and
+    render their state exactly; others run without state restore (`OpaqueBackend`)."""
+    if _is_mujoco(env):
+        settings = render or RenderSettings()
+        if render is not None:
+            prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
+        return GymMujocoBackend(env, settings.width, settings.height, settings.fast)
+    if env.spec is not None and _gym_kind(env.spec) == "classic":
+        settings = render or RenderSettings()
+        return ClassicControlBackend(env, settings.width, settings.height)
+    return OpaqueBackend(env, name)
 
 
 def _check_piano(name: str) -> None:
@@ -185,6 +224,8 @@ def resolve(env_id: str) -> tuple[str, str]:
     """Split an id into (family, name) or raise UnknownEnvError."""
     if ":" in env_id:
         prefix, name = env_id.split(":", 1)
+        if prefix not in FAMILIES and importlib.util.find_spec(prefix.split(".")[0]) is not None:
+            return _resolve_module_id(env_id)  # module:EnvId (Gymnasium's own form)
         if prefix not in FAMILIES or prefix == "gymnasium":  # Gymnasium ids have no prefix
             raise _unknown(env_id, f"no family {prefix!r}")
         if FAMILIES[prefix].check is not None:
@@ -199,14 +240,34 @@ def resolve(env_id: str) -> tuple[str, str]:
     return "gymnasium", env_id
 
 
+def _resolve_module_id(env_id: str) -> tuple[str, str]:
+    """`package.module:EnvId`: a Gymnasium env that the module registers when imported (as in
+    `gymnasium.make`), so the id works in every process prefrl starts."""
+    module, name = env_id.split(":", 1)
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise _unknown(env_id, f"its module cannot be imported: {e}") from None
+    if name not in gym.registry:
+        raise _unknown(env_id, f"{module} registers no {name!r} with gymnasium.register")
+    spec = _spec(env_id)
+    if _gym_kind(spec) is None:
+        raise _unknown(env_id, "a Gymnasium id without continuous actions or restorable state")
+    return "gymnasium", env_id
+
+
 def can_disable_early_termination(env_id: str) -> bool:
     """Whether `env_id` ends episodes when the robot falls and can be told not to (Gymnasium's
     Hopper, Walker2d, Ant and Humanoid: `terminate_when_unhealthy`)."""
     family, name = resolve(env_id)
     if family != "gymnasium":
         return False
-    creator = load_env_creator(gym.spec(name).entry_point)
-    return _TERMINATION_SWITCH in inspect.signature(creator).parameters
+    entry = _spec(name).entry_point
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    try:
+        return _TERMINATION_SWITCH in inspect.signature(creator).parameters
+    except (TypeError, ValueError):  # (a callable without a signature)
+        return False
 
 
 def make_env(
@@ -235,6 +296,33 @@ def make_env(
             "Hopper, Walker2d, Ant and Humanoid"
         )
     return PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
+
+
+def wrap_env(env: gym.Env, seed: int | None = 0) -> PrefrlEnv:
+    """A Gymnasium env object of yours as prefrl's (flat observations, actions in [-1, 1]). It
+    must come from `gymnasium.make` of a registered id (`env.spec.id`): prefrl makes more of it
+    by that id, for evaluation and for rendering clips."""
+    spec = getattr(env, "spec", None)
+    if spec is None:
+        raise TypeError(
+            f"env={env!r} was not made by gymnasium.make: register it (gymnasium.register(id="
+            "'MyEnv-v0', entry_point=...)) and pass the id or gymnasium.make('MyEnv-v0'): prefrl "
+            "makes more of it by id, to evaluate and to render clips"
+        )
+    family, name = resolve(_qualified_id(spec))
+    if family != "gymnasium":
+        raise TypeError(f"env={env!r}: pass its id {spec.id!r} instead")
+    return PrefrlEnv(env, name, backend_for(env, name, None), seed)
+
+
+def _qualified_id(spec) -> str:
+    """A user env's id as `module:EnvId`, the module its entry point lives in (importing it
+    registers the env, in the usual layout), so other processes and resumed runs find it too."""
+    entry = spec.entry_point
+    module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
+    if _gym_kind(spec) != "user" or not module or module == "__main__":
+        return spec.id
+    return f"{module}:{spec.id}"
 
 
 def known_env_ids(family: str | None = None) -> list[str]:

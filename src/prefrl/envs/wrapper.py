@@ -79,6 +79,12 @@ class PrefrlEnv(gym.Wrapper):
         return limit() if limit is not None else None
 
     @property
+    def restores_state(self) -> bool:
+        """Whether `set_state` works, so clips of stored segments can be rendered again (False
+        for a user's Gymnasium env that is not a MuJoCo one)."""
+        return bool(getattr(self.backend, "restores_state", True))
+
+    @property
     def has_true_reward(self) -> bool:
         """False for tasks defined only by what people prefer (their reward is always 0)."""
         return bool(getattr(self.env.unwrapped, "has_true_reward", True))

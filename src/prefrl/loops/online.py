@@ -28,7 +28,7 @@ from pathlib import Path
 import gymnasium as gym
 
 from prefrl.agents import PPO, SAC
-from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs import PrefrlEnv, make_env, wrap_env
 from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherConfig
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
@@ -70,6 +70,11 @@ def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool) -> None:
             f"--segment-length={config.segment_length} is longer than {config.env}'s episodes "
             f"({limit} steps); use at most {limit}"
         )
+    if human and not env.restores_state:
+        raise ValueError(
+            f"{config.env} cannot restore a saved state, so the clips a person labels cannot be "
+            "rendered from its segments; use a scripted teacher or your own teacher object"
+        )
     if not env.has_true_reward and not human:
         raise ValueError(
             f"{config.env} has no true reward, so the scripted teacher "
@@ -84,7 +89,9 @@ class PreferenceLearner:
         result = learner.train()
 
     Args:
-        env: an env id (`prefrl envs`), or an env made by `prefrl.make_env` (yours to close).
+        env: an env id (`prefrl envs`; your registered Gymnasium env: its id, or
+            `module:EnvId` to have each process import the module that registers it), an env
+            made by `prefrl.make_env`, or one made by `gymnasium.make` (yours to close).
         teacher: a scripted preset ("oracle", "stoc", "mistake", ...), a `TeacherConfig`, a
             teacher object (`submit(query)` and `poll() -> [Answer]`, see
             `prefrl.feedback.Teacher`), or "web" / "terminal" for a person labelling with
@@ -118,9 +125,9 @@ class PreferenceLearner:
         self.env = None
         if isinstance(env, PrefrlEnv):
             self.env, fields["env"] = env, env.env_id
-        elif isinstance(env, gym.Env):
-            raise TypeError(f"env={env!r}: wrap it first: prefrl.make_env takes Gymnasium ids "
-                            "(register your env with gymnasium.register)")  # fmt: skip
+        elif isinstance(env, gym.Env):  # (yours: made by gymnasium.make of a registered id)
+            self.env = wrap_env(env, seed=None)
+            fields["env"] = self.env.env_id
         elif isinstance(env, str):
             fields["env"] = env
         elif env is not None:
