@@ -50,7 +50,7 @@ class TrainingLoop:
         cfg = self.config
         if self._eval_envs is None:
             render_size = cfg.render_size if cfg.video else None
-            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, render_size)
+            self._eval_envs = make_eval_envs(self.env.env_id, cfg.eval_episodes, render_size)
         return evaluate(self.policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record,
                         learned_reward=self.learned_reward())  # fmt: skip
 

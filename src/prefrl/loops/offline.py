@@ -21,8 +21,8 @@ from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
 from prefrl.feedback.dataset_queries import DatasetQueries
-from prefrl.loops.common import PeriodicTasks, run_name, start_run
-from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
+from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.evaluate import EvalResult
 from prefrl.reward.base import pearson
 from prefrl.reward.fit_state import FitStopped
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel
@@ -30,7 +30,6 @@ from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
-from prefrl.rundir.stop import graceful_stop
 
 REWARDS = ("true", "mr", "nmr", "pt")
 
@@ -171,11 +170,14 @@ class Stopped(Exception):
     """Ctrl-C or `kill` while the reward model was fitted or the dataset relabelled."""
 
 
-class _Loop:
+class OfflineRun(TrainingLoop):
+    """The dataset, its rewards for IQL, and IQL's state; saved in and restored from
+    checkpoints (the rewards: in the run directory, once)."""
+
     def __init__(self, config: OfflineConfig, run_dir: Path, inputs=None):
-        self.config, self.run_dir = config, run_dir
-        self.dataset, self.queries = inputs or load_inputs(config)
-        self.env = make_env(self.dataset.env_id, seed=config.seed)
+        dataset, queries = inputs or load_inputs(config)
+        super().__init__(config, run_dir, make_env(dataset.env_id, seed=config.seed))
+        self.dataset, self.queries = dataset, queries
         self.iql = IQL(
             dataclasses.replace(config.iql, steps=config.steps),
             self.dataset.obs_dim,
@@ -183,9 +185,6 @@ class _Loop:
         )
         self.key = jax.random.key(config.seed)
         self.state = self.iql.init(jax.random.fold_in(self.key, 1))
-        self.step = 0
-        self.last_eval: float | None = None
-        self._eval_envs = None
         self.reward_metrics: dict = {}
 
     # ------------------------------------------------------------------ rewards
@@ -281,15 +280,12 @@ class _Loop:
         self.step, self.last_eval = loop["step"], loop["last_eval"]
 
     # ------------------------------------------------------------------ evaluation
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        return self.iql.act(self.state.actor_params, obs)
+
     def evaluate(self, record: bool) -> EvalResult:
-        cfg = self.config
-        if self._eval_envs is None:
-            size = cfg.render_size if cfg.video else None
-            self._eval_envs = make_eval_envs(self.dataset.env_id, cfg.eval_episodes, size)
-        params = self.state.actor_params
-        result = evaluate(
-            lambda obs: self.iql.act(params, obs), self._eval_envs, cfg.seed + 1_000_000, record
-        )
+        """The return and D4RL's normalised score."""
+        result = super().evaluate(record)
         score = self.dataset.normalized_score(result.returns)
         result.extra = {
             "eval/score_mean": float(score.mean()),
@@ -297,17 +293,12 @@ class _Loop:
         }
         return result
 
-    def close(self) -> None:
-        self.env.close()
-        for env in self._eval_envs or []:
-            env.close()
-
 
 def train_offline(config: OfflineConfig) -> OfflineResult:
     """Run (or resume) an offline run; returns the final evaluation's normalised score."""
     name = config.name or run_name(Path(config.dataset).name, f"iql-{config.reward}", config.seed)
     inputs = load_inputs(config)  # bad input fails here, before a run directory is made
-    loop, metrics = start_run(lambda c, d: _Loop(c, d, inputs), config, name)
+    loop, metrics = start_run(lambda c, d: OfflineRun(c, d, inputs), config, name)
     try:
         return _run(loop, metrics)
     finally:
@@ -315,7 +306,7 @@ def train_offline(config: OfflineConfig) -> OfflineResult:
         loop.close()
 
 
-def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
+def _run(loop: OfflineRun, metrics: MetricsLogger) -> OfflineResult:
     cfg = loop.config
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
@@ -323,30 +314,24 @@ def _run(loop: _Loop, metrics: MetricsLogger) -> OfflineResult:
     periodic = PeriodicTasks(
         loop, metrics, progress, title=f"IQL ({cfg.reward} reward) on {cfg.dataset}"
     )
-    with progress, graceful_stop() as stop:
+    with stoppable(loop, progress) as stop:  # (a stop saves a checkpoint to resume from)
         ds = loop.dataset
         try:
             rewards = loop.rewards(progress, metrics, lambda: stop.requested)
-        except (Stopped, KeyboardInterrupt) as e:
-            progress.say(f"{str(e) or 'stopped at once'}; the run resumes from there")
-            loop.save()  # (IQL has not begun: the checkpoint lets --resume find the run)
+        except Stopped as e:  # (the fit or relabelling goes on from there when resumed)
+            progress.say(f"{e}; the run resumes from there")
             stop.requested = True
-            return OfflineResult(loop.run_dir, loop.step, *[float("nan")] * 3, {}, True)
-        data = IQL.to_device(
-            ds.observations, ds.actions, rewards, ds.next_observations, ds.terminals
-        )
-        periodic.restart_clock(loop.step)
-        try:
-            while loop.step < cfg.steps and not stop.requested:
-                loop.state, update_metrics = loop.iql.update(
-                    loop.state, data, loop.key, steps=cfg.steps_per_call
-                )
-                loop.step += cfg.steps_per_call
-                periodic.after_step(loop.step, update_metrics)
-            if stop.requested:
-                loop.save()
-        except KeyboardInterrupt:
-            stop.requested = True
+        if not stop.requested:
+            data = IQL.to_device(
+                ds.observations, ds.actions, rewards, ds.next_observations, ds.terminals
+            )
+            periodic.restart_clock(loop.step)
+        while loop.step < cfg.steps and not stop.requested:
+            loop.state, update_metrics = loop.iql.update(
+                loop.state, data, loop.key, steps=cfg.steps_per_call
+            )
+            loop.step += cfg.steps_per_call
+            periodic.after_step(loop.step, update_metrics)
     final = periodic.final
     if final is not None:
         summary = final.summary
