@@ -172,3 +172,57 @@ def test_a_gymnasium_env_object_of_the_users_trains_like_an_id(tmp_path):
     assert stored["env"] == "tests.user_envs:RollingBall-v0"  # (any process can make it)
     env.reset(seed=0)  # the learner did not close the env it was given
     env.close()
+
+
+def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
+    """RLLearner(env, agent=...), OfflineLearner(dataset, labels, reward), CPLFinetuner(policy,
+    ratings): objects and paths in, settings as keywords (checked like the learner's), train()."""
+    import gymnasium as gym
+    from conftest import short_sac_run
+    from test_offline import synthetic
+
+    from prefrl import CPLFinetuner, OfflineLearner, RLLearner
+    from prefrl.agents import PPO, PPOConfig
+    from prefrl.feedback.dataset_queries import label_queries, sample_queries
+    from prefrl.feedback.raters import rate_scripted
+    from prefrl.loops.collect import make_rating_run, policy_segments
+    from prefrl.reward.segment_models import SegmentRewardConfig
+
+    small_ppo = PPOConfig(hidden_dims=(16,), rollout_steps=256, minibatch_size=64, epochs=2)
+    env = gym.make("tests.user_envs:Slider-v0")
+    run = RLLearner(env, agent=PPO(small_ppo, 2, 1), steps=512, eval_interval=512,
+                    eval_episodes=2, checkpoint_interval=512, video=False, progress=False,
+                    runs_dir=tmp_path, name="rl").train()  # fmt: skip
+    stored = json.loads((run.run_dir / "config.json").read_text())
+    assert (stored["env"], stored["algo"], stored["ppo"]["rollout_steps"]) == (
+        "tests.user_envs:Slider-v0", "ppo", 256)  # fmt: skip
+    assert run.step == 512 and run.final_eval.returns.shape == (2,)
+    env.close()
+    with pytest.raises(ValueError, match="agent takes observations of size 6 and actions of size"):
+        RLLearner("tests.user_envs:Slider-v0", agent=PPO(small_ppo, 6, 2))
+    with pytest.raises(TypeError, match="RLLearner got unknown settings \\['stepz'\\]"):
+        RLLearner("toy:point-reach", stepz=1)
+
+    data = synthetic(n_episodes=10, length=30, obs_dim=6, action_dim=2)
+    data.save(tmp_path / "ds")
+    label_queries(sample_queries(data, 32, length=10, seed=1), data, TeacherConfig()).save(
+        tmp_path / "q.json"
+    )
+    offline = OfflineLearner(tmp_path / "ds", tmp_path / "q.json", "mr", steps=200,
+                             steps_per_call=100, eval_interval=200, checkpoint_interval=200,
+                             eval_episodes=1, progress=False, runs_dir=tmp_path, name="off",
+                             reward_model=SegmentRewardConfig(epochs=2)).train()  # fmt: skip
+    assert offline.steps == 200 and np.isfinite(offline.score_mean)
+    assert "reward/val_accuracy" in offline.reward_metrics
+    with pytest.raises(ValueError, match="holds queries without labels"):
+        sample_queries(data, 8, length=10, seed=2).save(tmp_path / "unlabelled.json")
+        OfflineLearner(tmp_path / "ds", tmp_path / "unlabelled.json", "mr")
+
+    sac_run = short_sac_run(tmp_path, "sac", steps=500)
+    segments, infos = policy_segments([sac_run], [0.0, 0.3], count=8, length=10)
+    ratings = make_rating_run(tmp_path / "rate", "toy:point-reach", segments, infos, None)
+    rate_scripted(ratings, "return")
+    tuned = CPLFinetuner(load_policy(sac_run), ratings, steps=10, eval_episodes=2,
+                         log_interval=5, runs_dir=tmp_path, name="cpl").train()  # fmt: skip
+    assert tuned.pairs > 0 and np.isfinite(tuned.finetuned_returns).all()
+    assert load_policy(tuned.run_dir)(np.zeros(6)).shape == (2,)

@@ -4,10 +4,12 @@ The main entry points, importable from `prefrl` itself:
 
 - `PreferenceLearner` (and `train_online(OnlineConfig)`): online learning from preferences,
   PEBBLE with SAC or PrefPPO with PPO, with a scripted teacher or a person labelling;
-- `train_rl(RLConfig)`: SAC or PPO on the environment's own reward; `load_policy(run)` gives a
-  callable policy back from any run;
-- `train_offline(OfflineConfig)`: a reward model from labelled dataset queries, then IQL;
-- `finetune(FinetuneConfig)`: CPL fine-tuning of a policy from ratings of its clips;
+- `RLLearner` (`train_rl(RLConfig)`): SAC or PPO on the environment's own reward;
+  `load_policy(run)` gives a callable policy back from any run;
+- `OfflineLearner` (`train_offline(OfflineConfig)`): a reward model from labelled dataset
+  queries, then IQL;
+- `CPLFinetuner` (`finetune(FinetuneConfig)`): CPL fine-tuning of a policy from ratings of its
+  clips;
 - the parts they are built from: `make_env` (`wrap_env` for a `gymnasium.make` env), `SAC`, `PPO`, `MLPRewardEnsemble`,
   `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
 
@@ -38,6 +40,9 @@ _PUBLIC = {  # name -> the module that defines it
     "LoadedPolicy": "prefrl.loops.rl",
     "OfflineConfig": "prefrl.loops.offline",
     "train_offline": "prefrl.loops.offline",
+    "OfflineLearner": "prefrl.loops.offline",
+    "RLLearner": "prefrl.loops.rl",
+    "CPLFinetuner": "prefrl.loops.finetune",
     "FinetuneConfig": "prefrl.loops.finetune",
     "finetune": "prefrl.loops.finetune",
     "make_env": "prefrl.envs",
@@ -65,12 +70,14 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "PPO",
     "SAC",
     "Answer",
+    "CPLFinetuner",
     "FeedbackStore",
     "FinetuneConfig",
     "Label",
     "LoadedPolicy",
     "MLPRewardEnsemble",
     "OfflineConfig",
+    "OfflineLearner",
     "OnlineConfig",
     "OnlineResult",
     "PPOConfig",
@@ -78,6 +85,7 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "PrefrlEnv",
     "Query",
     "RLConfig",
+    "RLLearner",
     "RLResult",
     "RewardConfig",
     "RewardModel",

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import time
 from pathlib import Path
 
+import gymnasium as gym
 import jax
 import numpy as np
 
+from prefrl.envs import PrefrlEnv, wrap_env
 from prefrl.feedback.store import claim_run_uid
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.render import write_video
@@ -83,6 +86,44 @@ def stoppable(loop: TrainingLoop, progress):
                 loop.save()
         except KeyboardInterrupt:
             stop.requested = True
+
+
+def config_with(cls, who: str, config, settings: dict, given: dict):
+    """The config a learner class trains with: `config` (or `cls`'s defaults), its fields in
+    `settings` (the keyword arguments) over it, and `given` (what the objects passed say: their
+    env id, their agent's settings, ...) over both. Unknown settings fail, naming them."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    if unknown := sorted(set(settings) - known):
+        raise TypeError(f"{who} got unknown settings {unknown}; accepted: the fields of "
+                        f"{cls.__name__} ({', '.join(sorted(known))})")  # fmt: skip
+    fields = {**settings, **given}
+    return dataclasses.replace(config, **fields) if config else cls(**fields)
+
+
+def env_argument(env) -> tuple[PrefrlEnv | None, str | None]:
+    """(the env object to train in, or None to make one from the id; the env id) from what a
+    Python user passed: an id, an env of `prefrl.make_env`, or one of `gymnasium.make`."""
+    if isinstance(env, PrefrlEnv):
+        return env, env.env_id
+    if isinstance(env, gym.Env):  # (yours: made by gymnasium.make of a registered id)
+        wrapped = wrap_env(env, seed=None)
+        return wrapped, wrapped.env_id
+    if isinstance(env, str) or env is None:
+        return None, env
+    raise TypeError(f"env={env!r} is not an env id, an env made by prefrl.make_env or one made "
+                    "by gymnasium.make")  # fmt: skip
+
+
+def check_sizes(parts: dict, env: PrefrlEnv) -> None:
+    """Each part given (an agent, a reward model) takes the env's observation and action
+    sizes; the first that does not is named."""
+    for name, part in parts.items():
+        sizes = (getattr(part, "obs_dim", None), getattr(part, "action_dim", None))
+        if part is not None and sizes != (env.obs_dim, env.action_dim):
+            raise ValueError(
+                f"{name} takes observations of size {sizes[0]} and actions of size {sizes[1]}; "
+                f"{env.env_id} has {env.obs_dim} and {env.action_dim}"
+            )
 
 
 def run_name(env: str, algo: str, seed: int) -> str:

@@ -24,9 +24,9 @@ from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
 from prefrl.data.segments import LABEL_TARGET, Label
 from prefrl.feedback.ratings import ratings_to_pairs
 from prefrl.feedback.store import FeedbackStore, run_info
-from prefrl.loops.common import open_run_dir, run_name
+from prefrl.loops.common import config_with, open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
-from prefrl.loops.rl import load_policy
+from prefrl.loops.rl import LoadedPolicy, load_policy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -120,6 +120,36 @@ def load_rated_pairs(
         )
     sources = sorted({str(w) for w in who})
     return left, right, rated.labels, {"raters": sources, "ratings": len(rows), "paired": pairs}
+
+
+class CPLFinetuner:
+    """CPL fine-tuning of a trained SAC policy from ratings of its clips:
+
+        result = CPLFinetuner("runs/hopper-sac", "runs/ratings", steps=2000).train()
+
+    Args:
+        policy: the run directory (its latest checkpoint) or checkpoint to start from, or a
+            policy of `load_policy`.
+        ratings: a rating run (`prefrl collect`, then rated on the web app or `prefrl rate`).
+        cpl: CPL's settings (`CPLConfig`).
+        config: every other setting (`FinetuneConfig`); keyword arguments override its fields.
+    """
+
+    def __init__(self, policy: str | Path | LoadedPolicy | None = None,
+                 ratings: str | Path | None = None, *,
+                 cpl: CPLConfig | None = None, config: FinetuneConfig | None = None,
+                 **settings):  # fmt: skip
+        if isinstance(policy, LoadedPolicy):
+            policy = policy.checkpoint
+        given = {name: value for name, value in (
+            ("policy", policy and Path(policy)), ("ratings", ratings and Path(ratings)),
+            ("cpl", cpl),
+        ) if value is not None}  # fmt: skip
+        self.config = config_with(FinetuneConfig, "CPLFinetuner", config, settings, given)
+
+    def train(self) -> FinetuneResult:
+        """Fine-tune; returns the original's and the fine-tuned policy's evaluation returns."""
+        return finetune(self.config)
 
 
 def finetune(config: FinetuneConfig) -> FinetuneResult:

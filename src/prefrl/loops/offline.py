@@ -21,7 +21,14 @@ from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
 from prefrl.feedback.dataset_queries import DatasetQueries
-from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.common import (
+    PeriodicTasks,
+    TrainingLoop,
+    config_with,
+    run_name,
+    start_run,
+    stoppable,
+)
 from prefrl.loops.evaluate import EvalResult
 from prefrl.reward.base import pearson
 from prefrl.reward.fit_state import FitStopped
@@ -294,10 +301,41 @@ class OfflineRun(TrainingLoop):
         return result
 
 
-def train_offline(config: OfflineConfig) -> OfflineResult:
+class OfflineLearner:
+    """A reward model fitted to a dataset's labelled queries, then IQL on the relabelled
+    dataset:
+
+        result = OfflineLearner("datasets/hopper-medium-replay", "queries.json", "mr").train()
+
+    Args:
+        dataset: a Minari dataset directory (`prefrl dataset collect` / `import-d4rl`).
+        labels: a labelled query file of it (`prefrl dataset queries`); None with reward "true".
+        reward: "mr", "nmr", "pt" (the reward model), or "true" (the dataset's own rewards).
+        reward_model: the reward model's settings (`SegmentRewardConfig`).
+        iql: IQL's settings (`IQLConfig`).
+        config: every other setting (`OfflineConfig`); keyword arguments override its fields.
+    """
+
+    def __init__(self, dataset: str | Path | None = None, labels: str | Path | None = None,
+                 reward: str | None = None, *, reward_model: SegmentRewardConfig | None = None,
+                 iql: IQLConfig | None = None, config: OfflineConfig | None = None,
+                 **settings):  # fmt: skip
+        given = {name: value for name, value in (
+            ("dataset", dataset and Path(dataset)), ("labels", labels and Path(labels)),
+            ("reward", reward), ("reward_model", reward_model), ("iql", iql),
+        ) if value is not None}  # fmt: skip
+        self.config = config_with(OfflineConfig, "OfflineLearner", config, settings, given)
+        self.inputs = load_inputs(self.config)  # bad input fails here, before any run exists
+
+    def train(self) -> OfflineResult:
+        """Run (or, with `resume`, continue) the run; returns its final normalised score."""
+        return train_offline(self.config, self.inputs)
+
+
+def train_offline(config: OfflineConfig, inputs=None) -> OfflineResult:
     """Run (or resume) an offline run; returns the final evaluation's normalised score."""
     name = config.name or run_name(Path(config.dataset).name, f"iql-{config.reward}", config.seed)
-    inputs = load_inputs(config)  # bad input fails here, before a run directory is made
+    inputs = inputs or load_inputs(config)  # bad input fails here, before a run directory is made
     loop, metrics = start_run(lambda c, d: OfflineRun(c, d, inputs), config, name)
     try:
         return _run(loop, metrics)

@@ -25,15 +25,22 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
-
 from prefrl.agents import PPO, SAC
-from prefrl.envs import PrefrlEnv, make_env, wrap_env
+from prefrl.envs import PrefrlEnv, make_env
 from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherConfig
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
 from prefrl.feedback.teachers import check_teacher
-from prefrl.loops.common import PeriodicTasks, check_finite, run_name, start_run, stoppable
+from prefrl.loops.common import (
+    PeriodicTasks,
+    check_finite,
+    check_sizes,
+    config_with,
+    env_argument,
+    run_name,
+    start_run,
+    stoppable,
+)
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.online_agents import PpoSteps, SacSteps
 from prefrl.loops.online_config import OnlineConfig
@@ -117,21 +124,8 @@ class PreferenceLearner:
         in_memory: bool | None = None,
         **settings,
     ):
-        known = {f.name for f in dataclasses.fields(OnlineConfig)}
-        if unknown := sorted(set(settings) - known):
-            raise TypeError(f"PreferenceLearner got unknown settings {unknown}; accepted: the "
-                            f"fields of OnlineConfig ({', '.join(sorted(known))})")  # fmt: skip
-        fields = dict(settings)
-        self.env = None
-        if isinstance(env, PrefrlEnv):
-            self.env, fields["env"] = env, env.env_id
-        elif isinstance(env, gym.Env):  # (yours: made by gymnasium.make of a registered id)
-            self.env = wrap_env(env, seed=None)
-            fields["env"] = self.env.env_id
-        elif isinstance(env, str):
-            fields["env"] = env
-        elif env is not None:
-            raise TypeError(f"env={env!r} is not an env id or an env made by prefrl.make_env")
+        self.env, env_id = env_argument(env)
+        fields = {} if env_id is None else {"env": env_id}
         self.teacher: Teacher | None = None
         if isinstance(teacher, str):
             fields["teacher"] = TeacherConfig(teacher)
@@ -153,7 +147,7 @@ class PreferenceLearner:
             fields["reward"] = reward_model.config
         if schedule is not None:
             fields["schedule"] = schedule
-        self.config = dataclasses.replace(config, **fields) if config else OnlineConfig(**fields)
+        self.config = config_with(OnlineConfig, "PreferenceLearner", config, settings, fields)
         self.agent, self.reward_model = agent, reward_model
         human = self.teacher is None and self.config.teacher.is_human
         self.in_memory = (not human) if in_memory is None else in_memory
@@ -165,19 +159,10 @@ class PreferenceLearner:
         env = self.env or make_training_env(self.config, seed=None)
         try:
             check_env(self.config, env, human)  # before anything is written
-            self._check_sizes(env)
+            check_sizes({"agent": self.agent, "reward_model": self.reward_model}, env)
         finally:
             if self.env is None:
                 env.close()
-
-    def _check_sizes(self, env: PrefrlEnv) -> None:
-        for name, part in (("agent", self.agent), ("reward_model", self.reward_model)):
-            sizes = (getattr(part, "obs_dim", None), getattr(part, "action_dim", None))
-            if part is not None and sizes != (env.obs_dim, env.action_dim):
-                raise ValueError(
-                    f"{name} takes observations of size {sizes[0]} and actions of size "
-                    f"{sizes[1]}; {self.config.env} has {env.obs_dim} and {env.action_dim}"
-                )
 
     def _parts(self) -> Parts:
         cfg = self.config
