@@ -4,7 +4,7 @@ import pytest
 from prefrl.envs import UnknownEnvError, can_disable_early_termination, known_env_ids, make_env
 from prefrl.envs.backends import FAST_RENDER_OFF
 
-STATEFUL = ["toy:point-reach", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
+STATEFUL = ["toy:point-reach", "toy:maze-medium", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
 
 
 @pytest.mark.parametrize(
@@ -222,3 +222,32 @@ def test_a_users_registered_gymnasium_envs_work_by_id():
     ball.close()
     with pytest.raises(UnknownEnvError, match="its module cannot be imported"):
         make_env("tests.no_such_module:Slider-v0")
+
+
+def test_the_maze_rewards_only_a_clean_arrival_and_its_scripted_path_gets_there():
+    from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
+
+    for layout in ("u", "open", "medium"):
+        env = make_env("toy:maze" if layout == "u" else f"toy:maze-{layout}", seed=0)
+        maze = env.unwrapped
+        env.reset(seed=1)
+        waypoints, index, rewards = [maze.centre(c) for c in shortest_path(maze)], 0, []
+        for _ in range(env.max_episode_steps):
+            action, index = scripted_action(maze, waypoints, index)
+            _, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            assert not terminated and reward == float(info["success"])
+        assert truncated and rewards[-1] == 1.0 and 0 < rewards.index(1.0) < len(rewards) - 20
+        env.close()
+    # Into the wall above the start cell: stopped there, and success is gone for the episode.
+    maze = PointMaze("u")
+    maze.reset(seed=0)
+    for _ in range(30):
+        maze.step(np.array([0.0, 1.0]))
+    assert maze.observe()[6] == 1.0 and np.all(maze.observe()[2:4] == 0)
+    state = maze.get_state()
+    state[0:2] = maze.centre(maze.goal_cell)  # even placed on the goal
+    maze.set_state(state)
+    assert maze.step(np.zeros(2))[1] == 0.0
+    with pytest.raises(ValueError, match="maze layout 'x' is unknown; known: u, open, medium"):
+        PointMaze("x")

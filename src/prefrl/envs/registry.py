@@ -8,6 +8,7 @@ import importlib.util
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
@@ -20,6 +21,7 @@ from prefrl.envs.backends import (
     OpaqueBackend,
     prepare_offscreen,
 )
+from prefrl.envs.maze import LAYOUTS, PointMaze
 from prefrl.envs.toy import PointFree, PointReach
 from prefrl.envs.wrapper import PrefrlEnv
 
@@ -48,7 +50,12 @@ class Family:
     """Validates a name beyond the listed ids (raises ValueError); None: listed ids only."""
 
 
-_TOY = {"point-reach": PointReach, "point-free": PointFree}
+_TOY = {
+    "point-reach": PointReach,
+    "point-free": PointFree,
+    **{("maze" if layout == "u" else f"maze-{layout}"): partial(PointMaze, layout)
+       for layout in LAYOUTS},
+}  # fmt: skip
 
 
 def _toy_ids() -> list[str]:
@@ -61,7 +68,8 @@ def _make_toy(name: str, render: RenderSettings | None):
         if render is None
         else {"render_mode": "rgb_array", "width": render.width, "height": render.height}
     )
-    env = gym.wrappers.TimeLimit(_TOY[name](**kwargs), PointReach.max_steps)
+    task = _TOY[name](**kwargs)
+    env = gym.wrappers.TimeLimit(task, task.max_steps)
     return env, NativeBackend(env)
 
 
@@ -190,7 +198,9 @@ def _piano_ids() -> list[str]:
 
 
 FAMILIES: dict[str, Family] = {
-    "toy": Family("built-in tasks for tests, e.g. toy:point-reach", _toy_ids, _make_toy),
+    "toy": Family(
+        "built-in tasks, e.g. toy:point-reach, toy:maze (sparse success)", _toy_ids, _make_toy
+    ),
     "dmc": Family("DeepMind Control suite, e.g. dmc:walker-walk", _dmc_ids, _make_dmc),
     "gymnasium": Family(
         "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",

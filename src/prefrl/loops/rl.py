@@ -118,8 +118,7 @@ class RLRun(TrainingLoop):
         if agent is None:
             agent = SAC(config.sac, *dims) if config.algo == "sac" else PPO(config.ppo, *dims)
         self.agent = agent
-        # rbg keys draw noise with one XLA RngBitGenerator op instead of a threefry chain:
-        # fewer kernels per update (measured 2-3% faster on the CPU).
+        # rbg keys: one RngBitGenerator op per draw (2-3% faster on the CPU; design.md).
         self.key = jax.random.key(config.seed, impl="rbg")
         self.rng = np.random.default_rng(config.seed)
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
@@ -264,13 +263,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
                 action = rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
             else:  # read below, once the update is queued behind it
                 action = act(loop.state.actor_params, obs, key, step)
-            # Dispatch the update before reading the action and stepping the env: JAX runs
-            # both asynchronously, so the update starts as soon as the action is computed
-            # (with no host work between them: 5-10% more steps/s than reading the action
-            # first), and the env step, the buffer work and drawing the next batch below
-            # overlap with the update. The action still comes from the parameters before this
-            # update (act, then train, as in SB3); donating them to the update waits for
-            # the act that reads them.
+            # Update dispatched before the action is read: the env step overlaps it (design.md).
             if learning(step):
                 if batch is None:  # the first update, or the first after a resume
                     batch = buffer.sample(rng, batch_size)
@@ -282,9 +275,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             obs = env.reset()[0] if terminated or truncated else next_obs
             loop.step = step + 1
             periodic.after_step(loop.step, update_metrics)
-            # Drawn after a checkpoint (in after_step) saved the generator's state, so a
-            # resumed run draws this batch first. It holds the transitions before the next
-            # step, as if the update drew it at its own step (benchmarks/sac_loop_variants.py).
+            # Drawn after a checkpoint saved the generator, so a resumed run draws it too.
             more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
             batch = buffer.sample(rng, batch_size) if more else None
     return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
