@@ -4,7 +4,14 @@ import pytest
 from prefrl.envs import UnknownEnvError, can_disable_early_termination, known_env_ids, make_env
 from prefrl.envs.backends import FAST_RENDER_OFF
 
-STATEFUL = ["toy:point-reach", "toy:maze-medium", "Hopper-v5", "HalfCheetah-v5", "Pendulum-v1", "dmc:walker-walk"]
+STATEFUL = [
+    "toy:point-reach",
+    "toy:maze-medium",
+    "Hopper-v5",
+    "HalfCheetah-v5",
+    "Pendulum-v1",
+    "dmc:walker-walk",
+]
 
 
 @pytest.mark.parametrize(
