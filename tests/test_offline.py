@@ -75,14 +75,16 @@ def test_dataset_minari_round_trip(tmp_path, monkeypatch):
         data.save(tmp_path / "ds")
     with pytest.raises(FileNotFoundError, match="not a Minari dataset"):
         OfflineDataset.load(tmp_path)
-    # A write stopped half-way leaves nothing that looks like a dataset; the next one succeeds.
-    real = OfflineDataset._write
+    # A write stopped half-way (all written, not yet renamed) leaves nothing that looks like a
+    # dataset; the next one succeeds.
+    import types
 
-    def stopped(self, data_dir, name):
-        real(self, data_dir, name)
+    from prefrl.data import minari_io
+
+    def stopped(partial, path):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(OfflineDataset, "_write", stopped)
+    monkeypatch.setattr(minari_io, "os", types.SimpleNamespace(replace=stopped))
     with pytest.raises(KeyboardInterrupt):
         data.save("ds2")
     assert not (tmp_path / "ds2").exists()

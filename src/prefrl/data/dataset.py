@@ -14,14 +14,12 @@ stored with the dataset as Minari's `ref_min_score` / `ref_max_score`.
 from __future__ import annotations
 
 import dataclasses
-import os
-import re
-import shutil
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from prefrl.data.minari_io import read_minari, write_minari
 
 D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
 
@@ -239,39 +237,9 @@ class OfflineDataset:
 
     # ------------------------------------------------------------------------------- Minari I/O
     def save(self, path: str | Path) -> Path:
-        """Write a Minari dataset directory at `path` (refused if one is there already). It is
-        written under a temporary name and renamed when complete, so an interrupted write never
-        leaves something that looks like a dataset."""
-        path = Path(path).resolve()  # Minari joins a relative path onto itself
-        if path.exists() and any(path.iterdir()):
-            what = "a dataset" if (path / "data").exists() else "other files"
-            raise FileExistsError(f"{path} already holds {what}; choose another --out")
-        partial = path.with_name(f".{path.name}.partial")
-        shutil.rmtree(partial, ignore_errors=True)  # left by an earlier interrupted write
-        self._write(partial / "data", path.name)
-        if path.exists():
-            path.rmdir()  # empty
-        os.replace(partial, path)
-        return path
-
-    def _write(self, data: Path, name: str) -> None:
-        import gymnasium as gym
-        from minari.data_collector.episode_buffer import EpisodeBuffer
-        from minari.dataset.minari_storage import MinariStorage
-
-        data.mkdir(parents=True)
-        try:
-            env_spec = gym.spec(self.env_id)
-        except gym.error.Error:
-            env_spec = None  # dmc:..., robopianist:..., toy:...: not Gymnasium ids
-        storage = MinariStorage.new(
-            data,
-            observation_space=gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32),
-            action_space=gym.spaces.Box(-1.0, 1.0, (self.action_dim,), np.float32),
-            env_spec=env_spec,
-        )
+        """Write a Minari dataset directory at `path` (refused if one is there already; written
+        whole or not at all, see `minari_io.write_minari`)."""
         meta = {
-            "dataset_id": minari_id(name),
             "algorithm_name": self.info.get("algorithm", "prefrl"),
             "description": self.info.get("description", f"{self.name} ({self.env_id})"),
             "prefrl": {"env": self.env_id, "name": self.name, **self.info},
@@ -279,57 +247,17 @@ class OfflineDataset:
         if self.ref_min_score is not None and self.ref_max_score is not None:
             meta["ref_min_score"] = float(self.ref_min_score)
             meta["ref_max_score"] = float(self.ref_max_score)
-        import minari
-
-        meta["minari_version"] = minari.__version__
-        storage.update_metadata(meta)
-        storage.update_episodes(
-            EpisodeBuffer(
-                observations=e["observations"],
-                actions=e["actions"],
-                rewards=e["rewards"].astype(np.float64),
-                terminations=e["terminations"],
-                truncations=e["truncations"],
-                infos=e["infos"],
-            )
-            for e in self.episodes()
-        )
+        return write_minari(path, self.episodes(), self.obs_dim, self.action_dim, self.env_id,
+                            meta)  # fmt: skip
 
     @classmethod
     def load(cls, path: str | Path) -> OfflineDataset:
         """Read a Minari dataset directory (the one holding `data/`, or `data/` itself)."""
-        path = Path(path).resolve()
-        data = path / "data" if (path / "data").is_dir() else path
-        if not (data / "metadata.json").exists():
-            raise FileNotFoundError(
-                f"{path} is not a Minari dataset (no data/metadata.json); make one with "
-                "`prefrl dataset collect` or `prefrl dataset import-d4rl`"
-            )
-        from minari.dataset.minari_storage import MinariStorage
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            storage = MinariStorage.read(data)
-        meta = storage.metadata
-        ours = dict(meta.get("prefrl", {}))
-        env_id = ours.pop("env", None)
-        if env_id is None:
-            spec = meta.get("env_spec")
-            env_id = getattr(spec, "id", None)
-        if env_id is None:
-            raise ValueError(
-                f"{path}: the dataset names no environment (neither prefrl.env nor env_spec in "
-                "its metadata), so its policies cannot be evaluated"
-            )
-        name = ours.pop("name", data.parent.name)
-        episodes = list(storage.get_episodes(range(storage.total_episodes)))
-        for e in episodes:
-            for key in ("observations", "actions"):
-                if not isinstance(e[key], np.ndarray):
-                    raise TypeError(
-                        f"{path}: {key} are not flat arrays (dict or tuple spaces are not "
-                        "supported)"
-                    )
+        env_id, ours, meta, episodes = read_minari(
+            path, "make one with `prefrl dataset collect` or `prefrl dataset import-d4rl`"
+        )
+        data = Path(path).resolve()
+        name = ours.pop("name", (data if (data / "data").is_dir() else data.parent).name)
         return cls.from_episodes(
             episodes,
             env_id,
@@ -341,12 +269,6 @@ class OfflineDataset:
 
 
 _ARRAY_KEYS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
-
-
-def minari_id(name: str) -> str:
-    """A Minari dataset id for a directory name: `prefrl/<name>-v0` unless it has a version."""
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", name).strip("-") or "dataset"
-    return f"prefrl/{name}" if re.search(r"-v\d+$", name) else f"prefrl/{name}-v0"
 
 
 def _check_d4rl_values(path: Path, arrays: dict, env_id: str, dims) -> None:

@@ -1,0 +1,113 @@
+"""`prefrl demos ACTION`: make, check and look at demonstrations (with simulator states)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+
+@dataclass(frozen=True)
+class ScriptArgs:
+    """Scripted demos of a built-in maze (shortest path, then held at the goal)."""
+
+    env: str = "toy:maze"
+    """toy:maze, toy:maze-open or toy:maze-medium."""
+    episodes: int = 5
+    out: Path = Path("demos/maze")
+    """The Minari dataset directory to write."""
+    seed: int = 0
+    hold: int = 20
+    """Steps kept after the first success (each must stay a success)."""
+
+
+@dataclass(frozen=True)
+class RecordArgs:
+    """Demos from a trained prefrl policy: the episodes that reach a stable success."""
+
+    policy: Annotated[Path, tyro.conf.Positional]
+    """A run directory (its latest checkpoint) or a checkpoint."""
+    episodes: int = 5
+    out: Path = Path("demos/recorded")
+    seed: int = 0
+    hold: int = 20
+    """Steps kept after the first success (each must stay a success)."""
+
+
+@dataclass(frozen=True)
+class CheckArgs:
+    """Replay every demo's actions from its first state; report which still succeed."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    env: str | None = None
+    """The env to replay in (default: the demos' own)."""
+
+
+@dataclass(frozen=True)
+class VideoArgs:
+    """A demo rendered from its stored states to an mp4."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    out: Path = Path("demo.mp4")
+    index: int = 0
+    size: int = 256
+
+
+ACTIONS = {"script": ScriptArgs, "record": RecordArgs, "check": CheckArgs, "video": VideoArgs,
+           "info": None}  # fmt: skip
+
+
+def cmd_demos(args: list[str]) -> int:
+    if not args or args[0] not in ACTIONS:
+        if args and args[0] not in ("-h", "--help"):
+            print(f"prefrl demos: unknown action {args[0]!r}", file=sys.stderr)
+        lines = ["usage: prefrl demos ACTION [--help] [flags]", "", "actions:"]
+        for name, spec in ACTIONS.items():
+            doc = "a demo file's env, demos, lengths and first successes: info FILE"
+            doc = doc if spec is None else spec.__doc__.strip().splitlines()[0]
+            lines.append(f"  {name:<7} {doc}")
+        print("\n".join(lines))
+        return 0 if not args or args[0] in ("-h", "--help") else 2
+    from prefrl.data.demos import DemoSet
+    from prefrl.loops import demos as make
+
+    action, rest = args[0], args[1:]
+    if action == "info":
+        if not rest or rest[0].startswith("-"):
+            print("usage: prefrl demos info FILE")
+            return 0 if rest else 2
+        _print_demos(DemoSet.load(rest[0]), rest[0])
+        return 0
+    opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
+    if action in ("script", "record"):
+        if action == "script":
+            demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
+        else:
+            demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
+        demos.save(opts.out)
+        _print_demos(demos, opts.out)
+    elif action == "check":
+        demos = DemoSet.load(opts.file)
+        checks = make.check_demos(demos, opts.env)
+        for c in checks:
+            print(f"demo {c.index}: {c.steps} steps, replayed: "
+                  f"{'success' if c.success_at_end else 'FAILS'} at the end "
+                  f"(largest state difference {c.max_state_error:.2g})")  # fmt: skip
+        good = sum(c.success_at_end for c in checks)
+        print(f"{good} of {len(checks)} demos still succeed")
+        return 0 if good == len(checks) else 1
+    else:
+        demos = DemoSet.load(opts.file)
+        print(f"video: {make.demo_video(demos, opts.index, opts.out, opts.size)}")
+    return 0
+
+
+def _print_demos(demos, where) -> None:
+    lengths = [len(d) for d in demos.demos]
+    firsts = [d.first_success for d in demos.demos]
+    print(f"{where}: {len(demos)} demos of {demos.env_id} ({'with' if demos.has_actions else 'no'} "
+          f"actions), {min(lengths)}-{max(lengths)} steps, first success at steps {firsts}, "
+          f"{sum(d.ends_in_success for d in demos.demos)} end in success")  # fmt: skip

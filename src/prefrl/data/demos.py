@@ -1,0 +1,162 @@
+"""Demonstrations: whole episodes with the simulator state at every step, for learning a
+sparse-reward task from a few of them (RFCL starts episodes from demo states).
+
+A demo holds the state before its first step (the reset state) and after each step, the
+observations (one more than steps), the actions (optional: a demo of states alone still gives
+reset states), the rewards and the success flag of each step, and where it came from. A demo
+set is the demos of one env. On disk it is a Minari dataset directory (`minari_io`) whose
+episode infos hold "state" and "success" per step (Minari's infos have a row per observation:
+the first is the reset's); its metadata says whether the demos have actions, and where each
+came from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.data.minari_io import read_minari, write_minari
+
+
+@dataclass
+class Demo:
+    states: np.ndarray
+    """(T + 1, state_dim) float64: the reset state, then the state after each step."""
+    observations: np.ndarray
+    """(T + 1, obs_dim) float32."""
+    actions: np.ndarray | None
+    """(T, action_dim) float32 in [-1, 1], or None (a demo of states alone)."""
+    rewards: np.ndarray
+    """(T,) float32."""
+    success: np.ndarray
+    """(T,) bool: the task's success flag after each step."""
+    info: dict = field(default_factory=dict)
+    """Where it came from: the source (scripted, a policy's checkpoint, an import), its seed."""
+
+    def __post_init__(self) -> None:
+        self.states = np.asarray(self.states, np.float64)
+        self.observations = np.asarray(self.observations, np.float32)
+        self.rewards = np.asarray(self.rewards, np.float32).reshape(-1)
+        self.success = np.asarray(self.success, bool).reshape(-1)
+        if self.actions is not None:
+            self.actions = np.asarray(self.actions, np.float32)
+        steps = len(self.rewards)
+        if steps == 0:
+            raise ValueError("a demo needs at least one step")
+        rows = {"states": (len(self.states), steps + 1),
+                "observations": (len(self.observations), steps + 1),
+                "success": (len(self.success), steps)}  # fmt: skip
+        if self.actions is not None:
+            rows["actions"] = (len(self.actions), steps)
+        for name, (got, want) in rows.items():
+            if got != want:
+                raise ValueError(f"a demo of {steps} steps has {got} {name}: expected {want}")
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+    @property
+    def first_success(self) -> int | None:
+        """The first step (0-based) after which the task is solved, or None."""
+        hits = np.flatnonzero(self.success)
+        return int(hits[0]) if len(hits) else None
+
+    @property
+    def ends_in_success(self) -> bool:
+        """Solved at its last step (RFCL judges an episode by its last step)."""
+        return bool(self.success[-1])
+
+
+@dataclass
+class DemoSet:
+    env_id: str
+    demos: list[Demo]
+    info: dict = field(default_factory=dict)
+    """How the set was made (the command, the policy, the scripted controller...)."""
+
+    def __post_init__(self) -> None:
+        if not self.demos:
+            raise ValueError(f"a demo set of {self.env_id} needs at least one demo")
+        shapes = {(d.states.shape[1], d.observations.shape[1]) for d in self.demos}
+        if len(shapes) > 1:
+            raise ValueError(f"the demos of one set differ in state/observation sizes: {shapes}")
+        with_actions = {d.actions is not None for d in self.demos}
+        if len(with_actions) > 1:
+            raise ValueError("some demos have actions and some do not: a set is one or the other")
+
+    def __len__(self) -> int:
+        return len(self.demos)
+
+    def __getitem__(self, i: int) -> Demo:
+        return self.demos[i]
+
+    @property
+    def has_actions(self) -> bool:
+        return self.demos[0].actions is not None
+
+    @property
+    def state_dim(self) -> int:
+        return self.demos[0].states.shape[1]
+
+    @property
+    def obs_dim(self) -> int:
+        return self.demos[0].observations.shape[1]
+
+    @property
+    def action_dim(self) -> int | None:
+        return self.demos[0].actions.shape[1] if self.has_actions else None
+
+    # ------------------------------------------------------------------ Minari I/O
+    def save(self, path: str | Path, action_dim: int | None = None) -> Path:
+        """A Minari dataset directory at `path` (refused if one is there). Without actions,
+        Minari still needs an action array: zeros of `action_dim` are stored, and the metadata
+        says they are none."""
+        width = self.action_dim or action_dim
+        if width is None:
+            raise ValueError("demos without actions: give action_dim (the env's action size)")
+        episodes = [
+            {
+                "observations": d.observations,
+                "actions": d.actions if d.actions is not None else np.zeros((len(d), width)),
+                "rewards": d.rewards,
+                "terminations": np.zeros(len(d), bool),  # (RFCL's tasks never end early)
+                "truncations": np.arange(len(d)) == len(d) - 1,
+                "infos": {"state": d.states, "success": np.concatenate([[False], d.success])},
+            }
+            for d in self.demos
+        ]  # fmt: skip
+        meta = {
+            "algorithm_name": self.info.get("source", "prefrl demos"),
+            "description": f"{len(self)} demonstrations of {self.env_id} with simulator states",
+            "prefrl": {"env": self.env_id, "kind": "demos", "actions": self.has_actions,
+                       "demo_info": [d.info for d in self.demos], **self.info},
+        }  # fmt: skip
+        return write_minari(path, episodes, self.obs_dim, width, self.env_id, meta, "demos")
+
+    @classmethod
+    def load(cls, path: str | Path) -> DemoSet:
+        env_id, ours, _, episodes = read_minari(
+            path, "record demos with `prefrl demos record` or `prefrl demos script`"
+        )
+        has_actions = bool(ours.pop("actions", True))
+        ours.pop("kind", None)
+        infos_of = ours.pop("demo_info", None) or [{}] * len(episodes)
+        demos = []
+        for i, e in enumerate(episodes):
+            infos = e.get("infos") or {}
+            if "state" not in infos:
+                raise ValueError(
+                    f"{path}: episode {i} has no simulator states; RFCL starts episodes from "
+                    "demo states: record demos with `prefrl demos record` or bring states"
+                )
+            success = infos.get("success")
+            success = (np.asarray(success, bool)[1:] if success is not None
+                       else np.asarray(e["rewards"]) > 0)  # fmt: skip
+            demos.append(Demo(
+                states=infos["state"], observations=e["observations"],
+                actions=e["actions"] if has_actions else None, rewards=e["rewards"],
+                success=success, info=dict(infos_of[i]) if i < len(infos_of) else {},
+            ))  # fmt: skip
+        return cls(env_id, demos, ours)

@@ -1,0 +1,177 @@
+"""Making and checking demonstrations (`prefrl demos ...`).
+
+- `script_demos`: the built-in mazes' scripted controller (shortest path of cells, then held at
+  the goal);
+- `record_demos`: any prefrl policy (e.g. a SAC expert trained on a dense reward), keeping the
+  episodes that reach a stable success;
+- `check_demos`: replay each demo's actions from its first state and say which still succeed
+  (a demo recorded on another version of a simulator may not);
+- `demo_video`: a demo's states rendered to an mp4.
+
+A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
+judges an episode by its last step, so demos should end in a success that lasts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.data.demos import Demo, DemoSet
+from prefrl.envs import PrefrlEnv, make_env
+
+
+def _success(info: dict, env_id: str) -> bool:
+    if "success" not in info:
+        raise ValueError(
+            f"{env_id} reports no success flag (info['success']): demos and RFCL need a task "
+            "that says when it is solved (toy:maze*, adroit:*)"
+        )
+    return bool(info["success"])
+
+
+def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict) -> Demo | None:
+    """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
+    first success; None when it never succeeds, or fails again within `hold` steps."""
+    obs, _ = env.reset(seed=seed)
+    states, observations, actions, rewards, success = [env.get_state()], [obs], [], [], []
+    first = None
+    for t in range(env.max_episode_steps or 1000):
+        action = np.asarray(act(obs), np.float32)
+        obs, reward, terminated, truncated, step_info = env.step(action)
+        states.append(env.get_state())
+        observations.append(obs)
+        actions.append(action)
+        rewards.append(reward)
+        success.append(_success(step_info, env.env_id))
+        if success[-1] and first is None:
+            first = t
+        if first is not None and not success[-1]:
+            return None  # not a stable success
+        if first is not None and t - first >= hold or terminated or truncated:
+            break
+    if first is None or t - first < hold:
+        return None
+    return Demo(np.stack(states), np.stack(observations), np.stack(actions), np.array(rewards),
+                np.array(success), info)  # fmt: skip
+
+
+def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20) -> DemoSet:
+    """Scripted demos of a built-in maze (`toy:maze`, `toy:maze-open`, `toy:maze-medium`)."""
+    from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
+
+    env = make_env(env_id, seed=seed)
+    maze = env.unwrapped
+    if not isinstance(maze, PointMaze):
+        env.close()
+        raise ValueError(  # noqa: TRY004 (a bad --env, reported like other bad ids)
+            f"scripted demos exist for the built-in mazes (toy:maze*), not {env_id}"
+        )
+    demos, tried = [], 0
+    try:
+        waypoints = [maze.centre(c) for c in shortest_path(maze)]
+        while len(demos) < episodes and tried < 10 * episodes:
+            state = {"index": 0}
+
+            def act(obs, state=state):
+                action, state["index"] = scripted_action(maze, waypoints, state["index"])
+                return action
+
+            demo = rollout_demo(env, act, seed + tried, hold,
+                                {"source": "scripted", "seed": seed + tried})  # fmt: skip
+            tried += 1
+            if demo is not None:
+                demos.append(demo)
+    finally:
+        env.close()
+    if len(demos) < episodes:
+        raise RuntimeError(f"the scripted controller solved {len(demos)} of {tried} episodes")
+    return DemoSet(env_id, demos, {"source": "scripted", "seed": seed, "hold": hold})
+
+
+def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20,
+                 max_tries: int | None = None) -> DemoSet:  # fmt: skip
+    """Demos from a trained prefrl policy (deterministic actions): the first `episodes`
+    episodes (seeds `seed`, `seed + 1`, ...) that reach a stable success."""
+    from prefrl.loops.rl import load_policy
+
+    policy = load_policy(policy_path)
+    env_id = policy.config.env
+    env = make_env(env_id, seed=seed)
+    demos, tried, limit = [], 0, max_tries or 10 * episodes
+    try:
+        while len(demos) < episodes and tried < limit:
+            info = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed + tried}
+            demo = rollout_demo(env, policy, seed + tried, hold, info)
+            tried += 1
+            if demo is not None:
+                demos.append(demo)
+    finally:
+        env.close()
+    if not demos:
+        raise RuntimeError(f"{policy.checkpoint} reached no stable success in {tried} episodes")
+    if len(demos) < episodes:
+        print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
+              f"({episodes} asked for)")  # fmt: skip
+    return DemoSet(env_id, demos, {"source": "policy", "checkpoint": str(policy.checkpoint),
+                                   "seed": seed, "hold": hold})  # fmt: skip
+
+
+@dataclass
+class DemoCheck:
+    index: int
+    steps: int
+    success_at_end: bool
+    """Its actions, replayed from its first state, still end in success."""
+    max_state_error: float
+    """The largest difference between a replayed state and the stored one."""
+
+
+def check_demos(demos: DemoSet, env_id: str | None = None) -> list[DemoCheck]:
+    """Replay every demo's actions from its first state; whether each still ends in success."""
+    env_id = env_id or demos.env_id
+    if env_id != demos.env_id:
+        raise ValueError(f"the demos are of {demos.env_id}, not {env_id}")
+    if not demos.has_actions:
+        raise ValueError("these demos have no actions to replay (states alone)")
+    env = make_env(env_id, seed=0)
+    try:
+        if env.obs_dim != demos.obs_dim or env.action_dim != demos.action_dim:
+            raise ValueError(
+                f"the demos have observations of size {demos.obs_dim} and actions of size "
+                f"{demos.action_dim}; {env_id} has {env.obs_dim} and {env.action_dim}"
+            )
+        out = []
+        for i, demo in enumerate(demos.demos):
+            env.reset(seed=0)
+            env.set_state(demo.states[0])
+            error, success = 0.0, False
+            for t, action in enumerate(demo.actions):
+                _, _, _, _, info = env.step(action)
+                error = max(error, float(np.abs(env.get_state() - demo.states[t + 1]).max()))
+                success = _success(info, env_id)
+            out.append(DemoCheck(i, len(demo), success, error))
+    finally:
+        env.close()
+    return out
+
+
+def demo_video(demos: DemoSet, index: int, out: Path, size: int = 256) -> Path:
+    """Demo `index` rendered from its stored states."""
+    from prefrl.envs import RenderSettings
+    from prefrl.render import write_video
+
+    if not 0 <= index < len(demos):
+        raise ValueError(f"--index {index} is invalid: the file holds demos 0 to {len(demos) - 1}")
+    env = make_env(demos.env_id, seed=0, render=RenderSettings(size, size))
+    try:
+        env.reset(seed=0)
+        frames = []
+        for state in demos[index].states:
+            env.set_state(state)
+            frames.append(env.render())
+        return write_video(out, frames, fps=env.fps)
+    finally:
+        env.close()

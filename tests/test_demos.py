@@ -1,0 +1,109 @@
+"""Demonstrations: made by the maze's script, stored in Minari's format with their states,
+replayed, rendered; bad demo files refused with what to do."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from prefrl.cli import main
+from prefrl.data.demos import Demo, DemoSet
+from prefrl.envs import make_env
+from prefrl.loops.demos import check_demos, rollout_demo, script_demos
+
+
+@pytest.fixture(scope="module")
+def maze_demos():
+    return script_demos("toy:maze", 3, seed=0, hold=10)
+
+
+def test_scripted_demos_end_in_a_stable_success_and_round_trip_through_minari(maze_demos, tmp_path):
+    import minari
+
+    for demo in maze_demos.demos:
+        assert demo.ends_in_success and len(demo) == demo.first_success + 11
+        assert demo.success[demo.first_success :].all() and demo.states.shape == (len(demo) + 1, 7)
+    back = DemoSet.load(maze_demos.save(tmp_path / "d"))
+    assert (back.env_id, len(back), back.has_actions) == ("toy:maze", 3, True)
+    assert back.info["source"] == "scripted" and back[1].info == {"source": "scripted", "seed": 1}
+    for a, b in zip(maze_demos.demos, back.demos, strict=True):
+        for key in ("states", "observations", "actions", "rewards", "success"):
+            np.testing.assert_array_equal(getattr(a, key), getattr(b, key))
+    assert minari.MinariDataset(tmp_path / "d" / "data").total_episodes == 3
+    # States alone: Minari still stores an action array; the file says there are none.
+    bare = DemoSet("toy:maze", [dataclasses.replace(d, actions=None) for d in maze_demos.demos])
+    with pytest.raises(ValueError, match="give action_dim"):
+        bare.save(tmp_path / "bare")
+    again = DemoSet.load(bare.save(tmp_path / "bare", action_dim=2))
+    assert not again.has_actions and again[0].actions is None
+    np.testing.assert_array_equal(again[2].states, maze_demos[2].states)
+    with pytest.raises(ValueError, match="no actions to replay"):
+        check_demos(again)
+
+
+def test_replaying_a_demo_tells_whether_it_still_succeeds(maze_demos):
+    assert all(c.success_at_end and c.max_state_error == 0 for c in check_demos(maze_demos))
+    broken = maze_demos.demos[0]
+    broken = dataclasses.replace(broken, actions=broken.actions[::-1].copy())
+    checks = check_demos(DemoSet("toy:maze", [broken, maze_demos.demos[1]]))
+    assert [c.success_at_end for c in checks] == [False, True] and checks[0].max_state_error > 0
+    with pytest.raises(ValueError, match="the demos are of toy:maze, not toy:maze-open"):
+        check_demos(maze_demos, "toy:maze-open")
+
+
+def test_only_stable_successes_become_demos_and_the_task_must_say_success():
+    env = make_env("toy:maze-open", seed=0)
+    maze = env.unwrapped
+    from prefrl.envs.maze import scripted_action, shortest_path
+
+    waypoints, state = [maze.centre(c) for c in shortest_path(maze)], {"i": 0, "t": 0}
+
+    def arrive_then_leave(obs):
+        state["t"] += 1
+        if state["t"] > 70:
+            return np.array([-1.0, 0.0], np.float32)  # away from the goal again
+        action, state["i"] = scripted_action(maze, waypoints, state["i"])
+        return action
+
+    assert rollout_demo(env, arrive_then_leave, 0, hold=40, info={}) is None
+    env.close()
+    plain = make_env("toy:point-reach", seed=0)
+    with pytest.raises(ValueError, match="reports no success flag"):
+        rollout_demo(plain, lambda obs: np.zeros(2), 0, hold=5, info={})
+    plain.close()
+    with pytest.raises(ValueError, match="scripted demos exist for the built-in mazes"):
+        script_demos("toy:point-reach", 1)
+
+
+def test_bad_demo_files_are_refused_with_what_to_do(tmp_path, maze_demos):
+    from test_offline import synthetic
+
+    synthetic().save(tmp_path / "no-states")  # an offline dataset: no simulator states
+    with pytest.raises(ValueError, match="has no simulator states; RFCL starts episodes from"):
+        DemoSet.load(tmp_path / "no-states")
+    with pytest.raises(FileNotFoundError, match="record demos with `prefrl demos record`"):
+        DemoSet.load(tmp_path)
+    d = maze_demos[0]
+    with pytest.raises(ValueError, match="has 5 success: expected"):
+        Demo(d.states, d.observations, d.actions, d.rewards, d.success[:5])
+    with pytest.raises(ValueError, match="differ in state/observation sizes"):
+        DemoSet("toy:maze", [d, dataclasses.replace(d, states=d.states[:, :3])])
+
+
+def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
+    out = tmp_path / "demos"
+    assert main(["demos", "script", "--episodes", "2", "--hold", "5", "--out", str(out)]) == 0
+    assert "2 demos of toy:maze (with actions)" in capsys.readouterr().out
+    assert main(["demos", "check", str(out)]) == 0
+    assert "2 of 2 demos still succeed" in capsys.readouterr().out
+    video = tmp_path / "d.mp4"
+    assert (
+        main(["demos", "video", str(out), "--index", "1", "--size", "64", "--out", str(video)]) == 0
+    )
+    import av
+
+    with av.open(str(video)) as container:
+        frames = sum(1 for _ in container.decode(video=0))
+    assert frames == len(DemoSet.load(out)[1]) + 1
+    assert main(["demos", "video", str(out), "--index", "7", "--out", str(video)]) == 2
+    assert "--index 7 is invalid: the file holds demos 0 to 1" in capsys.readouterr().err
