@@ -258,3 +258,21 @@ def test_the_maze_rewards_only_a_clean_arrival_and_its_scripted_path_gets_there(
     assert maze.step(np.zeros(2))[1] == 0.0
     with pytest.raises(ValueError, match="maze layout 'x' is unknown; known: u, open, medium"):
         PointMaze("x")
+
+
+def test_a_users_env_module_is_found_in_the_directory_prefrl_runs_in(tmp_path):
+    """The `prefrl` script, unlike `python -m`, has no working directory on sys.path (-I here
+    does the same): `--env my_envs:Slider-v0` must still find my_envs.py where the user is."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parent / "user_envs.py", tmp_path / "my_envs.py")
+    code = ("from prefrl.envs import make_env; e = make_env('my_envs:Slider-v0'); "
+            "print(e.env_id, e.obs_dim)")  # fmt: skip
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, check=True)  # fmt: skip
+    assert out.stdout.split() == ["my_envs:Slider-v0", "2"]
+    with pytest.raises(UnknownEnvError, match="nor a module of that name to import"):
+        make_env("no_such_module_here:Slider-v0")

@@ -181,5 +181,7 @@ def test_ppo_on_the_true_reward_learns_resumes_and_loads_as_a_policy(tmp_path):
     policy = load_policy(result.run_dir)
     obs = np.zeros((3, policy.agent.obs_dim), np.float32)
     assert policy(obs).shape == (3, 2) and np.all(np.abs(policy(obs)) <= 1)
+    with pytest.raises(ValueError, match="steps=300 is invalid: expected at least one PPO"):
+        _config(tmp_path, algo="ppo", steps=300, ppo=ppo, name="short")
     with pytest.raises(TypeError, match="is a PPO policy; this needs a SAC one"):
         _ = policy.sac

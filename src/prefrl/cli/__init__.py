@@ -9,7 +9,7 @@ import importlib
 import sys
 
 COMMANDS = {  # name -> ("module:function" in prefrl.cli, one-line description)
-    "train": ("train:cmd_train", "learn from preferences (PEBBLE / PrefPPO) with a scripted teacher"),
+    "train": ("train:cmd_train", "learn from preferences (PEBBLE / PrefPPO), labelled by a script or by you"),
     "rl": ("train:cmd_rl", "train SAC or PPO on an environment's true reward"),
     "eval": ("evaluate:cmd_eval", "evaluate a run or checkpoint: returns table and a video"),
     "serve": ("feedback:cmd_serve", "label a run's pairs and rate clips in the browser"),

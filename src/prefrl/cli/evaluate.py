@@ -34,7 +34,7 @@ def cmd_eval(args: list[str]) -> int:
     done = compare_policies(
         list(opts.targets), opts.episodes, opts.seed, opts.video, opts.render_size
     )
-    title = f"on {done.env_id}, {opts.episodes} episodes, seed {opts.seed}"
+    title = f"Evaluation on {done.env_id}, {opts.episodes} episodes, seed {opts.seed}"
     print_eval(done.results, done.names, title)
     if done.video is not None:
         order = f" (left to right: {', '.join(done.names)})" if len(done.names) > 1 else ""

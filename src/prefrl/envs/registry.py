@@ -6,6 +6,8 @@ import difflib
 import importlib
 import importlib.util
 import inspect
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -116,7 +118,7 @@ def _gym_kind(spec) -> str | None:
 def _spec(name: str):
     """Gymnasium's spec of an id, `module:EnvId` too (the module imported first)."""
     module, _, env_name = name.rpartition(":")
-    if module:
+    if module and _importable(module):
         importlib.import_module(module)
     return gym.spec(env_name)
 
@@ -234,10 +236,14 @@ def resolve(env_id: str) -> tuple[str, str]:
     """Split an id into (family, name) or raise UnknownEnvError."""
     if ":" in env_id:
         prefix, name = env_id.split(":", 1)
-        if prefix not in FAMILIES and importlib.util.find_spec(prefix.split(".")[0]) is not None:
+        if prefix not in FAMILIES and _importable(prefix):
             return _resolve_module_id(env_id)  # module:EnvId (Gymnasium's own form)
         if prefix not in FAMILIES or prefix == "gymnasium":  # Gymnasium ids have no prefix
-            raise _unknown(env_id, f"no family {prefix!r}")
+            raise _unknown(
+                env_id,
+                f"no family {prefix!r}, nor a module of that name to import "
+                "(your env's module: run prefrl where it is, or put it on PYTHONPATH)",
+            )
         if FAMILIES[prefix].check is not None:
             FAMILIES[prefix].check(name)
         elif env_id not in FAMILIES[prefix].ids():
@@ -248,6 +254,15 @@ def resolve(env_id: str) -> tuple[str, str]:
     if _gym_kind(gym.spec(env_id)) is None:
         raise _unknown(env_id, "a Gymnasium id without continuous actions or restorable state")
     return "gymnasium", env_id
+
+
+def _importable(module: str) -> bool:
+    """Whether `module` can be imported, looking in the working directory too, as `python -m`
+    does (the `prefrl` script alone would not: a user's env module sits where they work)."""
+    top = module.split(".")[0]
+    if importlib.util.find_spec(top) is None and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    return importlib.util.find_spec(top) is not None
 
 
 def _resolve_module_id(env_id: str) -> tuple[str, str]:

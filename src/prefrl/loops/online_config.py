@@ -24,7 +24,8 @@ class OnlineConfig:
     """Learn a behaviour from preferences between pairs of segments (PEBBLE / PrefPPO)."""
 
     env: str = "dmc:walker-walk"
-    """Environment id: a Gymnasium id, dmc:domain-task, or toy:point-reach."""
+    """Environment id: a Gymnasium id, dmc:domain-task, toy:point-reach, or your registered
+    Gymnasium env as module:EnvId (`prefrl envs` lists the ids)."""
     steps: int = 500_000
     """Environment steps in total."""
     seed: int = 0

@@ -47,7 +47,8 @@ class RLConfig:
     """Train SAC (or PPO) on an environment's true reward."""
 
     env: str = "HalfCheetah-v5"
-    """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, or toy:point-reach."""
+    """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, toy:point-reach, or your
+    registered Gymnasium env as module:EnvId (`prefrl envs` lists the ids)."""
     steps: int = 1_000_000
     """Environment steps in total (RoboPianist's max-steps)."""
     seed: int = 0
@@ -93,6 +94,11 @@ class RLConfig:
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
         }, "--")  # fmt: skip
+        rollout = self.ppo.rollout_steps
+        check_fields(self, {"steps": (
+            self.algo != "ppo" or self.steps >= rollout,
+            f"at least one PPO rollout (--ppo.rollout-steps={rollout}), or PPO never updates",
+        )}, "--")  # fmt: skip
 
 
 @dataclass

@@ -43,12 +43,15 @@ class TrainingProgress:
         )
         self._last_line = (time.monotonic(), start)
         self._eval, self._info = last_eval, ""
+        self._final_step: int | None = None
 
     def __enter__(self):
         self._progress.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._final_step is not None:  # (its evaluation never came: say where it ended)
+            self._plain_line(self._final_step, None, None, final=True)
         return self._progress.__exit__(*exc)
 
     def say(self, message: str) -> None:
@@ -71,12 +74,17 @@ class TrainingProgress:
             fields["info"] = info
         self._progress.update(self._task, completed=step, **fields)
 
-    def _plain_line(self, step: int, last_eval: float | None, info: str | None) -> None:
+    def _plain_line(self, step: int, last_eval: float | None, info: str | None,
+                    final: bool = False) -> None:  # fmt: skip
         self._eval = last_eval if last_eval is not None else self._eval
         self._info = info if info is not None else self._info
         now, (then, then_step) = time.monotonic(), self._last_line
         if now - then < PLAIN_EVERY_S and step < self.total:
             return
+        if step >= self.total and last_eval is None and not final:
+            self._final_step = step  # the last line waits for the final evaluation
+            return
+        self._final_step = None
         rate = (step - then_step) / max(now - then, 1e-9)
         info = f", {self._info}" if self._info else ""
         print(f"step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), {rate:,.0f} "

@@ -1,0 +1,344 @@
+"""Reverse Forward Curriculum Learning (Tao et al., ICLR 2024): a sparse-reward task learned by
+SAC from a few demonstrations with simulator states.
+
+1. Stage 1, reverse curriculum (`curriculum.ReverseCurriculum`): episodes start from demo
+   states, first near each demo's end, then further back as the agent succeeds from them, with
+   a time limit that grows with the distance left. Every update's batch is half online
+   transitions, half demo transitions (demo reward: its success flag), unless the demos are used
+   for their states alone (`demo_actions=False`).
+2. Stage 2, forward curriculum (`curriculum.ForwardCurriculum`): episodes start from the task's
+   own initial states (reset seeds), the learnable-but-unsolved ones first; the stage-1 replay
+   buffer becomes the offline half of each batch.
+
+The reward is the task's success flag (0/1) and episodes never terminate (the time limit
+truncates them, and the critic always bootstraps). The headline metric is the success at an
+episode's last step on the task's own initial states, with deterministic actions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents import SAC, SACConfig
+from prefrl.data import Batch, ReplayBuffer
+from prefrl.data.demos import DemoSet
+from prefrl.envs import make_env
+from prefrl.envs.registry import resolve
+from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
+from prefrl.loops.evaluate import EvalResult, make_eval_envs
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
+from prefrl.rundir.config import check_fields, config_to_dict
+from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.progress import TrainingProgress
+
+RFCL_SAC = SACConfig(hidden_dims=(256, 256, 256), num_critics=10, num_min_critics=2,
+                     critic_layer_norm=True, backup_entropy=False)  # fmt: skip
+"""The paper's SAC: 10 critics of 3x256 with LayerNorm, target = min of 2 sampled, actor loss on
+their mean, no entropy term in the target (its target entropy, -|A|/2, is set by the loop)."""
+
+
+@dataclass(frozen=True)
+class RFCLConfig:
+    """Learn a sparse-reward task from a few demonstrations with RFCL."""
+
+    env: str = "toy:maze"
+    demos: Path = Path("demos/maze")
+    """A demo file with simulator states (`prefrl demos script|record`)."""
+    num_demos: int | None = None
+    """Use the first this many demos of the file (default: all)."""
+    demo_actions: bool = True
+    """Sample demo transitions into every stage-1 batch (False: the demos give start states
+    alone)."""
+    steps: int = 60_000
+    seed: int = 0
+    warmstart_steps: int = 5_000
+    """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum)."""
+    update_every: int = 1
+    """An update every this many env steps (with sac.utd_ratio critic steps each)."""
+    reverse_delta: int = 4
+    """How far back a demo's start frontier moves after a streak (8 Adroit/MetaWorld)."""
+    reverse_streak: int = 2
+    """Successes in a row from the frontier that move it (3 Adroit/MetaWorld, 2 the maze)."""
+    reverse_time_divisor: int = 1
+    """Time limit of a stage-1 episode: 16 + (demo steps left) // this (3 Adroit)."""
+    solved_share: float = 0.9
+    """Stage 1 ends once more than this share of the demos are solved."""
+    trim_success: int = 50
+    """Keep at most this many steps of a demo after its first success."""
+    forward_seeds: int = 1000
+    """The task's initial states as this many reset seeds (stage 2)."""
+    forward_history: int = 5
+    eval_interval: int = 5_000
+    eval_episodes: int = 20
+    checkpoint_interval: int = 10_000
+    log_interval: int = 1_000
+    buffer_size: int = 1_000_000
+    video: bool = False
+    video_interval: int = 100_000
+    render_size: int = 256
+    name: str | None = None
+    runs_dir: Path = Path("runs")
+    resume: Path | None = None
+    progress: bool = True
+    sac: SACConfig = RFCL_SAC
+
+    def __post_init__(self) -> None:
+        resolve(self.env)
+        positive = ("steps", "update_every", "reverse_delta", "reverse_streak",
+                    "reverse_time_divisor", "trim_success", "forward_seeds", "forward_history",
+                    "eval_interval", "eval_episodes", "checkpoint_interval", "log_interval",
+                    "buffer_size")  # fmt: skip
+        check_fields(self, {
+            **{n: (getattr(self, n) > 0, "a positive integer") for n in positive},
+            "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
+            "num_demos": (self.num_demos is None or self.num_demos >= 1, ">= 1 or None"),
+            "solved_share": (0 <= self.solved_share < 1, "a share in [0, 1)"),
+        }, "--")  # fmt: skip
+
+
+def load_demos(config: RFCLConfig, env) -> DemoSet:
+    """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
+    success, each cut `trim_success` steps after its first success."""
+    demos = DemoSet.load(config.demos)
+    if demos.env_id != config.env:
+        raise ValueError(f"{config.demos} holds demos of {demos.env_id}, not of {config.env}")
+    if demos.obs_dim != env.obs_dim or (demos.has_actions and demos.action_dim != env.action_dim):
+        raise ValueError(
+            f"{config.demos}: observations of size {demos.obs_dim} and actions of size "
+            f"{demos.action_dim}; {config.env} has {env.obs_dim} and {env.action_dim}"
+        )
+    if config.demo_actions and not demos.has_actions:
+        raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
+    if config.num_demos is not None and config.num_demos > len(demos):
+        raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
+    chosen = demos.demos[: config.num_demos]
+    kept = []
+    for i, demo in enumerate(chosen):
+        if not demo.ends_in_success:
+            print(f"warning: demo {i} of {config.demos} does not end in success; left out")
+            continue
+        end = min(len(demo), demo.first_success + config.trim_success)
+        kept.append(dataclasses.replace(
+            demo, states=demo.states[: end + 1], observations=demo.observations[: end + 1],
+            actions=None if demo.actions is None else demo.actions[:end],
+            rewards=demo.rewards[:end], success=demo.success[:end],
+        ))  # fmt: skip
+    if not kept:
+        raise ValueError(f"none of the demos of {config.demos} ends in success")
+    return DemoSet(demos.env_id, kept, demos.info)
+
+
+def demo_buffer(demos: DemoSet) -> ReplayBuffer:
+    """The demos' transitions, reward = the success flag, never terminal."""
+    total = sum(len(d) for d in demos.demos)
+    buffer = ReplayBuffer(total, demos.obs_dim, demos.action_dim)
+    for d in demos.demos:
+        for t in range(len(d)):
+            buffer.add(d.observations[t], d.actions[t], float(d.success[t]),
+                       d.observations[t + 1], False)  # fmt: skip
+    return buffer
+
+
+class RFCLRun(TrainingLoop):
+    """The agent, its buffers, both curricula and the episode in progress between steps."""
+
+    def __init__(self, config: RFCLConfig, run_dir: Path, demos: DemoSet | None = None):
+        super().__init__(config, run_dir, make_env(config.env, seed=config.seed))
+        if not self.env.restores_state:
+            raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
+                             "from demo states")  # fmt: skip
+        self.demos = demos or load_demos(config, self.env)
+        dims = (self.env.obs_dim, self.env.action_dim)
+        sac = config.sac
+        if sac.target_entropy is None:
+            sac = dataclasses.replace(sac, target_entropy=-self.env.action_dim / 2)
+        self.agent = SAC(sac, *dims)
+        self.key = jax.random.key(config.seed, impl="rbg")
+        self.rng = np.random.default_rng(config.seed)
+        self.state = self.agent.init(jax.random.fold_in(self.key, 1))
+        self.online = ReplayBuffer(config.buffer_size, *dims)  # stage 1's, then stage 2's
+        self.offline = demo_buffer(self.demos) if config.demo_actions else None
+        self.reverse = ReverseCurriculum([len(d.states) for d in self.demos.demos],
+                                         config.reverse_delta, config.reverse_streak,
+                                         config.reverse_time_divisor, config.solved_share)  # fmt: skip
+        self.forward = ForwardCurriculum(config.forward_seeds, config.forward_history)
+        self.stage, self.episodes = 1, 0
+        self.stage2_step: int | None = None
+
+    # ------------------------------------------------------------------ episodes
+    def start_episode(self) -> tuple[np.ndarray, Start | int, int]:
+        """(first observation, what it started from: a curriculum `Start` or a reset seed,
+        its time limit)."""
+        if self.stage == 1:
+            start = self.reverse.next_start(self.rng)
+            self.env.reset(seed=int(self.rng.integers(2**31)))
+            obs = self.env.set_state(self.demos[start.demo].states[start.step])
+            return obs, start, start.time_limit
+        seed = self.forward.next_seed(self.rng)
+        obs, _ = self.env.reset(seed=seed)
+        return obs, seed, self.env.max_episode_steps
+
+    def end_episode(self, started: Start | int, success: bool) -> None:
+        self.episodes += 1
+        if isinstance(started, Start):
+            self.reverse.record(started, success)
+            if self.reverse.done:
+                self.begin_stage2()
+        else:
+            self.forward.record(started, success)
+
+    def begin_stage2(self) -> None:
+        """The stage-1 buffer becomes the offline half of every batch; a fresh online one."""
+        self.stage, self.stage2_step = 2, self.step
+        self.offline = self.online
+        self.online = ReplayBuffer(self.config.buffer_size, self.env.obs_dim, self.env.action_dim)
+
+    def batch(self) -> Batch:
+        size = self.agent.config.batch_size * self.agent.config.utd_ratio
+        if self.offline is None or len(self.offline) == 0:
+            return self.online.sample(self.rng, size)
+        half = size // 2
+        a, b = self.online.sample(self.rng, size - half), self.offline.sample(self.rng, half)
+        return Batch(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
+
+    # ------------------------------------------------------------------ evaluation
+    def policy(self, obs: np.ndarray) -> np.ndarray:
+        return self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+
+    def evaluate(self, record: bool) -> EvalResult:
+        """Episodes from the task's own initial states: success at the last step (also given as
+        the returns, so the learning curve shows it) and success at any step."""
+        cfg = self.config
+        if self._eval_envs is None:
+            size = cfg.render_size if cfg.video else None
+            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, size)
+        envs = self._eval_envs
+        obs = np.stack([e.reset(seed=cfg.seed + 1_000_000 + i)[0] for i, e in enumerate(envs)])
+        done, last, ever = (np.zeros(len(envs), bool) for _ in range(3))
+        lengths = np.zeros(len(envs), np.int64)
+        frames = [envs[0].render()] if record else []
+        while not done.all():
+            actions = np.asarray(self.policy(obs))
+            for i, env in enumerate(envs):
+                if done[i]:
+                    continue
+                obs[i], _, _, truncated, info = env.step(actions[i])
+                last[i] = bool(info["success"])
+                ever[i] |= last[i]
+                lengths[i] += 1
+                done[i] = truncated
+                if i == 0 and record:
+                    frames.append(env.render())
+        return EvalResult(last.astype(np.float64), lengths, frames,
+                          extra={"eval/success_at_end": float(last.mean()),
+                                 "eval/success_once": float(ever.mean())})  # fmt: skip
+
+    def curriculum_metrics(self) -> dict[str, float]:
+        share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)
+        return {"rfcl/stage": float(self.stage), "rfcl/demos_solved": float(self.reverse.solved.sum()),
+                "rfcl/start_fraction_mean": float(share.mean()),
+                "rfcl/episodes": float(self.episodes)}  # fmt: skip
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        self.check_savable(self.state)
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.online.save(tmp / "online.npz")
+        if self.stage == 2:
+            self.offline.save(tmp / "offline.npz")
+        write_json(tmp / "config.json", config_to_dict(self.config))
+        write_json(tmp / "loop.json", {
+            "step": self.step, "stage": self.stage, "stage2_step": self.stage2_step,
+            "episodes": self.episodes, "last_eval": self.last_eval,
+            "rng": self.rng.bit_generator.state, "reverse": self.reverse.state_dict(),
+            "forward": self.forward.state_dict(),
+        })  # fmt: skip
+        return commit_checkpoint(tmp)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.online = ReplayBuffer.load(ckpt / "online.npz")
+        if loop["stage"] == 2:
+            self.offline = ReplayBuffer.load(ckpt / "offline.npz")
+        self.step, self.stage, self.stage2_step = loop["step"], loop["stage"], loop["stage2_step"]
+        self.episodes, self.last_eval = loop["episodes"], loop["last_eval"]
+        self.rng.bit_generator.state = loop["rng"]
+        self.reverse.load_state_dict(loop["reverse"])
+        self.forward.load_state_dict(loop["forward"])
+
+
+@dataclass
+class RFCLResult:
+    run_dir: Path
+    step: int
+    stage: int
+    demos_solved: int
+    success_at_end: float
+    success_once: float
+    interrupted: bool = False
+
+
+def train_rfcl(config: RFCLConfig) -> RFCLResult:
+    """Run (or resume) RFCL; returns the final success rates on the task's initial states."""
+    name = config.name or run_name(config.env, "rfcl", config.seed)
+    probe = make_env(config.env, seed=0)  # bad demos fail here, before a run directory is made
+    try:
+        demos = load_demos(config, probe)
+    finally:
+        probe.close()
+    loop, metrics = start_run(lambda c, d: RFCLRun(c, d, demos), config, name)
+    try:
+        return _run(loop, metrics)
+    finally:
+        metrics.close()
+        loop.close()
+
+
+def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
+    cfg, env, agent = loop.config, loop.env, loop.agent
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
+    periodic = PeriodicTasks(loop, metrics, progress, f"RFCL on {cfg.env}")
+    update_metrics = None
+    obs, started, limit = loop.start_episode()
+    t = 0
+    with stoppable(loop, progress) as stop:
+        while loop.step < cfg.steps and not stop.requested:
+            if loop.step < cfg.warmstart_steps:
+                action = loop.rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
+            else:
+                action = np.asarray(agent.act(loop.state.actor_params, obs, loop.key, loop.step))
+            next_obs, _, _, truncated, info = env.step(action)
+            success = bool(info["success"])
+            loop.online.add(obs, action, float(success), next_obs, False)  # (never terminal)
+            obs, t = next_obs, t + 1
+            loop.step += 1
+            if loop.step > cfg.warmstart_steps and loop.step % cfg.update_every == 0:
+                loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
+            if t >= limit or truncated:
+                stage = loop.stage
+                loop.end_episode(started, success)
+                if loop.stage != stage:
+                    progress.say(f"stage 2 (forward curriculum) from step {loop.step:,}")
+                obs, started, limit = loop.start_episode()
+                t = 0
+            if loop.step % cfg.log_interval == 0:
+                metrics.log(loop.step, loop.curriculum_metrics())
+            periodic.after_step(loop.step, update_metrics,
+                                info=f"stage {loop.stage}, demos solved "
+                                     f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
+    final = periodic.final
+    extra = final.extra if final is not None else {}
+    return RFCLResult(loop.run_dir, loop.step, loop.stage, int(loop.reverse.solved.sum()),
+                      extra.get("eval/success_at_end", float("nan")),
+                      extra.get("eval/success_once", float("nan")), stop.requested)  # fmt: skip
