@@ -167,3 +167,24 @@ def cmd_finetune(args: list[str]) -> int:
             print(f"{name}: original {result.metrics[f'start/{name}']:.3f}, fine-tuned {value:.3f}")
     print_cpl_end(result.metrics, "original policy", result.run_dir)
     return 0
+
+
+def cmd_rfcl(args: list[str]) -> int:
+    from prefrl.loops.rfcl import RFCLConfig, train_rfcl
+
+    config = parse_config(
+        RFCLConfig, {}, args, "prefrl rfcl",
+        "Learn a sparse-reward task from a few demonstrations with simulator states: Reverse "
+        "Forward Curriculum Learning (SAC; episodes start from demo states, then from the "
+        "task's own).",
+    )  # fmt: skip
+    result = train_rfcl(config)
+    if result.interrupted:
+        print(f"stopped at step {result.step:,}; continue with: prefrl rfcl --resume "
+              f"{result.run_dir}")  # fmt: skip
+        return 130
+    print(f"RFCL on {config.env} after {result.step:,} steps: stage {result.stage}, demos solved "
+          f"{result.demos_solved}; on the task's initial states: success at the end "
+          f"{result.success_at_end:.2f}, at some step {result.success_once:.2f}")  # fmt: skip
+    print(f"run directory: {result.run_dir}")
+    return 0

@@ -1,0 +1,96 @@
+"""RFCL's loop: what it refuses before any run exists, its half-and-half batches, and a short
+seeded maze run whose curriculum moves and which resumes mid-stage."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from prefrl.agents import SACConfig
+from prefrl.data.demos import DemoSet
+from prefrl.loops.demos import script_demos
+from prefrl.loops.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
+
+SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic_layer_norm=True,
+                  backup_entropy=False, batch_size=64)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("demos") / "maze"
+    script_demos("toy:maze", 2, seed=0).save(path)
+    return path
+
+
+def _config(tmp_path, demos, **kw):
+    base = {"env": "toy:maze", "demos": demos, "steps": 3000, "warmstart_steps": 500,
+            "eval_interval": 1500, "eval_episodes": 4, "checkpoint_interval": 1500,
+            "log_interval": 500, "runs_dir": tmp_path / "runs", "name": "r", "progress": False,
+            "sac": SMALL}  # fmt: skip
+    return RFCLConfig(**{**base, **kw})
+
+
+def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):
+    from test_offline import synthetic
+
+    with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:maze-open"):
+        train_rfcl(_config(tmp_path, demo_file, env="toy:maze-open"))
+    with pytest.raises(ValueError, match="--num-demos 5: .* holds 2"):
+        train_rfcl(_config(tmp_path, demo_file, num_demos=5))
+    synthetic(env="toy:maze", obs_dim=7).save(tmp_path / "no-states")
+    with pytest.raises(ValueError, match="no simulator states; RFCL starts episodes from demo"):
+        train_rfcl(_config(tmp_path, tmp_path / "no-states"))
+    bare = DemoSet.load(demo_file)
+    bare = DemoSet("toy:maze", [dataclasses.replace(d, actions=None) for d in bare.demos])
+    bare.save(tmp_path / "bare", action_dim=2)
+    with pytest.raises(ValueError, match="has no actions: use --no-demo-actions"):
+        train_rfcl(_config(tmp_path, tmp_path / "bare"))
+    failing = DemoSet.load(demo_file)
+    failing.demos[0].success[:] = False
+    failing.demos[1].success[:] = False
+    failing.save(tmp_path / "failing")
+    with pytest.raises(ValueError, match="none of the demos of .* ends in success"):
+        train_rfcl(_config(tmp_path, tmp_path / "failing"))
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file):
+    config = _config(tmp_path, demo_file, trim_success=5)
+    run = RFCLRun(config, tmp_path)
+    for demo in run.demos.demos:
+        assert len(demo) == demo.first_success + 5 and len(demo.states) == len(demo) + 1
+    assert len(run.offline) == sum(len(d) for d in run.demos.demos)
+    obs = np.zeros(7, np.float32)
+    for _ in range(200):  # online transitions, all of them unlike any demo's
+        run.online.add(obs + 100, np.zeros(2, np.float32), 0.0, obs + 100, False)
+    batch = run.batch()
+    from_demos = batch.obs[:, 0] < 50
+    assert len(batch.obs) == 64 and from_demos.sum() == 32
+    np.testing.assert_array_equal(batch.terminated, 0)  # never terminal
+    run.close()
+    plain = RFCLRun(dataclasses.replace(config, demo_actions=False), tmp_path)
+    for _ in range(200):
+        plain.online.add(obs + 100, np.zeros(2, np.float32), 0.0, obs + 100, False)
+    assert (plain.batch().obs[:, 0] > 50).all()  # states alone: all online
+    plain.close()
+
+
+def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, demo_file):
+    first = train_rfcl(_config(tmp_path, demo_file))
+    ckpt = json.loads((first.run_dir / "checkpoints" / "step_000003000" / "loop.json").read_text())
+    lengths = [len(d.states) for d in load_demos(_config(tmp_path, demo_file),
+                                                 _maze()).demos]  # fmt: skip
+    assert ckpt["stage"] == 1 and ckpt["reverse"]["frontier"] != [n - 1 for n in lengths]
+    result = train_rfcl(_config(tmp_path, demo_file, steps=4500, resume=first.run_dir))
+    assert result.step == 4500 and not result.interrupted
+    rows = [json.loads(line) for line in (first.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows if "eval/success_at_end" in r] == [1500, 3000, 4500]
+    fractions = [r["rfcl/start_fraction_mean"] for r in rows if "rfcl/start_fraction_mean" in r]
+    assert fractions[-1] < fractions[0]  # the starts moved back along the demos
+
+
+def _maze():
+    from prefrl.envs import make_env
+
+    return make_env("toy:maze")
