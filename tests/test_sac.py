@@ -190,8 +190,10 @@ def _param_copies(compiled_text: str) -> int:
         SACConfig(hidden_dims=(32, 32), batch_size=16, utd_ratio=3, critic_dropout=0.01),
     ],
 )
-def test_cpu_step_options_drop_parameter_copies_and_change_no_bit(config):
-    """`jit_step` (prefrl's compile options) against plain `jax.jit` on the same update."""
+def test_cpu_step_options_drop_parameter_copies_and_change_nothing(config):
+    """`jit_step` (prefrl's compile options) against plain `jax.jit` on the same update. Two
+    compilations may order float operations differently on another CPU (AVX-512): compared
+    with a tolerance."""
     sac = SAC(config, OBS, ACT)
     plain = jax.jit(sac._update, donate_argnums=0)
     batch, key = _batch(config.batch_size * config.utd_ratio), jax.random.PRNGKey(1)
@@ -204,5 +206,6 @@ def test_cpu_step_options_drop_parameter_copies_and_change_no_bit(config):
         for _ in range(5):
             state, _ = update(state, batch, key)
         states.append(jax.device_get(state))
-    assert not any(_leaves_changed(*states))
+    for a, b in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert any(_leaves_changed(jax.device_get(template), states[1]))  # the updates did something
