@@ -74,6 +74,16 @@ def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file)
         plain.online.add(obs + 100, np.zeros(2, np.float32), 0.0, obs + 100, False)
     assert (plain.batch().obs[:, 0] > 50).all()  # states alone: all online
     plain.close()
+    # The baselines: no reverse stage; the task's own initial states (seeds drawn uniformly).
+    baseline = RFCLRun(dataclasses.replace(config, reverse_curriculum=False,
+                                           forward_curriculum=False), tmp_path)  # fmt: skip
+    first, started, limit = baseline.start_episode()
+    assert baseline.stage == 2 and isinstance(started, int) and limit == 150
+    assert np.linalg.norm(first[:2] - baseline.env.unwrapped.centre((1, 1))) < 0.5  # start cell
+    for _ in range(200):
+        baseline.online.add(obs + 100, np.zeros(2, np.float32), 0.0, obs + 100, False)
+    assert (baseline.batch().obs[:, 0] < 50).sum() == 32  # SAC + demos: half demo transitions
+    baseline.close()
 
 
 def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, demo_file):

@@ -75,6 +75,11 @@ class RFCLConfig:
     forward_seeds: int = 1000
     """The task's initial states as this many reset seeds (stage 2)."""
     forward_history: int = 5
+    reverse_curriculum: bool = True
+    """False: no stage 1, every episode from the task's initial states (a baseline: SAC, or
+    SAC with demo transitions in half of each batch)."""
+    forward_curriculum: bool = True
+    """False: stage 2 draws the reset seeds uniformly (a baseline)."""
     eval_interval: int = 5_000
     eval_episodes: int = 20
     checkpoint_interval: int = 10_000
@@ -171,6 +176,8 @@ class RFCLRun(TrainingLoop):
         self.forward = ForwardCurriculum(config.forward_seeds, config.forward_history)
         self.stage, self.episodes = 1, 0
         self.stage2_step: int | None = None
+        if not config.reverse_curriculum:  # (the demos' transitions stay the offline half)
+            self.stage, self.stage2_step = 2, 0
 
     # ------------------------------------------------------------------ episodes
     def start_episode(self) -> tuple[np.ndarray, Start | int, int]:
@@ -181,7 +188,10 @@ class RFCLRun(TrainingLoop):
             self.env.reset(seed=int(self.rng.integers(2**31)))
             obs = self.env.set_state(self.demos[start.demo].states[start.step])
             return obs, start, start.time_limit
-        seed = self.forward.next_seed(self.rng)
+        if self.config.forward_curriculum:
+            seed = self.forward.next_seed(self.rng)
+        else:
+            seed = int(self.rng.integers(self.config.forward_seeds))
         obs, _ = self.env.reset(seed=seed)
         return obs, seed, self.env.max_episode_steps
 
@@ -252,7 +262,7 @@ class RFCLRun(TrainingLoop):
         tmp = begin_checkpoint(self.run_dir, self.step)
         (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
         self.online.save(tmp / "online.npz")
-        if self.stage == 2:
+        if self.stage == 2 and self.offline is not None:
             self.offline.save(tmp / "offline.npz")
         write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(tmp / "loop.json", {
@@ -267,7 +277,7 @@ class RFCLRun(TrainingLoop):
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
         loop = json.loads((ckpt / "loop.json").read_text())
         self.online = ReplayBuffer.load(ckpt / "online.npz")
-        if loop["stage"] == 2:
+        if (ckpt / "offline.npz").exists():
             self.offline = ReplayBuffer.load(ckpt / "offline.npz")
         self.step, self.stage, self.stage2_step = loop["step"], loop["stage"], loop["stage2_step"]
         self.episodes, self.last_eval = loop["episodes"], loop["last_eval"]
