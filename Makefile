@@ -8,9 +8,9 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
 .PHONY: run test docs system-deps bench-venv clean
 
-# Extras per use: the main job needs none; the tests cover the piano too.
+# Extras per use: the main job needs none; the tests cover the piano and Adroit too.
 EXTRAS_run :=
-EXTRAS_test := test,piano,docs
+EXTRAS_test := test,piano,docs,adroit
 EXTRAS_docs := docs
 EXTRAS_bench := bench
 

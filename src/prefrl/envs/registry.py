@@ -199,6 +199,19 @@ def _piano_ids() -> list[str]:
     return song_ids()
 
 
+def _adroit_ids() -> list[str]:
+    from prefrl.envs.adroit import TASKS
+
+    return [f"adroit:{name}" for name in TASKS]
+
+
+def _make_adroit(name: str, render: RenderSettings | None):
+    from prefrl.envs.adroit import make_adroit
+
+    settings = render or RenderSettings()
+    return make_adroit(name, settings.width, settings.height, settings.fast, render is not None)
+
+
 FAMILIES: dict[str, Family] = {
     "toy": Family(
         "built-in tasks, e.g. toy:point-reach, toy:maze (sparse success)", _toy_ids, _make_toy
@@ -208,6 +221,12 @@ FAMILIES: dict[str, Family] = {
         "Gymnasium MuJoCo and continuous classic-control ids, e.g. Hopper-v5, Pendulum-v1",
         _gym_ids,
         _make_gym,
+    ),
+    "adroit": Family(
+        "Adroit hand tasks with a sparse success (prefrl[adroit]): adroit:door, adroit:pen, "
+        "adroit:hammer, adroit:relocate",
+        _adroit_ids,
+        _make_adroit,
     ),
     "robopianist": Family(
         "RoboPianist (prefrl[piano]): a bundled song or a MIDI file, then task flags, e.g. "

@@ -1,0 +1,83 @@
+"""Adroit (a 24-DoF Shadow hand, through gymnasium-robotics 1.4.2: the adroit extra) as the
+`adroit:` family with a sparse success: `adroit:door`, `adroit:pen`, `adroit:hammer`,
+`adroit:relocate`.
+
+The reward is `info["success"]` as 0/1 (door: hinge opened; pen: at the target orientation;
+hammer: nail driven in; relocate: ball at the target) and episodes never end early. Each reset
+draws part of the scene into the *model* (the door's position, the pen's target orientation, the
+ball's and target's positions), so a state that replays exactly is those model fields plus
+MuJoCo's integration state (positions, velocities, warm starts, controls, time).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from prefrl.envs.backends import GymMujocoBackend, get_mujoco_state, set_mujoco_state
+
+TASKS = {"door": "AdroitHandDoor-v1", "pen": "AdroitHandPen-v1",
+         "hammer": "AdroitHandHammer-v1", "relocate": "AdroitHandRelocate-v1"}  # fmt: skip
+INSTALL = "the Adroit environments need the adroit extra: pip install 'prefrl[adroit]'"
+
+
+def _randomised_fields(base) -> list[tuple[np.ndarray, int]]:
+    """(model array, row) of what each task's reset draws into the model."""
+    m, task = base.model, type(base).__name__
+    if task == "AdroitHandDoorEnv":  # the door's position
+        return [(m.body_pos, base.door_body_id)]
+    if task == "AdroitHandPenEnv":  # the target orientation
+        return [(m.body_quat, base.target_obj_body_id)]
+    if task == "AdroitHandHammerEnv":  # the board's height
+        return [(m.body_pos, base.target_body_id)]
+    if task == "AdroitHandRelocateEnv":  # the ball and its target
+        return [(m.body_pos, base.obj_body_id), (m.site_pos, base.target_obj_site_id)]
+    raise ValueError(f"{task} is not a known Adroit task")
+
+
+class AdroitBackend(GymMujocoBackend):
+    """MuJoCo's integration state, after the randomised model fields (a few numbers)."""
+
+    def get_state(self) -> np.ndarray:
+        fields = [array[row].astype(np.float64) for array, row in _randomised_fields(self.base)]
+        return np.concatenate([*fields, get_mujoco_state(self.base.model, self.base.data)])
+
+    def set_state(self, state: np.ndarray) -> None:
+        state = np.asarray(state, np.float64).reshape(-1)
+        at = 0
+        for array, row in _randomised_fields(self.base):
+            n = array.shape[1]
+            array[row] = state[at : at + n]
+            at += n
+        set_mujoco_state(self.base.model, self.base.data, state[at:])
+
+
+class SparseSuccess(gym.Wrapper):
+    """Reward = `info["success"]` (0/1); never terminated (the time limit truncates)."""
+
+    def step(self, action):
+        obs, _, _, truncated, info = self.env.step(action)
+        success = bool(info.get("success", False))
+        return obs, float(success), False, truncated, {**info, "success": success}
+
+
+def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
+    import contextlib
+    import io
+    import warnings
+
+    # (Without its note on the Dense-v1 rewards, printed at import: prefrl never uses them.)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):  # fmt: skip
+        warnings.simplefilter("ignore")
+        try:
+            import gymnasium_robotics
+        except ImportError as e:
+            raise ImportError(INSTALL) from e
+        gym.register_envs(gymnasium_robotics)
+    env = SparseSuccess(gym.make(TASKS[name]))
+    if render:
+        from prefrl.envs.backends import prepare_offscreen
+
+        prepare_offscreen(env.unwrapped.model, width, height, fast)
+    return env, AdroitBackend(env, width, height, fast)
