@@ -107,3 +107,42 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert frames == len(DemoSet.load(out)[1]) + 1
     assert main(["demos", "video", str(out), "--index", "7", "--out", str(video)]) == 2
     assert "--index 7 is invalid: the file holds demos 0 to 1" in capsys.readouterr().err
+
+
+def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
+    """A file in D4RL's Adroit layout (per-step qpos, qvel and the door's position; episodes
+    ended by timeouts), written from two short door episodes: imported, every state and
+    observation is the recorded one, and the actions replay from the first state."""
+    import h5py
+
+    from prefrl.loops.demos import import_d4rl_adroit
+
+    env = make_env("adroit:door", seed=0)
+    base, rng = env.unwrapped, np.random.default_rng(0)
+    rows = {k: [] for k in ("observations", "actions", "timeouts", "qpos", "qvel", "door")}
+    for episode in range(2):
+        obs, _ = env.reset(seed=episode)
+        for t in range(6):
+            action = rng.uniform(-1, 1, env.action_dim).astype(np.float32)
+            scene = base.get_env_state()
+            rows["qpos"].append(scene["qpos"])
+            rows["qvel"].append(scene["qvel"])
+            rows["door"].append(scene["door_body_pos"])
+            rows["observations"].append(obs)
+            rows["actions"].append(action)
+            rows["timeouts"].append(t == 5)
+            obs = env.step(action)[0]
+    env.close()
+    with h5py.File(tmp_path / "door-human.hdf5", "w") as f:
+        for key in ("observations", "actions", "timeouts"):
+            f[key] = np.asarray(rows[key])
+        f["infos/qpos"], f["infos/qvel"] = np.asarray(rows["qpos"]), np.asarray(rows["qvel"])
+        f["infos/door_body_pos"] = np.asarray(rows["door"])
+    demos = import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
+    assert len(demos) == 2 and [len(d) for d in demos.demos] == [6, 6]
+    np.testing.assert_allclose(demos[1].observations[:6], np.asarray(rows["observations"][6:]),
+                               atol=1e-6)  # fmt: skip
+    checks = check_demos(demos)
+    assert all(c.max_state_error < 1e-6 for c in checks)
+    with pytest.raises(ValueError, match="lacks infos/desired_orien: not a D4RL adroit:pen"):
+        import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:pen")

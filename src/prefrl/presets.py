@@ -10,6 +10,7 @@ from prefrl.agents.iql import IQL_PRESETS
 from prefrl.feedback import ScheduleConfig
 from prefrl.loops.offline import OfflineConfig
 from prefrl.loops.online import OnlineConfig
+from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig
 from prefrl.loops.rl import RLConfig
 from prefrl.reward import RewardConfig
 
@@ -17,7 +18,7 @@ from prefrl.reward import RewardConfig
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: RLConfig | OnlineConfig | OfflineConfig
+    config: RLConfig | OnlineConfig | OfflineConfig | RFCLConfig
 
 
 # RoboPianist (Zakka et al. 2023), its README's SAC command.
@@ -168,5 +169,41 @@ OFFLINE_PRESETS: dict[str, Preset] = {
     "iql-adroit": Preset(
         "IQL for Adroit: expectile 0.7, temperature 0.5, actor dropout 0.1",
         OfflineConfig(iql=IQL_PRESETS["adroit"]),
+    ),
+}
+
+
+# RFCL (Tao et al. 2024): the paper's per-suite curriculum rules; SAC as in the paper (10 critics
+# of 3x256 with LayerNorm) or, for a 2-core CPU, 3x128 critics with an update every other step.
+_RFCL_ADROIT = {"reverse_delta": 8, "reverse_streak": 3, "reverse_time_divisor": 3}
+_RFCL_CPU_SAC = dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128))
+RFCL_PRESETS: dict[str, Preset] = {
+    "rfcl-maze": Preset(
+        "the built-in maze from 1-5 demos: delta 4, streak 2, time limit 16 + steps left, 60k steps",
+        RFCLConfig(env="toy:maze", steps=60_000),
+    ),
+    "rfcl-adroit": Preset(
+        "Adroit as in the paper: delta 8, streak 3, time limit 16 + steps left // 3, 10 critics "
+        "3x256, 1M steps",
+        RFCLConfig(
+            env="adroit:door",
+            steps=1_000_000,
+            eval_interval=20_000,
+            checkpoint_interval=50_000,
+            **_RFCL_ADROIT,
+        ),
+    ),
+    "rfcl-adroit-cpu": Preset(
+        "Adroit on a 2-core CPU: the paper's rules, critics 3x128, an update every other env "
+        "step (update-to-data 0.5, the paper's wall-time setting), 500k steps",
+        RFCLConfig(
+            env="adroit:door",
+            steps=500_000,
+            eval_interval=20_000,
+            checkpoint_interval=25_000,
+            update_every=2,
+            sac=_RFCL_CPU_SAC,
+            **_RFCL_ADROIT,
+        ),
     ),
 }

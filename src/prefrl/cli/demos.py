@@ -38,6 +38,16 @@ class RecordArgs:
 
 
 @dataclass(frozen=True)
+class ImportArgs:
+    """Import D4RL's Adroit human demonstrations (a D4RL-layout HDF5 file) with their states."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    env: str
+    """adroit:door, adroit:pen, adroit:hammer or adroit:relocate."""
+    out: Path = Path("demos/imported")
+
+
+@dataclass(frozen=True)
 class CheckArgs:
     """Replay every demo's actions from its first state; report which still succeed."""
 
@@ -56,8 +66,8 @@ class VideoArgs:
     size: int = 256
 
 
-ACTIONS = {"script": ScriptArgs, "record": RecordArgs, "check": CheckArgs, "video": VideoArgs,
-           "info": None}  # fmt: skip
+ACTIONS = {"script": ScriptArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
+           "check": CheckArgs, "video": VideoArgs, "info": None}  # fmt: skip
 
 
 def cmd_demos(args: list[str]) -> int:
@@ -68,7 +78,7 @@ def cmd_demos(args: list[str]) -> int:
         for name, spec in ACTIONS.items():
             doc = "a demo file's env, demos, lengths and first successes: info FILE"
             doc = doc if spec is None else spec.__doc__.strip().splitlines()[0]
-            lines.append(f"  {name:<7} {doc}")
+            lines.append(f"  {name:<11} {doc}")
         print("\n".join(lines))
         return 0 if not args or args[0] in ("-h", "--help") else 2
     from prefrl.data.demos import DemoSet
@@ -82,11 +92,13 @@ def cmd_demos(args: list[str]) -> int:
         _print_demos(DemoSet.load(rest[0]), rest[0])
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
-    if action in ("script", "record"):
+    if action in ("script", "record", "import-d4rl"):
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
-        else:
+        elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
+        else:
+            demos = make.import_d4rl_adroit(opts.file, opts.env)
         demos.save(opts.out)
         _print_demos(demos, opts.out)
     elif action == "check":

@@ -171,9 +171,10 @@ def cmd_finetune(args: list[str]) -> int:
 
 def cmd_rfcl(args: list[str]) -> int:
     from prefrl.loops.rfcl import RFCLConfig, train_rfcl
+    from prefrl.presets import RFCL_PRESETS
 
     config = parse_config(
-        RFCLConfig, {}, args, "prefrl rfcl",
+        RFCLConfig, RFCL_PRESETS, args, "prefrl rfcl",
         "Learn a sparse-reward task from a few demonstrations with simulator states: Reverse "
         "Forward Curriculum Learning (SAC; episodes start from demo states, then from the "
         "task's own).",

@@ -6,7 +6,9 @@
   episodes that reach a stable success;
 - `check_demos`: replay each demo's actions from its first state and say which still succeed
   (a demo recorded on another version of a simulator may not);
-- `demo_video`: a demo's states rendered to an mp4.
+- `demo_video`: a demo's states rendered to an mp4;
+- `import_d4rl_adroit`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
+  scene each reset drew), turned into prefrl states.
 
 A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
 judges an episode by its last step, so demos should end in a success that lasts).
@@ -175,3 +177,79 @@ def demo_video(demos: DemoSet, index: int, out: Path, size: int = 256) -> Path:
         return write_video(out, frames, fps=env.fps)
     finally:
         env.close()
+
+
+ADROIT_SCENE = {"door": ("door_body_pos",), "pen": ("desired_orien",), "hammer": ("board_pos",),
+                "relocate": ("obj_pos", "target_pos")}  # fmt: skip
+"""The D4RL infos that hold each Adroit task's randomised scene (hammer's target_pos is
+derived from its board, so not read)."""
+
+
+def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
+    """A D4RL-layout Adroit HDF5 file (`observations`, `actions`, `timeouts`, `infos/qpos`,
+    `infos/qvel` and the scene infos of `ADROIT_SCENE`) as demos of `env_id` (adroit:door, ...):
+    each step's state is rebuilt from its qpos, qvel and scene, the success flags come from
+    stepping each state with its action, and the episode's last state is where that step
+    ends. Demos recorded on another simulator version may not succeed on replay: check them."""
+    import h5py
+
+    task = env_id.removeprefix("adroit:")
+    if not env_id.startswith("adroit:") or task not in ADROIT_SCENE:
+        raise ValueError(f"--env {env_id}: D4RL Adroit demos are of adroit:door, adroit:pen, "
+                         "adroit:hammer or adroit:relocate")  # fmt: skip
+    with h5py.File(path, "r") as f:
+        needed = ["observations", "actions", "infos/qpos", "infos/qvel"]
+        needed += [f"infos/{k}" for k in ADROIT_SCENE[task]]
+        missing = [k for k in needed if k not in f]
+        if missing:
+            raise ValueError(f"{path} lacks {', '.join(missing)}: not a D4RL {env_id} file")
+        data = {k: np.asarray(f[k]) for k in needed}
+        n = len(data["actions"])
+        ends = np.zeros(n, bool)
+        for key in ("timeouts", "terminals"):  # (human demos: timeouts mark each episode's end)
+            if key in f:
+                ends |= np.asarray(f[key], bool).reshape(-1)
+    ends[-1] = True
+    env = make_env(env_id, seed=0)
+    base = env.unwrapped
+    demos = []
+    try:
+        env.reset(seed=0)
+        if env.obs_dim != data["observations"].shape[1]:
+            raise ValueError(f"{path}: observations of size {data['observations'].shape[1]}; "
+                             f"{env_id} has {env.obs_dim}")  # fmt: skip
+        start = 0
+        for end in np.flatnonzero(ends) + 1:
+            states, observations, success = [], [], []
+            for t in range(start, end):
+                _set_adroit_scene(
+                    base, task, {k: data[f"infos/{k}"][t] for k in ADROIT_SCENE[task]}
+                )
+                base.set_state(data["infos/qpos"][t], data["infos/qvel"][t])
+                states.append(env.get_state())
+                observations.append(data["observations"][t])
+                obs, _, _, _, info = env.step(data["actions"][t])
+                success.append(bool(info["success"]))
+            states.append(env.get_state())
+            observations.append(obs)
+            demos.append(Demo(np.stack(states), np.stack(observations),
+                              data["actions"][start:end], np.asarray(success, np.float32),
+                              np.asarray(success), {"source": f"d4rl:{Path(path).name}",
+                                                    "first_step": int(start)}))  # fmt: skip
+            start = end
+    finally:
+        env.close()
+    return DemoSet(env_id, demos, {"source": f"d4rl:{Path(path).name}"})
+
+
+def _set_adroit_scene(base, task: str, scene: dict) -> None:
+    m = base.model
+    if task == "door":
+        m.body_pos[base.door_body_id] = scene["door_body_pos"]
+    elif task == "pen":
+        m.body_quat[base.target_obj_body_id] = scene["desired_orien"]
+    elif task == "hammer":
+        m.body_pos[base.target_body_id] = scene["board_pos"]
+    else:
+        m.body_pos[base.obj_body_id] = scene["obj_pos"]
+        m.site_pos[base.target_obj_site_id] = scene["target_pos"]
