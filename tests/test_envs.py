@@ -7,6 +7,7 @@ from prefrl.envs.backends import FAST_RENDER_OFF
 STATEFUL = [
     "toy:point-reach",
     "toy:maze-medium",
+    "sparse:pusher",
     "Hopper-v5",
     "HalfCheetah-v5",
     "Pendulum-v1",
@@ -295,4 +296,17 @@ def test_adroit_tasks_have_a_sparse_success_and_states_that_replay_exactly(task)
     for (o1, r1, t1, _, i1), (o2, r2, t2, _, i2) in zip(first, second, strict=True):
         np.testing.assert_array_equal(o1, o2)
         assert r1 == r2 == float(i1["success"]) and r1 in (0.0, 1.0) and not (t1 or t2)
+    env.close()
+
+
+def test_sparse_pusher_succeeds_with_the_object_at_the_goal():
+    env = make_env("sparse:pusher", seed=0)
+    env.reset(seed=0)
+    assert env.step(np.zeros(7))[1] == 0.0
+    base = env.unwrapped
+    qpos, qvel = base.data.qpos.copy(), base.data.qvel.copy()
+    qpos[-4:-2] = qpos[-2:]  # the object's slide joints onto the goal's
+    base.set_state(qpos, qvel * 0)
+    _, reward, terminated, _, info = env.step(np.zeros(7))
+    assert reward == 1.0 and info["success"] and not terminated
     env.close()

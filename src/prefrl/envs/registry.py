@@ -212,6 +212,13 @@ def _make_adroit(name: str, render: RenderSettings | None):
     return make_adroit(name, settings.width, settings.height, settings.fast, render is not None)
 
 
+def _make_sparse(name: str, render: RenderSettings | None):
+    from prefrl.envs.adroit import PusherSuccess
+
+    env, backend = _make_gym("Pusher-v5", render)
+    return PusherSuccess(env), backend
+
+
 FAMILIES: dict[str, Family] = {
     "toy": Family(
         "built-in tasks, e.g. toy:point-reach, toy:maze (sparse success)", _toy_ids, _make_toy
@@ -227,6 +234,12 @@ FAMILIES: dict[str, Family] = {
         "adroit:hammer, adroit:relocate",
         _adroit_ids,
         _make_adroit,
+    ),
+    "sparse": Family(
+        "Gymnasium MuJoCo tasks with a sparse success: sparse:pusher (object within 5 cm of the "
+        "goal)",
+        lambda: ["sparse:pusher"],
+        _make_sparse,
     ),
     "robopianist": Family(
         "RoboPianist (prefrl[piano]): a bundled song or a MIDI file, then task flags, e.g. "
