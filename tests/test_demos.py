@@ -146,3 +146,14 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     assert all(c.max_state_error < 1e-6 for c in checks)
     with pytest.raises(ValueError, match="lacks infos/desired_orien: not a D4RL adroit:pen"):
         import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:pen")
+
+
+def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
+    """A barely trained SAC policy never reaches the maze's goal: nothing to keep, said so."""
+    from conftest import short_sac_run
+
+    from prefrl.loops.demos import record_demos
+
+    run = short_sac_run(tmp_path, "sac", env="toy:maze", steps=300)
+    with pytest.raises(RuntimeError, match="reached no stable success in 2 episodes"):
+        record_demos(run, episodes=1, max_tries=2)
