@@ -6,6 +6,7 @@
 - `sac`: every episode from the task's initial states, no demos.
 
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
+    python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
 
 Each run is a normal run directory under --runs (logs/rfcl-bench by default): stop the script
 at any time and start it again with the same arguments; finished runs are read back, stopped
@@ -49,6 +50,37 @@ def steps_per_s(run_dir: Path) -> float:
     return float(np.median(rates)) if rates else float("nan")
 
 
+THROUGHPUT_CONFIGS = {
+    "paper (10 critics 3x256, an update per step)": {"sac": RFCL_SAC},
+    "cpu (10 critics 3x128, an update every 2 steps)": {
+        "sac": dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128)), "update_every": 2},
+}  # fmt: skip
+
+
+def throughput(args, demo_dir: Path) -> list[dict]:
+    """Env steps/s of the RFCL loop with each SAC config, with and without the curricula (the
+    same loop, every episode from the task's initial states), after a warm start."""
+    rows = []
+    for label, settings in THROUGHPUT_CONFIGS.items():
+        rates = {}
+        for curriculum in (True, False):
+            name = f"tp-{args.env.replace(':', '-')}-{len(rows)}-{curriculum}"
+            config = RFCLConfig(
+                env=args.env, demos=demo_dir, steps=args.throughput_steps, warmstart_steps=500,
+                eval_interval=10**9, eval_episodes=1, checkpoint_interval=10**9, log_interval=500,
+                runs_dir=args.runs, name=f"{name}-{time.time_ns()}", progress=False,
+                reverse_curriculum=curriculum, forward_curriculum=curriculum, **settings,
+            )  # fmt: skip
+            result = train_rfcl(config)
+            rows_ = [r for r in read_metrics(result.run_dir) if "train/steps_per_s" in r]
+            sample = rows_[1:] or rows_  # (the first interval holds the compilation)
+            rates[curriculum] = float(np.median([r["train/steps_per_s"] for r in sample]))
+        rows.append({"config": label, "env": args.env, "steps_per_s": rates[True],
+                     "no_curriculum_steps_per_s": rates[False]})  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="toy:maze")
@@ -60,12 +92,21 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
+    parser.add_argument("--throughput-steps", type=int, default=3000)
     args = parser.parse_args()
 
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
     if not demo_dir.exists():
         script_demos(args.env, args.demos, seed=1000).save(demo_dir)
+    if args.throughput:
+        old = json.loads(args.out.read_text()) if args.out.exists() else {}
+        old["throughput"] = throughput(args, demo_dir)
+        old["throughput_command"] = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(old, indent=1) + "\n")
+        return 0
     sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
     rows = []
     for method in args.methods:
@@ -100,8 +141,9 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
     args.out.write_text(json.dumps({
-        "command": command, "machine": f"{platform.processor() or platform.machine()}, "
+        **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "sac_hidden": args.hidden, "results": rows,
     }, indent=1) + "\n")  # fmt: skip
     print(f"wrote {args.out}")
