@@ -18,7 +18,7 @@ PAGE = Path(__file__).resolve().parent / "cli.md"
 ACTIONS = {  # commands whose first argument is an action, each with its own flags
     "dataset": ["collect", "import-d4rl", "queries", "import-pt-labels"],
     "midi": ["info", "clip", "render"],
-    "demos": ["script", "record", "import-d4rl", "check", "video"],
+    "demos": ["script", "record", "import-d4rl", "import-maniskill2", "check", "video"],
 }
 
 

@@ -157,3 +157,34 @@ def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
     run = short_sac_run(tmp_path, "sac", env="toy:maze", steps=300)
     with pytest.raises(RuntimeError, match="reached no stable success in 2 episodes"):
         record_demos(run, episodes=1, max_tries=2)
+
+
+def test_maniskill2_trajectories_read_with_their_states(tmp_path):
+    """trajectory.h5 + trajectory.json as ManiSkill2 writes them (one episode with per-step
+    success, one older-style with only the final success in the json)."""
+    import json
+
+    import h5py
+
+    from prefrl.data.demos import read_maniskill2
+
+    rng = np.random.default_rng(0)
+    with h5py.File(tmp_path / "trajectory.h5", "w") as f:
+        for i, steps in ((0, 5), (1, 3)):
+            f[f"traj_{i}/env_states"] = rng.normal(size=(steps + 1, 13))
+            f[f"traj_{i}/actions"] = rng.uniform(-1, 1, (steps, 4)).astype(np.float32)
+            f[f"traj_{i}/obs"] = rng.normal(size=(steps + 1, 9)).astype(np.float32)
+        f["traj_0/success"] = np.array([0, 0, 1, 1, 1], bool)
+    (tmp_path / "trajectory.json").write_text(json.dumps({
+        "env_info": {"env_id": "PickCube-v0", "max_episode_steps": 200},
+        "episodes": [{"episode_id": 0, "episode_seed": 7, "control_mode": "pd_ee_delta_pose"},
+                     {"episode_id": 1, "episode_seed": 8, "info": {"success": True}}],
+    }))  # fmt: skip
+    demos = read_maniskill2(tmp_path / "trajectory.h5")
+    assert (demos.env_id, len(demos), demos.state_dim, demos.obs_dim) == ("PickCube-v0", 2, 13, 9)
+    assert demos[0].first_success == 2 and demos[1].success.tolist() == [False, False, True]
+    assert demos[0].info["seed"] == 7
+    with h5py.File(tmp_path / "trajectory.h5", "a") as f:
+        del f["traj_1/env_states"]
+    with pytest.raises(ValueError, match="traj_1 has no simulator states"):
+        read_maniskill2(tmp_path / "trajectory.h5")

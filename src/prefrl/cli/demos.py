@@ -48,6 +48,14 @@ class ImportArgs:
 
 
 @dataclass(frozen=True)
+class ManiSkillArgs:
+    """Convert ManiSkill2 demonstrations (trajectory.h5 + trajectory.json) to a demo file."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    out: Path = Path("demos/maniskill2")
+
+
+@dataclass(frozen=True)
 class CheckArgs:
     """Replay every demo's actions from its first state; report which still succeed."""
 
@@ -67,7 +75,8 @@ class VideoArgs:
 
 
 ACTIONS = {"script": ScriptArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
-           "check": CheckArgs, "video": VideoArgs, "info": None}  # fmt: skip
+           "import-maniskill2": ManiSkillArgs, "check": CheckArgs, "video": VideoArgs,
+           "info": None}  # fmt: skip
 
 
 def cmd_demos(args: list[str]) -> int:
@@ -78,7 +87,7 @@ def cmd_demos(args: list[str]) -> int:
         for name, spec in ACTIONS.items():
             doc = "a demo file's env, demos, lengths and first successes: info FILE"
             doc = doc if spec is None else spec.__doc__.strip().splitlines()[0]
-            lines.append(f"  {name:<11} {doc}")
+            lines.append(f"  {name:<17} {doc}")
         print("\n".join(lines))
         return 0 if not args or args[0] in ("-h", "--help") else 2
     from prefrl.data.demos import DemoSet
@@ -89,16 +98,25 @@ def cmd_demos(args: list[str]) -> int:
         if not rest or rest[0].startswith("-"):
             print("usage: prefrl demos info FILE")
             return 0 if rest else 2
-        _print_demos(DemoSet.load(rest[0]), rest[0])
+        if rest[0].endswith(".h5"):  # (ManiSkill2's trajectory file, read as it is)
+            from prefrl.data.demos import read_maniskill2
+
+            _print_demos(read_maniskill2(rest[0]), rest[0])
+        else:
+            _print_demos(DemoSet.load(rest[0]), rest[0])
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
-    if action in ("script", "record", "import-d4rl"):
+    if action in ("script", "record", "import-d4rl", "import-maniskill2"):
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
         elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
-        else:
+        elif action == "import-d4rl":
             demos = make.import_d4rl_adroit(opts.file, opts.env)
+        else:
+            from prefrl.data.demos import read_maniskill2
+
+            demos = read_maniskill2(opts.file)
         demos.save(opts.out)
         _print_demos(demos, opts.out)
     elif action == "check":

@@ -160,3 +160,47 @@ class DemoSet:
                 success=success, info=dict(infos_of[i]) if i < len(infos_of) else {},
             ))  # fmt: skip
         return cls(env_id, demos, ours)
+
+
+def read_maniskill2(path: str | Path) -> DemoSet:
+    """ManiSkill2's demonstration format: `trajectory.h5` (groups `traj_<id>` with `actions`,
+    `env_states` and, where recorded, `obs` and `success`) beside `trajectory.json` (the env id
+    and each episode's id and final success). The states are ManiSkill's own: usable with an
+    env that restores them."""
+    import json
+
+    import h5py
+
+    path = Path(path)
+    meta_path = path.with_suffix(".json")
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"{meta_path} is missing: ManiSkill2 keeps each trajectory.h5's "
+                                "episodes and env in the .json beside it")  # fmt: skip
+    meta = json.loads(meta_path.read_text())
+    env_id = meta.get("env_info", {}).get("env_id")
+    if env_id is None or "episodes" not in meta:
+        raise ValueError(f"{meta_path} names no env_info.env_id or episodes: not ManiSkill2's")
+    demos = []
+    with h5py.File(path, "r") as f:
+        for episode in meta["episodes"]:
+            key = f"traj_{episode['episode_id']}"
+            group = f[key]
+            if "env_states" not in group:
+                raise ValueError(f"{path}: {key} has no simulator states (env_states); RFCL starts "
+                                 "episodes from demo states: record the demos with states")  # fmt: skip
+            states, actions = np.asarray(group["env_states"]), np.asarray(group["actions"])
+            steps = len(actions)
+            obs = group.get("obs")
+            obs = (np.asarray(obs) if isinstance(obs, h5py.Dataset)
+                   else np.zeros((steps + 1, 0), np.float32))  # fmt: skip
+            if "success" in group:
+                success = np.asarray(group["success"], bool)
+            else:  # (older files: only the episode's final success, in the json)
+                success = np.zeros(steps, bool)
+                success[-1] = bool(episode.get("info", {}).get("success", False))
+            rewards = np.asarray(group["rewards"]) if "rewards" in group else success
+            demos.append(Demo(states, obs, actions, rewards, success,
+                              {"source": f"maniskill2:{path.name}", "episode": key,
+                               "seed": episode.get("episode_seed")}))  # fmt: skip
+    return DemoSet(env_id, demos, {"source": "maniskill2", "file": str(path),
+                                   "control_mode": meta["episodes"][0].get("control_mode")})  # fmt: skip
