@@ -98,6 +98,8 @@ def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, d
     assert [r["step"] for r in rows if "eval/success_at_end" in r] == [1500, 3000, 4500]
     fractions = [r["rfcl/start_fraction_mean"] for r in rows if "rfcl/start_fraction_mean" in r]
     assert fractions[-1] < fractions[0]  # the starts moved back along the demos
+    per_demo = [r for r in rows if "rfcl/start_fraction/demo_1" in r]
+    assert per_demo and (first.run_dir / "curriculum.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def _maze():

@@ -36,6 +36,7 @@ from prefrl.loops.evaluate import EvalResult, make_eval_envs
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.plots import plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
 
 RFCL_SAC = SACConfig(hidden_dims=(256, 256, 256), num_critics=10, num_min_critics=2,
@@ -252,7 +253,7 @@ class RFCLRun(TrainingLoop):
 
     def curriculum_metrics(self) -> dict[str, float]:
         share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)
-        return {"rfcl/stage": float(self.stage), "rfcl/demos_solved": float(self.reverse.solved.sum()),
+        return {**{f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)},"rfcl/stage": float(self.stage), "rfcl/demos_solved": float(self.reverse.solved.sum()),
                 "rfcl/start_fraction_mean": float(share.mean()),
                 "rfcl/episodes": float(self.episodes)}  # fmt: skip
 
@@ -344,6 +345,8 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 t = 0
             if loop.step % cfg.log_interval == 0:
                 metrics.log(loop.step, loop.curriculum_metrics())
+            if loop.step % cfg.eval_interval == 0 or loop.step == cfg.steps:
+                plot_curriculum(loop.run_dir)
             periodic.after_step(loop.step, update_metrics,
                                 info=f"stage {loop.stage}, demos solved "
                                      f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip

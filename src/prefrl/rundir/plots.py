@@ -37,3 +37,33 @@ def plot_learning_curve(
         fig.savefig(f, format="png")
     plt.close(fig)
     return path
+
+
+def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") -> Path | None:
+    """curriculum.png: where each demo's episodes start (1: at its end, 0: at its first state)
+    against environment steps, beside a histogram of where they are now."""
+    rows = [r for r in read_metrics(run_dir) if any(k.startswith(prefix) for k in r)]
+    if not rows:
+        return None
+    demos = sorted({k for r in rows for k in r if k.startswith(prefix)},
+                   key=lambda k: int(k.removeprefix(prefix)))  # fmt: skip
+    fig, (curves, hist) = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100,
+                                       gridspec_kw={"width_ratios": [3, 1]})  # fmt: skip
+    for key in demos:
+        points = [(r["step"], r[key]) for r in rows if key in r]
+        curves.plot(*zip(*points, strict=True), label=key.removeprefix(prefix))
+    curves.set_xlabel("environment steps")
+    curves.set_ylabel("start along the demo (1 = its end)")
+    curves.set_ylim(-0.05, 1.05)
+    curves.grid(alpha=0.3)
+    if len(demos) <= 10:
+        curves.legend(title="demo", fontsize=7)
+    hist.hist([rows[-1][k] for k in demos if k in rows[-1]], bins=10, range=(0, 1))
+    hist.set_xlabel("start fraction now")
+    hist.set_ylabel("demos")
+    fig.tight_layout()
+    path = Path(run_dir) / "curriculum.png"
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, format="png")
+    plt.close(fig)
+    return path
