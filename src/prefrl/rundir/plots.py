@@ -31,12 +31,7 @@ def plot_learning_curve(
     ax.set_ylabel("evaluation return")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(run_dir) / "learning_curve.png"
-    with atomic_write(path, "wb") as f:
-        fig.savefig(f, format="png")
-    plt.close(fig)
-    return path
+    return _save(fig, Path(run_dir) / "learning_curve.png")
 
 
 def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") -> Path | None:
@@ -61,8 +56,12 @@ def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") ->
     hist.hist([rows[-1][k] for k in demos if k in rows[-1]], bins=10, range=(0, 1))
     hist.set_xlabel("start fraction now")
     hist.set_ylabel("demos")
+    return _save(fig, Path(run_dir) / "curriculum.png")
+
+
+def _save(fig, path: Path) -> Path:
+    """Write the figure as a PNG at `path` atomically (a viewer never sees half a file)."""
     fig.tight_layout()
-    path = Path(run_dir) / "curriculum.png"
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format="png")
     plt.close(fig)
