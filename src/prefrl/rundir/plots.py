@@ -53,7 +53,9 @@ def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") ->
     curves.grid(alpha=0.3)
     if len(demos) <= 10:
         curves.legend(title="demo", fontsize=7)
-    hist.hist([rows[-1][k] for k in demos if k in rows[-1]], bins=10, range=(0, 1))
+    hist.hist(
+        [rows[-1][k] for k in demos if k in rows[-1]], bins=10, range=(0, 1), edgecolor="white"
+    )
     hist.set_xlabel("start fraction now")
     hist.set_ylabel("demos")
     return _save(fig, Path(run_dir) / "curriculum.png")
