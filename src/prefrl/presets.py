@@ -179,8 +179,15 @@ _RFCL_ADROIT = {"reverse_delta": 8, "reverse_streak": 3, "reverse_time_divisor":
 _RFCL_CPU_SAC = dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128))
 RFCL_PRESETS: dict[str, Preset] = {
     "rfcl-maze": Preset(
-        "the built-in maze from 1-5 demos: delta 4, streak 2, time limit 16 + steps left, 60k steps",
-        RFCLConfig(env="toy:maze", steps=60_000),
+        "the built-in maze from 1-5 demos on a CPU: delta 4, streak 2, time limit 16 + steps "
+        "left, 10 critics 2x128, 2k random steps, 60k steps",
+        RFCLConfig(
+            env="toy:maze",
+            steps=60_000,
+            warmstart_steps=2_000,
+            eval_episodes=10,
+            sac=dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128)),
+        ),
     ),
     "rfcl-adroit": Preset(
         "Adroit as in the paper: delta 8, streak 3, time limit 16 + steps left // 3, 10 critics "
