@@ -1,9 +1,6 @@
-"""Manipulation tasks with a sparse success, for learning from demonstrations.
-
-Adroit (a 24-DoF Shadow hand, through gymnasium-robotics 1.4.2: the adroit extra) as the
-`adroit:` family: `adroit:door`, `adroit:pen`, `adroit:hammer`, `adroit:relocate`. And
-`sparse:pusher`, Gymnasium's Pusher-v5 with its object pushed to within 5 cm of the goal as the
-success: a middle ground between the mazes and Adroit that needs no extra.
+"""Adroit (a 24-DoF Shadow hand, through gymnasium-robotics 1.4.2: the adroit extra) as the
+`adroit:` family with a sparse success: `adroit:door`, `adroit:pen`, `adroit:hammer`,
+`adroit:relocate`.
 
 The reward is `info["success"]` as 0/1 (door: hinge opened; pen: at the target orientation;
 hammer: nail driven in; relocate: ball at the target) and episodes never end early. Each reset
@@ -84,19 +81,3 @@ def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
 
         prepare_offscreen(env.unwrapped.model, width, height, fast)
     return env, AdroitBackend(env, width, height, fast)
-
-
-PUSHER_SUCCESS = 0.05
-"""sparse:pusher succeeds with the object within this distance (m) of the goal, in the plane."""
-
-
-class PusherSuccess(gym.Wrapper):
-    """Gymnasium's Pusher-v5 with a sparse success: reward 1 on a step that ends with the object
-    within `PUSHER_SUCCESS` of the goal (x, y), else 0; never terminated."""
-
-    def step(self, action):
-        obs, _, _, truncated, info = self.env.step(action)
-        base = self.env.unwrapped
-        gap = base.get_body_com("object")[:2] - base.get_body_com("goal")[:2]
-        success = bool(np.linalg.norm(gap) <= PUSHER_SUCCESS)
-        return obs, float(success), False, truncated, {**info, "success": success}

@@ -213,7 +213,7 @@ def _make_adroit(name: str, render: RenderSettings | None):
 
 
 def _make_sparse(name: str, render: RenderSettings | None):
-    from prefrl.envs.adroit import PusherSuccess
+    from prefrl.envs.pusher import PusherSuccess
 
     env, backend = _make_gym("Pusher-v5", render)
     return PusherSuccess(env), backend

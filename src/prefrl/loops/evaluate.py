@@ -23,6 +23,8 @@ class EvalResult:
     extra: dict[str, float] = field(default_factory=dict)
     """More figures to log with the evaluation (e.g. the D4RL-normalised score, the piano's
     key-press F1)."""
+    success: np.ndarray | None = None
+    """Each episode's success at its last step, for tasks that report `info["success"]`."""
     audio: tuple[np.ndarray, int] | None = None
     """The recorded episode's sound (mono int16 samples, sample rate), for envs that make
     sound (the piano)."""
@@ -57,13 +59,15 @@ def evaluate(
 ) -> EvalResult:
     """One episode in each env (seeded `seed + i`); with `record`, the frames of the first one
     (that env must be made with rendering). With `learned_reward(obs, actions)`, the returns
-    under it are summed too."""
+    under it are summed too. Tasks that report `info["success"]` get their success rate at the
+    episode's last step and at any step."""
     n = len(envs)
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)])
     returns, lengths, learned = np.zeros(n), np.zeros(n, np.int64), np.zeros(n)
     done = np.zeros(n, bool)
     frames = [envs[0].render()] if record else []
     episode_metrics: list[dict[str, float]] = []
+    success: dict[int, list[bool]] = {}  # (tasks that say when they are solved: each step's flag)
     while not done.all():
         actions = np.asarray(policy(obs))
         if learned_reward is not None:
@@ -76,6 +80,8 @@ def evaluate(
             returns[i] += r
             lengths[i] += 1
             done[i] = terminated or truncated
+            if "success" in info:
+                success.setdefault(i, []).append(bool(info["success"]))
             if done[i] and "episode_metrics" in info:
                 episode_metrics.append(info["episode_metrics"])
             if i == 0 and record and len(frames) < max_frames:
@@ -83,6 +89,10 @@ def evaluate(
     result = EvalResult(returns, lengths, frames, learned if learned_reward is not None else None)
     for name in episode_metrics[0] if episode_metrics else ():
         result.extra[f"eval/{name}_mean"] = float(np.mean([m[name] for m in episode_metrics]))
+    if success:  # at the episode's last step (RFCL's headline), and at any step
+        result.success = np.array([f[-1] for f in success.values()])
+        result.extra["eval/success_at_end"] = float(result.success.mean())
+        result.extra["eval/success_once"] = float(np.mean([any(f) for f in success.values()]))
     sound = getattr(envs[0].unwrapped, "episode_audio", None)
     if record and sound is not None:
         result.audio = sound(len(frames))

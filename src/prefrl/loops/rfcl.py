@@ -32,7 +32,7 @@ from prefrl.envs import make_env
 from prefrl.envs.registry import resolve
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
-from prefrl.loops.evaluate import EvalResult, make_eval_envs
+from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -224,32 +224,11 @@ class RFCLRun(TrainingLoop):
         return self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
 
     def evaluate(self, record: bool) -> EvalResult:
-        """Episodes from the task's own initial states: success at the last step (also given as
-        the returns, so the learning curve shows it) and success at any step."""
-        cfg = self.config
-        if self._eval_envs is None:
-            size = cfg.render_size if cfg.video else None
-            self._eval_envs = make_eval_envs(cfg.env, cfg.eval_episodes, size)
-        envs = self._eval_envs
-        obs = np.stack([e.reset(seed=cfg.seed + 1_000_000 + i)[0] for i, e in enumerate(envs)])
-        done, last, ever = (np.zeros(len(envs), bool) for _ in range(3))
-        lengths = np.zeros(len(envs), np.int64)
-        frames = [envs[0].render()] if record else []
-        while not done.all():
-            actions = np.asarray(self.policy(obs))
-            for i, env in enumerate(envs):
-                if done[i]:
-                    continue
-                obs[i], _, _, truncated, info = env.step(actions[i])
-                last[i] = bool(info["success"])
-                ever[i] |= last[i]
-                lengths[i] += 1
-                done[i] = truncated
-                if i == 0 and record:
-                    frames.append(env.render())
-        return EvalResult(last.astype(np.float64), lengths, frames,
-                          extra={"eval/success_at_end": float(last.mean()),
-                                 "eval/success_once": float(ever.mean())})  # fmt: skip
+        """Episodes from the task's own initial states; the success at their last step is also
+        given as the returns, so the learning curve shows it."""
+        result = super().evaluate(record)
+        result.returns = result.success.astype(np.float64)
+        return result
 
     def curriculum_metrics(self) -> dict[str, float]:
         share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)

@@ -245,6 +245,18 @@ class EpisodeLog:
             self.ret, self.length = 0.0, 0
 
 
+def _start(loop: RLRun, metrics: MetricsLogger):
+    """What both loops begin with: the first observation, the episode log, the progress display
+    and the periodic work (logging, evaluation, checkpoints)."""
+    cfg = loop.config
+    obs, _ = loop.env.reset(seed=cfg.seed + loop.step)
+    progress = TrainingProgress(
+        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
+    )
+    title = f"{cfg.algo.upper()} on {cfg.env}"
+    return obs, EpisodeLog(loop, metrics), progress, PeriodicTasks(loop, metrics, progress, title)
+
+
 def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     cfg, sac, env, buffer = loop.config, loop.agent, loop.env, loop.buffer
     agent_cfg = cfg.sac
@@ -256,12 +268,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     def learning(step: int) -> bool:
         return step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size
 
-    obs, _ = env.reset(seed=cfg.seed + loop.step)
-    episode = EpisodeLog(loop, metrics)
-    progress = TrainingProgress(
-        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
-    )
-    periodic = PeriodicTasks(loop, metrics, progress, title=f"SAC on {cfg.env}")
+    obs, episode, progress, periodic = _start(loop, metrics)
     with stoppable(loop, progress) as stop:
         while loop.step < cfg.steps and not stop.requested:
             step = loop.step
@@ -293,12 +300,7 @@ def _run_ppo(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     storage = RolloutStorage(cfg.ppo.rollout_steps, env.obs_dim, env.action_dim)
     rewards = np.zeros(cfg.ppo.rollout_steps, np.float32)
     update_metrics = None
-    obs, _ = env.reset(seed=cfg.seed + loop.step)
-    episode = EpisodeLog(loop, metrics)
-    progress = TrainingProgress(
-        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
-    )
-    periodic = PeriodicTasks(loop, metrics, progress, title=f"PPO on {cfg.env}")
+    obs, episode, progress, periodic = _start(loop, metrics)
     with stoppable(loop, progress) as stop:
         while loop.step < cfg.steps and not stop.requested:
             action, raw, log_prob = ppo.act(loop.state.params, obs, loop.key, loop.step)
