@@ -146,6 +146,10 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     assert all(c.max_state_error < 1e-6 for c in checks)
     with pytest.raises(ValueError, match="lacks infos/desired_orien: not a D4RL adroit:pen"):
         import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:pen")
+    with h5py.File(tmp_path / "door-human.hdf5", "a") as f:
+        f["infos/qvel"][3, 0] = np.nan
+    with pytest.raises(ValueError, match="infos/qvel hold NaN or inf; not imported"):
+        import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
 
 
 def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):

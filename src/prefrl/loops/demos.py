@@ -204,6 +204,9 @@ def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
         if missing:
             raise ValueError(f"{path} lacks {', '.join(missing)}: not a D4RL {env_id} file")
         data = {k: np.asarray(f[k]) for k in needed}
+        bad = [k for k, v in data.items() if not np.isfinite(v).all()]
+        if bad:
+            raise ValueError(f"{path}: {', '.join(bad)} hold NaN or inf; not imported")
         n = len(data["actions"])
         ends = np.zeros(n, bool)
         for key in ("timeouts", "terminals"):  # (human demos: timeouts mark each episode's end)
