@@ -8,6 +8,10 @@
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
 
+With --jobs 2 the runs are shared round-robin between two worker processes (on 2 cores the small
+maze networks leave a core mostly idle, so two runs side by side finish sooner than one after
+the other); the parent then reads every run back and writes the results.
+
 Each run is a normal run directory under --runs (logs/rfcl-bench by default): stop the script
 at any time and start it again with the same arguments; finished runs are read back, stopped
 ones resume from their checkpoints. Writes benchmarks/results/rfcl.json (success at the end
@@ -22,6 +26,7 @@ import dataclasses
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -94,6 +99,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side")
+    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     args.runs.mkdir(parents=True, exist_ok=True)
@@ -107,13 +114,24 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
+    if args.jobs > 1 and args.worker is None:
+        workers = [
+            subprocess.Popen([sys.executable, *sys.argv, "--worker", str(i)])
+            for i in range(args.jobs)
+        ]
+        if any(w.wait() != 0 for w in workers):
+            print("a worker failed; start the script again to resume", file=sys.stderr)
+            return 1
     sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
     rows = []
+    grid = [(method, seed) for method in args.methods for seed in args.seeds]
     for method in args.methods:
         finals, rates = [], []
         for seed in args.seeds:
             name = f"{args.env.replace(':', '-')}_{method}_d{args.demos}_s{seed}"
             run_dir = args.runs / name
+            if args.worker is not None and grid.index((method, seed)) % args.jobs != args.worker:
+                continue
             config = RFCLConfig(
                 env=args.env, demos=demo_dir, steps=args.steps, seed=seed, sac=sac,
                 eval_interval=max(args.steps // 12, 1000), eval_episodes=args.eval_episodes,
@@ -127,9 +145,13 @@ def main() -> int:
                 start = time.time()
                 train_rfcl(config)
                 print(f"{name}: {time.time() - start:.0f} s", flush=True)
+            if args.worker is not None:
+                continue
             final = last_eval(run_dir)
             finals.append(final)
             rates.append(steps_per_s(run_dir))
+        if args.worker is not None:
+            continue
         at_end = [f["eval/success_at_end"] for f in finals]
         once = [f["eval/success_once"] for f in finals]
         rows.append({
@@ -139,6 +161,8 @@ def main() -> int:
             "per_seed": at_end, "steps_per_s": float(np.mean(rates)), "device": "cpu",
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
+    if args.worker is not None:
+        return 0
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}

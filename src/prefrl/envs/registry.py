@@ -23,6 +23,7 @@ from prefrl.envs.backends import (
     OpaqueBackend,
     prepare_offscreen,
 )
+from prefrl.envs.frames import PixelEnv
 from prefrl.envs.maze import LAYOUTS, PointMaze
 from prefrl.envs.toy import PointFree, PointReach
 from prefrl.envs.wrapper import PrefrlEnv
@@ -264,8 +265,33 @@ def _unknown(env_id: str, why: str) -> UnknownEnvError:
     )
 
 
+def is_pixel_env(env_id: str) -> bool:
+    """Whether `env_id` names an env of frames and discrete actions: `movingdot`, `atari:Game`."""
+    return env_id == "movingdot" or env_id.startswith("atari:")
+
+
+def make_pixel_env(env_id: str, seed: int | None = 0) -> PixelEnv:
+    """A pixel env (stacked 84x84 grey frames, discrete actions) by id: `movingdot` (built in)
+    or `atari:Pong`, `atari:Enduro`, ... (prefrl[atari])."""
+    if env_id == "movingdot":
+        from prefrl.envs.movingdot import EPISODE_FRAMES, MovingDotGame
+
+        return PixelEnv(MovingDotGame(), env_id, seed, noop_max=0,
+                        max_episode_steps=EPISODE_FRAMES // 4)  # fmt: skip
+    if env_id.startswith("atari:"):
+        from prefrl.envs.atari import make_atari
+
+        return make_atari(env_id.split(":", 1)[1], seed)
+    raise _unknown(env_id, "not a pixel env: movingdot or atari:Game (e.g. atari:Pong)")
+
+
 def resolve(env_id: str) -> tuple[str, str]:
     """Split an id into (family, name) or raise UnknownEnvError."""
+    if is_pixel_env(env_id):
+        raise UnknownEnvError(
+            f"{env_id!r} is an env of frames and discrete actions: its agents are A2C and PPO on "
+            "frames (prefrl rl --algo a2c), not SAC or the state-based workflows"
+        )
     if ":" in env_id:
         prefix, name = env_id.split(":", 1)
         if prefix not in FAMILIES and _importable(prefix):

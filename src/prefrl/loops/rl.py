@@ -14,9 +14,10 @@ import jax
 import numpy as np
 
 from prefrl.agents import PPO, SAC, PPOConfig, RolloutStorage, SACConfig
+from prefrl.agents.a2c import A2CConfig
 from prefrl.data import ReplayBuffer
 from prefrl.envs import make_env
-from prefrl.envs.registry import resolve
+from prefrl.envs.registry import is_pixel_env, resolve
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
@@ -40,6 +41,7 @@ from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
 ALGOS = ("sac", "ppo")
+FRAME_ALGOS = ("a2c",)  # (agents on frames: movingdot, atari:*)
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,15 @@ class RLConfig:
     """Train SAC (or PPO) on an environment's true reward."""
 
     env: str = "HalfCheetah-v5"
-    """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, toy:point-reach, or your
-    registered Gymnasium env as module:EnvId (`prefrl envs` lists the ids)."""
+    """Environment id: a Gymnasium id (Hopper-v5), dmc:domain-task, toy:point-reach, your
+    registered Gymnasium env as module:EnvId (`prefrl envs` lists the ids), or an env of frames
+    for --algo a2c: movingdot, atari:Pong (prefrl[atari])."""
     steps: int = 1_000_000
     """Environment steps in total (RoboPianist's max-steps)."""
     seed: int = 0
     algo: str = "sac"
-    """sac (off-policy, a replay buffer) or ppo (on-policy: an update per --ppo.rollout-steps)."""
+    """sac (off-policy, a replay buffer) or ppo (on-policy: an update per --ppo.rollout-steps);
+    a2c for envs of frames (an update per --a2c.n-envs x --a2c.n-steps)."""
     warmstart_steps: int = 10_000
     """SAC: uniform-random actions for this many steps; learning starts after them (PPO learns
     from its first rollout)."""
@@ -82,14 +86,20 @@ class RLConfig:
     """Show a progress bar."""
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
-        resolve(self.env)  # unknown ids fail here, with the closest matches
+        if is_pixel_env(self.env):
+            accepted = f"one of {', '.join(FRAME_ALGOS)} for {self.env}, an env of frames"
+            check_fields(self, {"algo": (self.algo in FRAME_ALGOS, accepted)}, "--")
+        else:
+            resolve(self.env)  # unknown ids fail here, with the closest matches
+            accepted = f"one of {', '.join(ALGOS)} for {self.env} (a2c is for envs of frames)"
+            check_fields(self, {"algo": (self.algo in ALGOS, accepted)}, "--")
         positive = ("steps", "eval_interval", "eval_episodes", "checkpoint_interval",
                     "log_interval", "buffer_size", "render_size")  # fmt: skip
         check_fields(self, {
-            "algo": (self.algo in ALGOS, f"one of {', '.join(ALGOS)}"),
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
@@ -219,6 +229,13 @@ class RLLearner:
 def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLResult:
     """Run (or resume) SAC or PPO training; returns where it went and the final evaluation.
     `env`, `agent`: objects to train with instead of the config's (`RLLearner`)."""
+    if config.algo in FRAME_ALGOS:
+        from prefrl.loops.frames import train_frames
+
+        if env is not None or agent is not None:
+            raise TypeError("A2C on frames is made from the config (env and agent objects are "
+                            "not taken yet)")  # fmt: skip
+        return train_frames(config)
     name = config.name or run_name(config.env, config.algo, config.seed)
     loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent), config, name)
     try:

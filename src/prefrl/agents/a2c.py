@@ -1,0 +1,137 @@
+"""Advantage actor-critic (A2C, the synchronous A3C of Mnih et al. 2016) on stacked frames, with
+the settings learning-from-human-preferences trained Atari and MovingDot with.
+
+One update per rollout of `n_steps` steps of each of `n_envs` envs: n-step returns bootstrapped
+from the value of the observation after the rollout, policy gradient with the advantage
+(return - value), a value loss, an entropy bonus, gradients clipped by global norm, RMSProp.
+An episode cut by a time limit is bootstrapped by the loop (`bootstrap_truncated`), not cut off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+
+from prefrl.nn.conv import FrameActorCritic
+from prefrl.rundir.config import check_fields
+from prefrl.xla import jit_step
+
+
+@dataclasses.dataclass(frozen=True)
+class A2CConfig:
+    """A2C hyper-parameters; defaults are the seed's Atari settings (MovingDot: entropy 0.02)."""
+
+    n_envs: int = 16
+    """Environments stepped side by side."""
+    n_steps: int = 5
+    """Steps of each env per update."""
+    discount: float = 0.99
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    lr: float = 7e-4
+    rms_decay: float = 0.99
+    rms_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        positive = ("n_envs", "n_steps", "lr", "max_grad_norm", "rms_eps")
+        check_fields(self, {
+            **{name: (getattr(self, name) > 0, "> 0") for name in positive},
+            **{name: (0 <= getattr(self, name) <= 1, "a value in [0, 1]")
+               for name in ("discount", "rms_decay")},
+            **{name: (getattr(self, name) >= 0, ">= 0") for name in ("value_coef", "entropy_coef")},
+        }, "A2CConfig.")  # fmt: skip
+
+
+class A2CState(struct.PyTreeNode):
+    params: dict
+    opt_state: optax.OptState
+    step: jax.Array
+
+
+class A2C:
+    def __init__(self, config: A2CConfig, obs_shape: tuple[int, ...], n_actions: int):
+        self.config, self.obs_shape, self.n_actions = config, tuple(obs_shape), n_actions
+        self.net = FrameActorCritic(n_actions)
+        self.tx = optax.chain(
+            optax.clip_by_global_norm(config.max_grad_norm),
+            optax.rmsprop(config.lr, decay=config.rms_decay, eps=config.rms_eps),
+        )
+        self.update = jit_step(self._update, donate_argnums=0)
+        self.act = jax.jit(self._act, static_argnames="deterministic")
+        self.value = jax.jit(lambda params, obs: self.net.apply(params, obs)[1])
+
+    def init(self, key: jax.Array) -> A2CState:
+        params = self.net.init(key, jnp.zeros((1, *self.obs_shape), jnp.uint8))
+        return A2CState(params, self.tx.init(params), jnp.zeros((), jnp.int32))
+
+    def state_to_bytes(self, state: A2CState) -> bytes:
+        return flax.serialization.to_bytes(jax.device_get(state))
+
+    def state_from_bytes(self, data: bytes) -> A2CState:
+        return flax.serialization.from_bytes(self.init(jax.random.PRNGKey(0)), data)
+
+    def _act(self, params, obs, key, deterministic: bool = False):
+        """Actions for a batch of observations: sampled from the policy, or its most likely."""
+        logits, _ = self.net.apply(params, obs)
+        if deterministic:
+            return jnp.argmax(logits, -1)
+        return jax.random.categorical(key, logits)
+
+    def _loss(self, params, obs, action, returns):
+        cfg = self.config
+        logits, value = self.net.apply(params, obs)
+        log_probs = jax.nn.log_softmax(logits)
+        taken = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
+        advantage = jax.lax.stop_gradient(returns - value)
+        policy_loss = -(taken * advantage).mean()
+        value_loss = ((returns - value) ** 2).mean()
+        entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
+                      "value_mean": value.mean()}  # fmt: skip
+
+    def _update(self, state: A2CState, obs, action, reward, done, last_obs):
+        """One update on a rollout: obs (T, N, *obs_shape) uint8, action/reward/done (T, N),
+        last_obs (N, *obs_shape) the observation after the rollout. `done` marks steps after
+        which the episode ended (the next observation is a new episode's)."""
+        bootstrap = self.net.apply(state.params, last_obs)[1]
+        returns = nstep_returns(reward, done, bootstrap, self.config.discount)
+        flat = lambda x: x.reshape(-1, *x.shape[2:])
+        grads, metrics = jax.grad(self._loss, has_aux=True)(
+            state.params, flat(obs), flat(action), flat(returns)
+        )
+        updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        metrics["grad_norm"] = optax.global_norm(grads)
+        return A2CState(params, opt_state, state.step + 1), metrics
+
+
+def nstep_returns(reward, done, bootstrap, discount: float):
+    """R_t = r_t + discount * (1 - done_t) * R_{t+1}, from R_T = bootstrap: (T, N) arrays."""
+
+    def backward(next_return, x):
+        r, d = x
+        ret = r + discount * (1.0 - d) * next_return
+        return ret, ret
+
+    return jax.lax.scan(backward, bootstrap, (reward, done), reverse=True)[1]
+
+
+def bootstrap_truncated(
+    agent: A2C, params, reward: np.ndarray, truncated: np.ndarray, final_obs: np.ndarray
+) -> np.ndarray:
+    """Rewards with `discount * V(final observation)` added where an episode was cut by a time
+    limit (not ended by the task), so that the cut does not look like an end."""
+    if not truncated.any():
+        return reward
+    value = np.asarray(agent.value(params, final_obs[truncated]))
+    reward = reward.copy()
+    reward[truncated] += agent.config.discount * value
+    return reward

@@ -1,0 +1,187 @@
+"""Pixel environments as prefrl's frame agents see them: the Atari preprocessing of Mnih et al.
+(2015) and Christiano et al. (2017) over a game that can save and restore its emulator state.
+
+A `Game` is one frame at a time (an ALE ROM, or the built-in MovingDot); `PixelEnv` turns it into
+agent steps: random no-op starts, each action repeated for 4 frames with the reward summed, the
+max of the last two frames (Atari sprites flicker), grey 84x84, a stack of the 4 newest frames,
+and optionally rows blanked (a score that would give the reward away). The resize is area
+averaging written as two small matrix products, so no image library is needed.
+
+`get_state()` is the game's emulator state plus the newest preprocessed frame; `set_state`
+restores both, so stepping the same actions from a restored state gives the same rewards and
+colour frames bit for bit, and the same observations once the stack has refilled (the 3 older
+frames of the stack are not part of the state: they are refilled with the newest one, as after a
+reset).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+STACK, SIZE, FRAME_SKIP, NOOP_MAX = 4, 84, 4, 30
+GREY_WEIGHTS = np.array([0.299, 0.587, 0.114], np.float32)  # ITU-R 601 luma, as ALE's grey
+
+
+class Game(Protocol):
+    """One frame at a time."""
+
+    action_meanings: list[str]
+    fps: float  # frames per second of the game's own clock
+
+    def reset(self, rng: np.random.Generator) -> None: ...
+    def act(self, action: int) -> float: ...  # one frame; returns its reward
+    def game_over(self) -> bool: ...
+    def screen_grey(self) -> np.ndarray: ...  # (H, W) uint8
+    def screen_rgb(self) -> np.ndarray: ...  # (H, W, 3) uint8
+    def get_state(self) -> np.ndarray: ...  # uint8, fixed length per game
+    def set_state(self, state: np.ndarray) -> None: ...
+
+
+def area_matrix(src: int, dst: int) -> np.ndarray:
+    """(dst, src) weights of area averaging: output pixel i is the mean of the source interval
+    [i * src/dst, (i+1) * src/dst), partial source pixels weighted by their overlap."""
+    edges = np.arange(dst + 1) * (src / dst)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    pixel = np.arange(src)[None]
+    overlap = np.clip(np.minimum(hi, pixel + 1) - np.maximum(lo, pixel), 0.0, None)
+    return (overlap / overlap.sum(1, keepdims=True)).astype(np.float32)
+
+
+class PixelEnv:
+    """A `Game` as agent steps of stacked 84x84 grey frames (uint8, shape (84, 84, 4)), with
+    discrete actions. `blank_rows` (in 84-row units) are set to 0 in every frame."""
+
+    def __init__(
+        self,
+        game: Game,
+        env_id: str,
+        seed: int | None = None,
+        *,
+        frame_skip: int = FRAME_SKIP,
+        noop_max: int = NOOP_MAX,
+        max_episode_steps: int | None = None,
+        blank_rows: tuple[slice, ...] = (),
+    ):
+        self.game, self.env_id = game, env_id
+        self.frame_skip, self.noop_max = frame_skip, noop_max
+        self.max_episode_steps = max_episode_steps
+        self.blank_rows = blank_rows
+        self.rng = np.random.default_rng(seed)
+        height, width = game.screen_grey().shape
+        self._rows, self._cols = area_matrix(height, SIZE), area_matrix(width, SIZE).T
+        self._stack = np.zeros((SIZE, SIZE, STACK), np.uint8)
+        self._steps = 0
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.game.action_meanings)
+
+    @property
+    def obs_shape(self) -> tuple[int, int, int]:
+        return (SIZE, SIZE, STACK)
+
+    @property
+    def fps(self) -> float:
+        """Agent steps per second of game time (clips show every frame, at `game.fps`)."""
+        return self.game.fps / self.frame_skip
+
+    def _frame(self, screen: np.ndarray) -> np.ndarray:
+        frame = self._rows @ screen.astype(np.float32) @ self._cols
+        frame = np.clip(np.rint(frame), 0, 255).astype(np.uint8)
+        for rows in self.blank_rows:
+            frame[rows] = 0
+        return frame
+
+    def _push(self, frame: np.ndarray) -> np.ndarray:
+        self._stack[..., :-1] = self._stack[..., 1:]
+        self._stack[..., -1] = frame
+        return self._stack.copy()
+
+    def reset(self) -> np.ndarray:
+        self.game.reset(self.rng)
+        for _ in range(int(self.rng.integers(1, self.noop_max + 1)) if self.noop_max else 0):
+            self.game.act(0)
+            if self.game.game_over():
+                self.game.reset(self.rng)
+        self._steps = 0
+        self._stack[:] = self._frame(self.game.screen_grey())[..., None]
+        return self._stack.copy()
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
+        """(observation, reward summed over the skipped frames, terminated, truncated)."""
+        reward, last = 0.0, []
+        for i in range(self.frame_skip):
+            reward += self.game.act(int(action))
+            if i >= self.frame_skip - 2:
+                last.append(self.game.screen_grey())
+            if self.game.game_over():
+                break
+        screen = np.maximum(last[0], last[-1]) if last else self.game.screen_grey()
+        self._steps += 1
+        terminated = self.game.game_over()
+        truncated = (
+            not terminated
+            and self.max_episode_steps is not None
+            and self._steps >= self.max_episode_steps
+        )
+        return self._push(self._frame(screen)), reward, terminated, truncated
+
+    def render(self) -> np.ndarray:
+        """The game's current full-colour frame."""
+        return self.game.screen_rgb()
+
+    def get_state(self) -> np.ndarray:
+        """uint8: the newest preprocessed frame, the episode's step count, the emulator state."""
+        steps = np.frombuffer(np.int64(self._steps).tobytes(), np.uint8)
+        return np.concatenate([self._stack[..., -1].reshape(-1), steps, self.game.get_state()])
+
+    def set_state(self, state: np.ndarray) -> np.ndarray:
+        """Restore a `get_state()`; returns the observation (the stack refilled with the newest
+        frame)."""
+        state = np.asarray(state, np.uint8).reshape(-1)
+        n = SIZE * SIZE
+        self._stack[:] = state[:n].reshape(SIZE, SIZE)[..., None]
+        self._steps = int(np.frombuffer(state[n : n + 8].tobytes(), np.int64)[0])
+        self.game.set_state(state[n + 8 :])
+        return self._stack.copy()
+
+    def close(self) -> None:
+        close = getattr(self.game, "close", None)
+        if close is not None:
+            close()
+
+
+class FrameVectorEnv:
+    """Pixel envs stepped side by side, each reset as soon as its episode ends (the observation
+    returned is then the new episode's first; the last one of the old episode is in
+    `final_obs`)."""
+
+    def __init__(self, envs: list[PixelEnv]):
+        self.envs = envs
+
+    def __len__(self) -> int:
+        return len(self.envs)
+
+    def reset(self) -> np.ndarray:
+        return np.stack([env.reset() for env in self.envs])
+
+    def step(self, actions: np.ndarray):
+        """(obs, reward, terminated, truncated, final_obs): arrays over the envs; `final_obs` is
+        the ended episodes' last observation (zeros elsewhere)."""
+        n = len(self.envs)
+        obs = np.empty((n, *self.envs[0].obs_shape), np.uint8)
+        final = np.zeros_like(obs)
+        reward = np.zeros(n, np.float32)
+        terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+        for i, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
+            obs[i], reward[i], terminated[i], truncated[i] = env.step(int(action))
+            if terminated[i] or truncated[i]:
+                final[i] = obs[i]
+                obs[i] = env.reset()
+        return obs, reward, terminated, truncated, final
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

@@ -1,0 +1,157 @@
+"""Agents on frames (`movingdot`, `atari:*`): A2C over `n_envs` envs stepped side by side, on
+the env's true reward. `prefrl rl --algo a2c --env atari:Pong` runs it.
+
+Steps are agent steps summed over the envs (the seed's "timesteps"): an update every
+`n_envs * n_steps` of them. A checkpoint holds the agent and the loop's counters; a resumed run
+starts fresh episodes (the ones in progress when it stopped are not part of a checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.agents.a2c import A2C, bootstrap_truncated
+from prefrl.envs import FrameVectorEnv, PixelEnv, make_pixel_env
+from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.evaluate import EvalResult
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
+from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.progress import TrainingProgress
+
+
+class FrameRun(TrainingLoop):
+    def __init__(self, config, run_dir: Path):
+        cfg = config.a2c
+        envs = [make_pixel_env(config.env, seed=config.seed * 10_000 + i)
+                for i in range(cfg.n_envs)]  # fmt: skip
+        super().__init__(config, run_dir, envs[0])
+        self.envs = FrameVectorEnv(envs)
+        self.agent = A2C(cfg, envs[0].obs_shape, envs[0].n_actions)
+        self.key = jax.random.key(config.seed, impl="rbg")
+        self.state = self.agent.init(jax.random.fold_in(self.key, 1))
+        self.episodes = 0
+
+    def save(self) -> Path:
+        self.check_savable(self.state)
+        tmp = begin_checkpoint(self.run_dir, self.step)
+        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        write_json(tmp / "config.json", config_to_dict(self.config))
+        write_json(tmp / "loop.json", {"step": self.step, "episodes": self.episodes,
+                                       "last_eval": self.last_eval})  # fmt: skip
+        return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
+
+    def restore(self, ckpt: Path) -> None:
+        self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+        loop = json.loads((ckpt / "loop.json").read_text())
+        self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
+
+    def policy(self, obs: np.ndarray, key: jax.Array) -> np.ndarray:
+        return np.asarray(self.agent.act(self.state.params, obs, key))
+
+    def evaluate(self, record: bool) -> EvalResult:
+        cfg = self.config
+        if self._eval_envs is None:
+            self._eval_envs = [make_pixel_env(cfg.env, seed=cfg.seed + 1_000_000 + i)
+                               for i in range(cfg.eval_episodes)]  # fmt: skip
+        key = jax.random.fold_in(self.key, 2)
+        return evaluate_frames(lambda obs, t: self.policy(obs, jax.random.fold_in(key, t)),
+                               self._eval_envs, record)  # fmt: skip
+
+    def close(self) -> None:
+        self.envs.close()
+        for env in self._eval_envs or []:
+            env.close()
+
+
+def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int = 4000):
+    """One episode in each env, the policy sampling its actions (an argmax policy can stall on
+    Atari); with `record`, the first env's colour frames."""
+    n = len(envs)
+    obs = np.stack([env.reset() for env in envs])
+    returns, lengths, done = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, bool)
+    frames = [envs[0].render()] if record else []
+    t = 0
+    while not done.all():
+        actions = policy(obs, t)
+        t += 1
+        for i, env in enumerate(envs):
+            if done[i]:
+                continue
+            obs[i], reward, terminated, truncated = env.step(int(actions[i]))
+            returns[i] += reward
+            lengths[i] += 1
+            done[i] = terminated or truncated
+            if i == 0 and record and len(frames) < max_frames:
+                frames.append(env.render())
+    return EvalResult(returns, lengths, frames)
+
+
+def train_frames(config):
+    """Run (or resume) A2C on a pixel env's true reward; returns an `RLResult`."""
+    from prefrl.loops.rl import RLResult
+
+    name = config.name or run_name(config.env, config.algo, config.seed)
+    loop, metrics = start_run(FrameRun, config, name)
+    try:
+        final, video, stopped = _run_a2c(loop, metrics)
+        return RLResult(loop.run_dir, loop.step, final, video, stopped)
+    finally:
+        metrics.close()
+        loop.close()
+
+
+class EpisodeReturns:
+    """Each env's running episode return; logged (train/episode_return) as episodes end."""
+
+    def __init__(self, n: int, loop: FrameRun, metrics: MetricsLogger):
+        self.ret, self.length = np.zeros(n), np.zeros(n, np.int64)
+        self.loop, self.metrics = loop, metrics
+
+    def add(self, step: int, reward: np.ndarray, ended: np.ndarray) -> None:
+        self.ret += reward
+        self.length += 1
+        for i in np.flatnonzero(ended):
+            self.loop.episodes += 1
+            self.metrics.log(step, {"train/episode_return": float(self.ret[i]),
+                                    "train/episode_length": int(self.length[i])})  # fmt: skip
+            self.ret[i], self.length[i] = 0.0, 0
+
+
+def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
+    cfg, a2c = loop.config, loop.agent
+    steps, n = cfg.a2c.n_steps, cfg.a2c.n_envs
+    obs = loop.envs.reset()
+    rollout_obs = np.zeros((steps, *obs.shape), np.uint8)
+    rollout_action = np.zeros((steps, n), np.int32)
+    rollout_reward = np.zeros((steps, n), np.float32)
+    rollout_done = np.zeros((steps, n), np.float32)
+    progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress,
+                                last_eval=loop.last_eval)  # fmt: skip
+    periodic = PeriodicTasks(loop, metrics, progress, f"A2C on {cfg.env}")
+    episodes = EpisodeReturns(n, loop, metrics)
+    with stoppable(loop, progress) as stop:
+        while loop.step < cfg.steps and not stop.requested:
+            params = loop.state.params
+            for t in range(steps):
+                key = jax.random.fold_in(loop.key, loop.step + t * n)
+                action = np.asarray(a2c.act(params, obs, key))
+                next_obs, reward, terminated, truncated, final = loop.envs.step(action)
+                rollout_obs[t], rollout_action[t] = obs, action
+                rollout_reward[t] = bootstrap_truncated(a2c, params, reward, truncated, final)
+                rollout_done[t] = terminated | truncated
+                episodes.add(loop.step + (t + 1) * n, reward, terminated | truncated)
+                obs = next_obs
+            loop.state, update_metrics = a2c.update(
+                loop.state, rollout_obs, rollout_action, rollout_reward, rollout_done, obs
+            )
+            first, loop.step = loop.step + 1, loop.step + steps * n
+            for step in range(first, loop.step + 1):  # (intervals need not be multiples of n)
+                periodic.after_step(min(step, cfg.steps), update_metrics)
+                if step >= cfg.steps:
+                    break
+    return periodic.final, periodic.video, stop.requested
