@@ -102,3 +102,63 @@ def test_nstep_returns():
     # env 0: the episode ends after step 1, so steps 0-1 do not see the bootstrap.
     np.testing.assert_allclose(returns[:, 0], [1.0, 0.0, 1.0 + 0.5 * 10.0])
     np.testing.assert_allclose(returns[:, 1], [0.5 * 6.0, 1.0 + 0.5 * 10.0, 0.5 * 20.0])
+
+
+def _small_a2c():
+    from prefrl.agents.a2c import A2CConfig
+
+    return A2CConfig(n_envs=4, n_steps=5)
+
+
+def test_a2c_run_on_frames_resumes(tmp_path):
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rundir.metrics import read_metrics
+
+    config = RLConfig(env="movingdot", algo="a2c", steps=200, eval_interval=200, eval_episodes=1,
+                      video=False, checkpoint_interval=100, log_interval=100, a2c=_small_a2c(),
+                      runs_dir=tmp_path, name="a2c", progress=False)  # fmt: skip
+    first = train_rl(config)
+    assert first.step == 200 and first.final_eval.lengths[0] == 250
+    more = train_rl(replace_config(config, steps=400, resume=tmp_path / "a2c"))
+    assert more.step == 400
+    rows = read_metrics(tmp_path / "a2c")
+    assert [r["step"] for r in rows if "eval/return_mean" in r] == [200, 400]
+    assert any("train/policy_loss" in r for r in rows)
+
+
+def replace_config(config, **changes):
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)
+
+
+def test_frame_algos_and_envs_must_fit():
+    from prefrl.loops.rl import RLConfig
+
+    with pytest.raises(ValueError, match="a2c for movingdot, an env of frames"):
+        RLConfig(env="movingdot", algo="sac")
+    with pytest.raises(ValueError, match="a2c is for envs of frames"):
+        RLConfig(env="Pendulum-v1", algo="a2c")
+
+
+def test_preferences_on_frames_label_and_fit(tmp_path):
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig
+    from prefrl.rundir.metrics import read_metrics
+
+    config = FramePreferenceConfig(
+        steps=400, segment_length=5, initial_labels=8, pretrain_steps=2, labels=16, fit_every=5,
+        pool_size=20, a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=4, steps_per_fit=2),
+        eval_interval=400, eval_episodes=1, video=False, checkpoint_interval=200,
+        log_interval=100, runs_dir=tmp_path, name="prefs", progress=False,
+    )  # fmt: skip
+    result = train_frames_from_preferences(config)
+    assert result.step == 400
+    rows = read_metrics(tmp_path / "prefs")
+    assert rows[0]["pretrain/random_steps"] >= 20
+    labelled = [r["labels/total"] for r in rows if "labels/total" in r]
+    assert labelled and labelled[-1] == 16  # the budget, spread over the fits
+    assert np.isfinite([r["reward/train_loss"] for r in rows if "reward/train_loss" in r]).all()
+    ckpt = tmp_path / "prefs" / "checkpoints"
+    latest = ckpt / (ckpt / "latest").read_text().strip()
+    assert (latest / "reward_model" / "config.json").exists() and (latest / "labels.npz").exists()

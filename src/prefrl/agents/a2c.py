@@ -109,7 +109,7 @@ class A2C:
         )
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         return A2CState(params, opt_state, state.step + 1), metrics
 
 

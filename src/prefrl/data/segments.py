@@ -44,7 +44,7 @@ LABEL_TARGET = np.array([0.0, 1.0, 0.5, np.nan], np.float32)
 class Segments:
     """A batch of N segments of H steps (all arrays share the leading N)."""
 
-    obs: np.ndarray  # (N, H, obs_dim) float32
+    obs: np.ndarray  # (N, H, obs_dim) float32; frames: (N, H + 3, 84, 84) uint8 (frame_clips)
     action: np.ndarray  # (N, H, action_dim) float32
     reward: np.ndarray  # (N, H) float32: true reward, NaN where the env has none
     state: np.ndarray  # (N, H, state_dim) float64: simulator state before each step
@@ -58,7 +58,7 @@ class Segments:
 
     @property
     def length(self) -> int:
-        return self.obs.shape[1]
+        return self.reward.shape[1]
 
     def __getitem__(self, idx) -> Segments:
         idx = np.atleast_1d(np.asarray(idx)) if not isinstance(idx, slice) else idx

@@ -43,7 +43,28 @@ class FrameRun(TrainingLoop):
         write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(tmp / "loop.json", {"step": self.step, "episodes": self.episodes,
                                        "last_eval": self.last_eval})  # fmt: skip
+        self.save_more(tmp)
         return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
+
+    # What a loop with another reward changes (`FramePreferenceRun`):
+    title = "A2C"
+
+    def save_more(self, ckpt: Path) -> None:
+        """Adds to a checkpoint being written."""
+
+    def begin(self, metrics: MetricsLogger) -> None:
+        """Work before the first update (once per run, not again on resuming)."""
+
+    def env_step(self, obs: np.ndarray, action: np.ndarray, step: int):
+        """One step of every env: (obs, reward, terminated, truncated, final_obs)."""
+        return self.envs.step(action)
+
+    def rollout_rewards(self, obs: np.ndarray, true_reward: np.ndarray) -> np.ndarray:
+        """The rewards A2C learns from, for a rollout's (T, N) steps."""
+        return true_reward.copy()
+
+    def after_update(self, metrics: MetricsLogger) -> None:
+        """Work after each A2C update."""
 
     def restore(self, ckpt: Path) -> None:
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
@@ -91,13 +112,16 @@ def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int 
     return EvalResult(returns, lengths, frames)
 
 
-def train_frames(config):
-    """Run (or resume) A2C on a pixel env's true reward; returns an `RLResult`."""
+def train_frames(config, loop_class=None):
+    """Run (or resume) A2C on a pixel env (on its true reward, or with `loop_class` another
+    reward: `FramePreferenceRun`); returns an `RLResult`."""
     from prefrl.loops.rl import RLResult
 
     name = config.name or run_name(config.env, config.algo, config.seed)
-    loop, metrics = start_run(FrameRun, config, name)
+    loop, metrics = start_run(loop_class or FrameRun, config, name)
     try:
+        if loop.step == 0:
+            loop.begin(metrics)
         final, video, stopped = _run_a2c(loop, metrics)
         return RLResult(loop.run_dir, loop.step, final, video, stopped)
     finally:
@@ -130,9 +154,11 @@ def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
     rollout_action = np.zeros((steps, n), np.int32)
     rollout_reward = np.zeros((steps, n), np.float32)
     rollout_done = np.zeros((steps, n), np.float32)
+    rollout_cut = np.zeros((steps, n), bool)  # (episodes cut by a time limit)
+    finals = np.zeros((steps, *obs.shape), np.uint8)
     progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress,
                                 last_eval=loop.last_eval)  # fmt: skip
-    periodic = PeriodicTasks(loop, metrics, progress, f"A2C on {cfg.env}")
+    periodic = PeriodicTasks(loop, metrics, progress, loop.title)
     episodes = EpisodeReturns(n, loop, metrics)
     with stoppable(loop, progress) as stop:
         while loop.step < cfg.steps and not stop.requested:
@@ -140,15 +166,20 @@ def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
             for t in range(steps):
                 key = jax.random.fold_in(loop.key, loop.step + t * n)
                 action = np.asarray(a2c.act(params, obs, key))
-                next_obs, reward, terminated, truncated, final = loop.envs.step(action)
                 rollout_obs[t], rollout_action[t] = obs, action
-                rollout_reward[t] = bootstrap_truncated(a2c, params, reward, truncated, final)
+                obs, reward, terminated, truncated, finals[t] = loop.env_step(
+                    obs, action, loop.step + t * n
+                )
+                rollout_reward[t], rollout_cut[t] = reward, truncated
                 rollout_done[t] = terminated | truncated
                 episodes.add(loop.step + (t + 1) * n, reward, terminated | truncated)
-                obs = next_obs
+            reward = loop.rollout_rewards(rollout_obs, rollout_reward)
+            for t in np.flatnonzero(rollout_cut.any(1)):  # (time limits are bootstrapped)
+                reward[t] = bootstrap_truncated(a2c, params, reward[t], rollout_cut[t], finals[t])
             loop.state, update_metrics = a2c.update(
-                loop.state, rollout_obs, rollout_action, rollout_reward, rollout_done, obs
+                loop.state, rollout_obs, rollout_action, reward, rollout_done, obs
             )
+            loop.after_update(metrics)
             first, loop.step = loop.step + 1, loop.step + steps * n
             for step in range(first, loop.step + 1):  # (intervals need not be multiples of n)
                 periodic.after_step(min(step, cfg.steps), update_metrics)

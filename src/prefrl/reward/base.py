@@ -58,9 +58,13 @@ class RewardModel(abc.ABC):
 def load_reward_model(path: str | Path) -> RewardModel:
     """Load any saved reward model (a directory written by `RewardModel.save`)."""
     from prefrl.reward.ensemble import MLPRewardEnsemble
+    from prefrl.reward.frames import FrameRewardModel
     from prefrl.reward.segment_models import KINDS, SegmentRewardModel
 
-    kinds: dict[str, type[RewardModel]] = {MLPRewardEnsemble.kind: MLPRewardEnsemble}
+    kinds: dict[str, type[RewardModel]] = {
+        MLPRewardEnsemble.kind: MLPRewardEnsemble,
+        FrameRewardModel.kind: FrameRewardModel,
+    }
     kinds.update(dict.fromkeys(KINDS, SegmentRewardModel))
     path = Path(path)
     meta_path = path / "config.json"

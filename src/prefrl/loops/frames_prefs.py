@@ -1,0 +1,201 @@
+"""Learning from preferences on frames (Christiano et al. 2017, Atari; the seed's workflow):
+
+1. clips of the random policy, `initial_labels` pairs of them labelled, the reward CNN
+   pre-trained on them for `pretrain_steps` gradient steps;
+2. A2C on the learned reward, while new clips keep being labelled (a share of the budget at
+   every reward fit) and the reward model keeps training, warm-started, every `fit_every`
+   updates.
+
+The scripted teacher compares the sums of the sign-clipped true rewards of two clips (the
+seed's synthetic preferences). Agent steps count from the start of A2C (the random-policy
+clips are not part of them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.agents.a2c import A2CConfig
+from prefrl.data.frame_clips import FrameClipRecorder
+from prefrl.data.segments import PreferenceData, SegmentPool, Segments
+from prefrl.feedback.selection import select_pairs
+from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
+from prefrl.loops.common import run_name
+from prefrl.loops.frames import FrameRun, train_frames
+from prefrl.reward.base import pearson
+from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
+from prefrl.rundir.checkpoints import write_json
+from prefrl.rundir.config import check_fields
+from prefrl.rundir.metrics import MetricsLogger
+
+
+@dataclass(frozen=True)
+class FramePreferenceConfig:
+    """A2C on a pixel env, from a scripted teacher's preferences between clips."""
+
+    env: str = "movingdot"
+    steps: int = 150_000
+    """Agent steps (summed over the envs) of A2C."""
+    seed: int = 0
+    algo: str = "a2c"
+    segment_length: int = 25
+    initial_labels: int = 500
+    """Labels of random-policy clips before the agent starts."""
+    pretrain_steps: int = 300
+    """Reward-model gradient steps on the initial labels."""
+    labels: int = 1500
+    """Label budget in all (the initial ones included)."""
+    fit_every: int = 8
+    """A2C updates between reward-model fits (each `reward.steps_per_fit` gradient steps)."""
+    pool_size: int = 300
+    """Newest clips that queries are drawn from."""
+    selection: str = "uniform"
+    teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
+    reward: FrameRewardConfig = dataclasses.field(
+        default_factory=lambda: FrameRewardConfig(steps_per_fit=10)
+    )
+    eval_interval: int = 25_000
+    eval_episodes: int = 8
+    video: bool = True
+    video_interval: int = 150_000
+    render_size: int = 256
+    checkpoint_interval: int = 50_000
+    keep_checkpoints: int = 3
+    log_interval: int = 5_000
+    name: str | None = None
+    runs_dir: Path = Path("runs")
+    resume: Path | None = None
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        positive = ("steps", "segment_length", "pretrain_steps", "labels", "fit_every",
+                    "pool_size", "eval_interval", "eval_episodes", "log_interval")  # fmt: skip
+        check_fields(self, {
+            **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
+            "initial_labels": (0 < self.initial_labels <= self.labels,
+                               f"between 1 and --labels ({self.labels})"),
+        }, "--")  # fmt: skip
+
+
+class FramePreferenceRun(FrameRun):
+    def __init__(self, config: FramePreferenceConfig, run_dir: Path):
+        super().__init__(config, run_dir)
+        self.reward_model = FrameRewardModel(config.reward, seed=config.seed)
+        self.teacher = ScriptedTeacher(config.teacher, config.seed, None, config.env)
+        self.labels = PreferenceData()
+        self.pool = SegmentPool(config.pool_size)
+        self.recorder = FrameClipRecorder(config.a2c.n_envs, config.segment_length)
+        self.rng = np.random.default_rng([config.seed, 11])
+        self.next_query = 0
+        self.updates = 0
+        self.labels_per_fit = 0
+
+    def save_more(self, ckpt: Path) -> None:
+        self.reward_model.save(ckpt / "reward_model")
+        self.labels.save(ckpt / "labels.npz")
+        self.pool.save(ckpt / "pool.npz")
+        write_json(ckpt / "prefs.json", {"next_query": self.next_query,
+                                         "next_clip": self.recorder.next_id,
+                                         "updates": self.updates,
+                                         "labels_per_fit": self.labels_per_fit,
+                                         "rng": self.rng.bit_generator.state,
+                                         "teacher": self.teacher.state_dict()})  # fmt: skip
+
+    def restore(self, ckpt: Path) -> None:
+        super().restore(ckpt)
+        self.reward_model = FrameRewardModel.load(ckpt / "reward_model")
+        self.labels = PreferenceData.load(ckpt / "labels.npz")
+        self.pool = SegmentPool.load(ckpt / "pool.npz")
+        state = json.loads((ckpt / "prefs.json").read_text())
+        self.next_query, self.recorder.next_id = state["next_query"], state["next_clip"]
+        self.updates, self.labels_per_fit = state["updates"], state["labels_per_fit"]
+        self.rng.bit_generator.state = state["rng"]
+        self.teacher.load_state_dict(state["teacher"])
+
+    def label(self, n: int) -> dict[str, float]:
+        """`n` new pairs from the pool, labelled by the teacher on sign-clipped rewards."""
+        left, right = select_pairs(self.config.selection, self.pool, n, self.rng,
+                                   self.reward_model if self.reward_model.steps else None)  # fmt: skip
+        ids = np.arange(self.next_query, self.next_query + n)
+        self.next_query += n
+        self.teacher.submit(Query(ids, _clipped(left), _clipped(right)))
+        answers = {a.query_id: a.label for a in self.teacher.poll()}
+        self.labels.add(left, right, [answers[int(i)] for i in ids])
+        return {"labels/total": float(len(self.labels))}
+
+    # ------------------------------------------------------------------ the A2C loop's hooks
+    title = "A2C from preferences"
+
+    def begin(self, metrics: MetricsLogger) -> None:
+        """Random-policy clips, the initial labels, the reward model's pre-training."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        obs, random_steps = self.envs.reset(), 0
+        rng = np.random.default_rng([cfg.seed, 12])
+        while len(self.pool) < min(cfg.pool_size, 2 * cfg.initial_labels):
+            action = rng.integers(0, self.agent.n_actions, len(self.envs))
+            obs = self.env_step(obs, action, random_steps)[0]
+            random_steps += len(self.envs)
+        self.label(cfg.initial_labels)
+        for _ in range(-(-cfg.pretrain_steps // cfg.reward.steps_per_fit)):
+            row = self.reward_model.fit(self.labels)
+        row.update(self.clip_return_fit())
+        row.update({"pretrain/random_steps": float(random_steps),
+                    "pretrain/seconds": time.perf_counter() - t0})  # fmt: skip
+        metrics.log(0, row)
+        print(f"reward model pre-trained on {cfg.initial_labels} labels of random-policy clips: "
+              f"validation accuracy {row.get('reward/val_accuracy', float('nan')):.2f} "
+              f"({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
+        updates = math.ceil(cfg.steps / (cfg.a2c.n_steps * cfg.a2c.n_envs))
+        self.labels_per_fit = math.ceil(
+            (cfg.labels - len(self.labels)) / max(1, updates // cfg.fit_every)
+        )
+
+    def env_step(self, obs, action, step: int):
+        """Steps the envs, cutting their steps into clips for the pool."""
+        starting = self.recorder.starting()
+        states = {i: self.envs.envs[i].get_state() for i in np.flatnonzero(starting)}
+        out = self.envs.step(action)
+        ended = out[2] | out[3]
+        for clip in self.recorder.record(step, obs, action, out[1], ended, states):
+            self.pool.add(clip)
+        return out
+
+    def rollout_rewards(self, obs: np.ndarray, true_reward: np.ndarray) -> np.ndarray:
+        return self.reward_model.predict(obs, None).astype(np.float32)
+
+    def after_update(self, metrics: MetricsLogger) -> None:
+        """Every `fit_every` updates: new labels (while the budget lasts), then a fit."""
+        self.updates += 1
+        if self.updates % self.config.fit_every:
+            return
+        row = self.label(self.labels_per_fit) if len(self.labels) < self.config.labels else {}
+        row.update(self.reward_model.fit(self.labels))
+        row.update(self.clip_return_fit())
+        metrics.log(self.step, row)
+
+    def clip_return_fit(self) -> dict[str, float]:
+        """Correlation of learned and true (clipped) clip returns over the newest clips."""
+        clips = self.pool.all()[-64:]
+        learned = self.reward_model.predict(clips.obs, None).sum(-1)
+        return {"reward/clip_return_corr": pearson(learned, np.sign(clips.reward).sum(-1))}
+
+
+def _clipped(clips: Segments) -> Segments:
+    return dataclasses.replace(clips, reward=np.sign(clips.reward))
+
+
+def train_frames_from_preferences(config: FramePreferenceConfig):
+    """Run (or resume) the workflow; returns an `RLResult` (its final evaluation on the true
+    reward)."""
+    if config.name is None:
+        config = dataclasses.replace(config, name=run_name(config.env, "a2c-prefs", config.seed))
+    return train_frames(config, FramePreferenceRun)

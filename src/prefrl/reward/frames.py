@@ -1,0 +1,207 @@
+"""A reward model on frames (Christiano et al. 2017, Atari): an ensemble of `FrameRewardNet`s,
+Bradley-Terry on the summed rewards of two clips, outputs scaled to a fixed std.
+
+Clips are stored as frames, each once: a segment of H steps holds H + 3 grey 84x84 frames (the
+3 before its first step, then the newest of each step), and the stacks of 4 the network sees
+are cut from them here (`frame_stacks`), never stored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import flax.serialization
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
+from prefrl.envs.frames import STACK
+from prefrl.nn.conv import FrameRewardNet
+from prefrl.reward.base import RewardModel
+from prefrl.rundir.config import check_fields
+from prefrl.xla import jit_step
+
+
+@dataclasses.dataclass(frozen=True)
+class FrameRewardConfig:
+    """Defaults: the seed's Atari settings (one network; dropout 0.5 is its Pong setting)."""
+
+    members: int = 1
+    dropout: float = 0.0
+    lr: float = 2e-4
+    batch_size: int = 32
+    """Pairs per gradient step."""
+    steps_per_fit: int = 50
+    """Gradient steps each time the model is fit (it trains on, warm-started, as labels come)."""
+    max_labels: int = 3000
+    """Only the newest labels are trained on (and kept)."""
+    val_fraction: float = 0.2
+    target_std: float = 0.05
+    """The output's std on the labelled clips' frames (its mean there is 0)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self, {
+            **{k: (getattr(self, k) > 0, "> 0") for k in
+               ("members", "lr", "batch_size", "steps_per_fit", "max_labels", "target_std")},
+            "dropout": (0 <= self.dropout < 1, "a value in [0, 1)"),
+            "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
+        }, "FrameRewardConfig.")  # fmt: skip
+
+
+def frame_stacks(frames: jax.Array) -> jax.Array:
+    """(..., H + 3, 84, 84) frames -> (..., H, 84, 84, 4) stacks, oldest frame first."""
+    h = frames.shape[-3] - (STACK - 1)
+    return jnp.stack([frames[..., i : i + h, :, :] for i in range(STACK)], -1)
+
+
+class FrameRewardModel(RewardModel):
+    kind = "frames-cnn"
+
+    def __init__(self, config: FrameRewardConfig | None = None, seed: int = 0):
+        self.config = config or FrameRewardConfig()
+        self.num_members = self.config.members
+        self.seed = seed
+        self.net = FrameRewardNet(self.config.dropout)
+        self.tx = optax.adam(self.config.lr)
+        keys = jax.random.split(jax.random.key(seed), self.num_members)
+        dummy = jnp.zeros((1, 84, 84, STACK), jnp.uint8)
+        self.params = jax.vmap(lambda k: self.net.init(k, dummy))(keys)
+        self.opt_state = self.tx.init(self.params)
+        self.shift = np.zeros(self.num_members, np.float32)
+        self.scale = np.ones(self.num_members, np.float32)
+        self.steps = 0
+        self._train_step = jit_step(self._step, donate_argnums=(0, 1))
+        self._raw = jax.jit(self._raw_rewards)
+
+    # ------------------------------------------------------------------ the math
+    def _raw_rewards(self, params, stacks):
+        """Each member's unscaled reward per stack: (M, ...)."""
+        flat = stacks.reshape(-1, *stacks.shape[-3:])
+        out = jax.vmap(lambda p: self.net.apply(p, flat))(params)
+        return out.reshape(self.num_members, *stacks.shape[:-3])
+
+    def _loss(self, params, left, right, target, key):
+        """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member."""
+
+        def member(p, k):
+            k1, k2 = jax.random.split(k)
+            r_left = self.net.apply(p, frame_stacks(left), train=True, rngs={"dropout": k1})
+            r_right = self.net.apply(p, frame_stacks(right), train=True, rngs={"dropout": k2})
+            logit = r_right.sum(-1) - r_left.sum(-1)
+            loss = optax.sigmoid_binary_cross_entropy(logit, target).mean()
+            return loss, logit
+
+        keys = jax.random.split(key, self.num_members)
+        losses, logits = jax.vmap(member)(params, keys)
+        return losses.sum(), (losses, logits)
+
+    def _step(self, params, opt_state, left, right, target, key):
+        grads, (losses, logits) = jax.grad(self._loss, has_aux=True)(
+            params, left, right, target, key
+        )
+        updates, opt_state = self.tx.update(grads, opt_state, params)
+        decided = target != 0.5
+        correct = ((logits > 0) == (target > 0.5)) & decided
+        accuracy = correct.sum(-1) / jnp.maximum(decided.sum(), 1)
+        return optax.apply_updates(params, updates), opt_state, losses.mean(), accuracy.mean()
+
+    # ------------------------------------------------------------------ the interface
+    def fit(self, data: PreferenceData) -> dict[str, float]:
+        """`steps_per_fit` gradient steps on the newest `max_labels` labels (skips left out)."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        arrays = data.arrays()
+        labels = arrays["label"][-cfg.max_labels :]
+        offset = len(arrays["label"]) - len(labels)
+        usable = np.flatnonzero(labels != Label.SKIP) + offset
+        if len(usable) == 0:
+            raise ValueError(f"no labels to train on: all {len(labels)} are skips")
+        held = self._held_out(arrays["id_left"][usable], arrays["id_right"][usable])
+        train, val = usable[~held], usable[held]
+        if len(train) == 0:
+            train = usable
+        rng = np.random.default_rng([self.seed, self.steps])
+        target = LABEL_TARGET[arrays["label"].astype(np.int64)]
+        losses, accs = [], []
+        for _ in range(cfg.steps_per_fit):
+            idx = np.sort(rng.choice(train, min(cfg.batch_size, len(train)), replace=False))
+            key = jax.random.fold_in(jax.random.key(self.seed), self.steps)
+            self.params, self.opt_state, loss, acc = self._train_step(
+                self.params, self.opt_state, arrays["obs_left"][idx], arrays["obs_right"][idx],
+                target[idx], key,
+            )  # fmt: skip
+            losses.append(loss)
+            accs.append(acc)
+            self.steps += 1
+        self._normalise(arrays, usable, rng)
+        metrics = {
+            "reward/train_loss": float(np.mean(jax.device_get(losses))),
+            "reward/train_accuracy": float(np.mean(jax.device_get(accs))),
+            "reward/labels": float(len(usable)),
+            "reward/fit_seconds": time.perf_counter() - t0,
+        }
+        if len(val):
+            metrics["reward/val_accuracy"] = self._accuracy(arrays, val)
+        return metrics
+
+    def _held_out(self, id_left: np.ndarray, id_right: np.ndarray) -> np.ndarray:
+        """A fixed share of pairs held out for validation, chosen by the pair's segment ids (so a
+        pair stays on its side as labels come and go)."""
+        mixed = id_left.astype(np.uint64) * np.uint64(2654435761) + id_right.astype(np.uint64)
+        return (mixed % np.uint64(1000)).astype(np.float64) < 1000 * self.config.val_fraction
+
+    def _accuracy(self, arrays, idx: np.ndarray) -> float:
+        """On the newest 64 decided held-out pairs (a bounded cost per fit)."""
+        decided = idx[np.isin(arrays["label"][idx], (Label.LEFT, Label.RIGHT))][-64:]
+        if len(decided) == 0:
+            return float("nan")
+        probs = np.concatenate([
+            self.pair_probs(arrays["obs_left"][c], None, arrays["obs_right"][c], None).mean(0)
+            for c in np.array_split(decided, -(-len(decided) // 64))
+        ])  # fmt: skip
+        return float(((probs > 0.5) == (arrays["label"][decided] == Label.RIGHT)).mean())
+
+    def _normalise(self, arrays, usable: np.ndarray, rng: np.random.Generator) -> None:
+        """Shift and scale each member so its rewards on (a sample of) the labelled clips have
+        mean 0 and std `target_std`."""
+        pick = rng.choice(usable, min(64, len(usable)), replace=False)
+        raw = np.asarray(self._raw(self.params, frame_stacks(arrays["obs_left"][pick])))
+        raw = raw.reshape(self.num_members, -1)
+        self.shift = raw.mean(1)
+        self.scale = self.config.target_std / np.maximum(raw.std(1), 1e-8)
+
+    def member_rewards(self, obs: np.ndarray, action=None) -> np.ndarray:
+        """Rewards of stacks (..., 84, 84, 4), or of clips' frames (N, H + 3, 84, 84) (then
+        (M, N, H))."""
+        obs = np.asarray(obs)
+        stacks = obs if obs.shape[-1] == STACK else frame_stacks(obs)
+        raw = np.asarray(self._raw(self.params, stacks))
+        shape = (-1,) + (1,) * (raw.ndim - 1)
+        return (raw - self.shift.reshape(shape)) * self.scale.reshape(shape)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {"kind": self.kind, "seed": self.seed, "config": dataclasses.asdict(self.config),
+                "shift": self.shift.tolist(), "scale": self.scale.tolist(), "steps": self.steps}  # fmt: skip
+        (path / "params.msgpack").write_bytes(flax.serialization.to_bytes(
+            jax.device_get((self.params, self.opt_state))))  # fmt: skip
+        (path / "config.json").write_text(json.dumps(meta, indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> FrameRewardModel:
+        path = Path(path)
+        meta = json.loads((path / "config.json").read_text())
+        model = cls(FrameRewardConfig(**meta["config"]), meta["seed"])
+        model.params, model.opt_state = flax.serialization.from_bytes(
+            (model.params, model.opt_state), (path / "params.msgpack").read_bytes()
+        )
+        model.shift = np.asarray(meta["shift"], np.float32)
+        model.scale = np.asarray(meta["scale"], np.float32)
+        model.steps = meta["steps"]
+        return model
