@@ -6,19 +6,22 @@ import dataclasses
 from dataclasses import dataclass
 
 from prefrl.agents import SACConfig
+from prefrl.agents.a2c import A2CConfig
 from prefrl.agents.iql import IQL_PRESETS
 from prefrl.feedback import ScheduleConfig
+from prefrl.loops.frames_prefs import FramePreferenceConfig
 from prefrl.loops.offline import OfflineConfig
 from prefrl.loops.online import OnlineConfig
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig
 from prefrl.loops.rl import RLConfig
 from prefrl.reward import RewardConfig
+from prefrl.reward.frames import FrameRewardConfig
 
 
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: RLConfig | OnlineConfig | OfflineConfig | RFCLConfig
+    config: RLConfig | OnlineConfig | OfflineConfig | RFCLConfig | FramePreferenceConfig
 
 
 # RoboPianist (Zakka et al. 2023), its README's SAC command.
@@ -211,6 +214,36 @@ RFCL_PRESETS: dict[str, Preset] = {
             update_every=2,
             sac=_RFCL_CPU_SAC,
             **_RFCL_ADROIT,
+        ),
+    ),
+}
+
+
+# Learning from preferences on frames (the seed: mrahtz/learning-from-human-preferences).
+FRAME_PRESETS: dict[str, Preset] = {
+    "movingdot": Preset(
+        "MovingDot as the seed trains it (entropy 0.02, 150k agent steps), sized for a CPU: "
+        "500 random-policy labels, 1500 in all, reward batches of 16 pairs",
+        FramePreferenceConfig(
+            env="movingdot",
+            steps=150_000,
+            a2c=A2CConfig(entropy_coef=0.02),
+            reward=FrameRewardConfig(batch_size=16, steps_per_fit=10),
+            pretrain_steps=200,
+        ),
+    ),
+    "pong": Preset(
+        "Pong as in the paper: dropout 0.5, 5.5k labels over 10M agent steps (needs a GPU)",
+        FramePreferenceConfig(
+            env="atari:Pong",
+            steps=10_000_000,
+            labels=5_500,
+            pretrain_steps=3_000,
+            reward=FrameRewardConfig(dropout=0.5, steps_per_fit=20),
+            eval_interval=250_000,
+            checkpoint_interval=250_000,
+            video_interval=1_000_000,
+            log_interval=20_000,
         ),
     ),
 }

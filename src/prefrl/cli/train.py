@@ -169,6 +169,27 @@ def cmd_finetune(args: list[str]) -> int:
     return 0
 
 
+def cmd_frames(args: list[str]) -> int:
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.presets import FRAME_PRESETS
+
+    config = parse_config(
+        FramePreferenceConfig, FRAME_PRESETS, args, "prefrl frames",
+        "Learn from preferences on frames (Christiano et al. 2017, Atari): clips of a random "
+        "policy labelled, a reward CNN pre-trained on them, then A2C on the learned reward while "
+        "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
+    )  # fmt: skip
+    result = train_frames_from_preferences(config)
+    if print_run_end(result, config.steps, "prefrl frames"):
+        return 130 if result.interrupted else 0
+    print_eval([result.final_eval], ["final"],
+               f"A2C from preferences on {config.env} after {result.step:,} steps")  # fmt: skip
+    print(f"run directory: {result.run_dir}")
+    if result.video is not None:
+        print(f"video: {result.video}")
+    return 0
+
+
 def cmd_rfcl(args: list[str]) -> int:
     from prefrl.loops.rfcl import RFCLConfig, train_rfcl
     from prefrl.presets import RFCL_PRESETS

@@ -25,6 +25,7 @@ import numpy as np
 from prefrl.agents.a2c import A2CConfig
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
+from prefrl.envs import is_pixel_env
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
 from prefrl.loops.common import run_name
@@ -34,6 +35,8 @@ from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 from prefrl.rundir.checkpoints import write_json
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger
+
+PIXEL_ENVS = "an env of frames: movingdot or atari:Game (state envs: prefrl train)"
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,7 @@ class FramePreferenceConfig:
     """Agent steps (summed over the envs) of A2C."""
     seed: int = 0
     algo: str = "a2c"
+    """The agent (A2C; PPO on frames is still to come)."""
     segment_length: int = 25
     initial_labels: int = 500
     """Labels of random-policy clips before the agent starts."""
@@ -79,6 +83,8 @@ class FramePreferenceConfig:
         positive = ("steps", "segment_length", "pretrain_steps", "labels", "fit_every",
                     "pool_size", "eval_interval", "eval_episodes", "log_interval")  # fmt: skip
         check_fields(self, {
+            "env": (is_pixel_env(self.env), PIXEL_ENVS),
+            "algo": (self.algo == "a2c", "a2c"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
             "initial_labels": (0 < self.initial_labels <= self.labels,
                                f"between 1 and --labels ({self.labels})"),
