@@ -10,6 +10,7 @@ An episode cut by a time limit is bootstrapped by the loop (`bootstrap_truncated
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import flax.serialization
 import jax
@@ -49,6 +50,20 @@ class A2CConfig:
         }, "A2CConfig.")  # fmt: skip
 
 
+class FrameRollout(NamedTuple):
+    """`n_steps` steps of `n_envs` envs: obs (T, N, *obs_shape) uint8; action, log_prob, value,
+    reward, done (T, N); last_obs (N, *obs_shape), the observation after the rollout. `done`
+    marks steps after which the episode ended (the next observation is a new episode's)."""
+
+    obs: np.ndarray
+    action: np.ndarray
+    log_prob: np.ndarray
+    value: np.ndarray
+    reward: np.ndarray
+    done: np.ndarray
+    last_obs: np.ndarray
+
+
 class A2CState(struct.PyTreeNode):
     params: dict
     opt_state: optax.OptState
@@ -59,13 +74,17 @@ class A2C:
     def __init__(self, config: A2CConfig, obs_shape: tuple[int, ...], n_actions: int):
         self.config, self.obs_shape, self.n_actions = config, tuple(obs_shape), n_actions
         self.net = FrameActorCritic(n_actions)
-        self.tx = optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm),
-            optax.rmsprop(config.lr, decay=config.rms_decay, eps=config.rms_eps),
-        )
+        self.tx = self.optimiser()
         self.update = jit_step(self._update, donate_argnums=0)
         self.act = jax.jit(self._act, static_argnames="deterministic")
         self.value = jax.jit(lambda params, obs: self.net.apply(params, obs)[1])
+
+    def optimiser(self) -> optax.GradientTransformation:
+        cfg = self.config
+        return optax.chain(
+            optax.clip_by_global_norm(cfg.max_grad_norm),
+            optax.rmsprop(cfg.lr, decay=cfg.rms_decay, eps=cfg.rms_eps),
+        )
 
     def init(self, key: jax.Array) -> A2CState:
         params = self.net.init(key, jnp.zeros((1, *self.obs_shape), jnp.uint8))
@@ -78,11 +97,12 @@ class A2C:
         return flax.serialization.from_bytes(self.init(jax.random.PRNGKey(0)), data)
 
     def _act(self, params, obs, key, deterministic: bool = False):
-        """Actions for a batch of observations: sampled from the policy, or its most likely."""
-        logits, _ = self.net.apply(params, obs)
-        if deterministic:
-            return jnp.argmax(logits, -1)
-        return jax.random.categorical(key, logits)
+        """(actions, their log-probabilities, values) for a batch of observations: actions
+        sampled from the policy, or its most likely."""
+        logits, value = self.net.apply(params, obs)
+        action = jnp.argmax(logits, -1) if deterministic else jax.random.categorical(key, logits)
+        log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
+        return action, log_prob, value
 
     def _loss(self, params, obs, action, returns):
         cfg = self.config
@@ -97,15 +117,13 @@ class A2C:
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
                       "value_mean": value.mean()}  # fmt: skip
 
-    def _update(self, state: A2CState, obs, action, reward, done, last_obs):
-        """One update on a rollout: obs (T, N, *obs_shape) uint8, action/reward/done (T, N),
-        last_obs (N, *obs_shape) the observation after the rollout. `done` marks steps after
-        which the episode ended (the next observation is a new episode's)."""
-        bootstrap = self.net.apply(state.params, last_obs)[1]
-        returns = nstep_returns(reward, done, bootstrap, self.config.discount)
+    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+        """One gradient step on a rollout (`key` unused: A2C draws nothing)."""
+        bootstrap = self.net.apply(state.params, rollout.last_obs)[1]
+        returns = nstep_returns(rollout.reward, rollout.done, bootstrap, self.config.discount)
         flat = lambda x: x.reshape(-1, *x.shape[2:])
         grads, metrics = jax.grad(self._loss, has_aux=True)(
-            state.params, flat(obs), flat(action), flat(returns)
+            state.params, flat(rollout.obs), flat(rollout.action), flat(returns)
         )
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)

@@ -1,5 +1,6 @@
-"""Agents on frames (`movingdot`, `atari:*`): A2C over `n_envs` envs stepped side by side, on
-the env's true reward. `prefrl rl --algo a2c --env atari:Pong` runs it.
+"""Agents on frames (`movingdot`, `atari:*`): A2C or PPO over `n_envs` envs stepped side by
+side, on the env's true reward (`prefrl rl --algo a2c|ppo --env atari:Pong`), or on a learned
+one (`prefrl.loops.frames_prefs`).
 
 Steps are agent steps summed over the envs (the seed's "timesteps"): an update every
 `n_envs * n_steps` of them. A checkpoint holds the agent and the loop's counters; a resumed run
@@ -14,7 +15,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
-from prefrl.agents.a2c import A2C, bootstrap_truncated
+from prefrl.agents.a2c import A2C, FrameRollout, bootstrap_truncated
+from prefrl.agents.frame_ppo import FramePPO
 from prefrl.envs import FrameVectorEnv, PixelEnv, make_pixel_env
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.evaluate import EvalResult
@@ -26,12 +28,13 @@ from prefrl.rundir.progress import TrainingProgress
 
 class FrameRun(TrainingLoop):
     def __init__(self, config, run_dir: Path):
-        cfg = config.a2c
+        cfg = config.ppo_frames if config.algo == "ppo" else config.a2c
         envs = [make_pixel_env(config.env, seed=config.seed * 10_000 + i)
                 for i in range(cfg.n_envs)]  # fmt: skip
         super().__init__(config, run_dir, envs[0])
         self.envs = FrameVectorEnv(envs)
-        self.agent = A2C(cfg, envs[0].obs_shape, envs[0].n_actions)
+        agent_class = FramePPO if config.algo == "ppo" else A2C
+        self.agent = agent_class(cfg, envs[0].obs_shape, envs[0].n_actions)
         self.key = jax.random.key(config.seed, impl="rbg")
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.episodes = 0
@@ -47,7 +50,9 @@ class FrameRun(TrainingLoop):
         return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
 
     # What a loop with another reward changes (`FramePreferenceRun`):
-    title = "A2C"
+    @property
+    def title(self) -> str:
+        return self.config.algo.upper()
 
     def save_more(self, ckpt: Path) -> None:
         """Adds to a checkpoint being written."""
@@ -72,7 +77,7 @@ class FrameRun(TrainingLoop):
         self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
 
     def policy(self, obs: np.ndarray, key: jax.Array) -> np.ndarray:
-        return np.asarray(self.agent.act(self.state.params, obs, key))
+        return np.asarray(self.agent.act(self.state.params, obs, key)[0])
 
     def evaluate(self, record: bool) -> EvalResult:
         cfg = self.config
@@ -113,8 +118,8 @@ def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int 
 
 
 def train_frames(config, loop_class=None):
-    """Run (or resume) A2C on a pixel env (on its true reward, or with `loop_class` another
-    reward: `FramePreferenceRun`); returns an `RLResult`."""
+    """Run (or resume) A2C or PPO on a pixel env (on its true reward, or with `loop_class`
+    another reward: `FramePreferenceRun`); returns an `RLResult`."""
     from prefrl.loops.rl import RLResult
 
     name = config.name or run_name(config.env, config.algo, config.seed)
@@ -122,7 +127,7 @@ def train_frames(config, loop_class=None):
     try:
         if loop.step == 0:
             loop.begin(metrics)
-        final, video, stopped = _run_a2c(loop, metrics)
+        final, video, stopped = _run(loop, metrics)
         return RLResult(loop.run_dir, loop.step, final, video, stopped)
     finally:
         metrics.close()
@@ -146,12 +151,13 @@ class EpisodeReturns:
             self.ret[i], self.length[i] = 0.0, 0
 
 
-def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
-    cfg, a2c = loop.config, loop.agent
-    steps, n = cfg.a2c.n_steps, cfg.a2c.n_envs
+def _run(loop: FrameRun, metrics: MetricsLogger):
+    cfg, agent = loop.config, loop.agent
+    steps, n = agent.config.n_steps, agent.config.n_envs
     obs = loop.envs.reset()
     rollout_obs = np.zeros((steps, *obs.shape), np.uint8)
     rollout_action = np.zeros((steps, n), np.int32)
+    rollout_log_prob, rollout_value = np.zeros((2, steps, n), np.float32)
     rollout_reward = np.zeros((steps, n), np.float32)
     rollout_done = np.zeros((steps, n), np.float32)
     rollout_cut = np.zeros((steps, n), bool)  # (episodes cut by a time limit)
@@ -165,8 +171,9 @@ def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
             params = loop.state.params
             for t in range(steps):
                 key = jax.random.fold_in(loop.key, loop.step + t * n)
-                action = np.asarray(a2c.act(params, obs, key))
+                action, log_prob, value = map(np.asarray, agent.act(params, obs, key))
                 rollout_obs[t], rollout_action[t] = obs, action
+                rollout_log_prob[t], rollout_value[t] = log_prob, value
                 obs, reward, terminated, truncated, finals[t] = loop.env_step(
                     obs, action, loop.step + t * n
                 )
@@ -175,10 +182,10 @@ def _run_a2c(loop: FrameRun, metrics: MetricsLogger):
                 episodes.add(loop.step + (t + 1) * n, reward, terminated | truncated)
             reward = loop.rollout_rewards(rollout_obs, rollout_reward)
             for t in np.flatnonzero(rollout_cut.any(1)):  # (time limits are bootstrapped)
-                reward[t] = bootstrap_truncated(a2c, params, reward[t], rollout_cut[t], finals[t])
-            loop.state, update_metrics = a2c.update(
-                loop.state, rollout_obs, rollout_action, reward, rollout_done, obs
-            )
+                reward[t] = bootstrap_truncated(agent, params, reward[t], rollout_cut[t], finals[t])
+            rollout = FrameRollout(rollout_obs, rollout_action, rollout_log_prob, rollout_value,
+                                   reward, rollout_done, obs)  # fmt: skip
+            loop.state, update_metrics = agent.update(loop.state, rollout, loop.key)
             loop.after_update(metrics)
             first, loop.step = loop.step + 1, loop.step + steps * n
             for step in range(first, loop.step + 1):  # (intervals need not be multiples of n)

@@ -138,7 +138,7 @@ class FramePreferenceRun(FrameRun):
         return {"labels/total": float(len(self.labels))}
 
     # ------------------------------------------------------------------ the A2C loop's hooks
-    title = "A2C from preferences"
+    title = "A2C from preferences"  # type: ignore[assignment]
 
     def begin(self, metrics: MetricsLogger) -> None:
         """Random-policy clips, the initial labels, the reward model's pre-training."""

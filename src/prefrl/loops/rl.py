@@ -15,6 +15,7 @@ import numpy as np
 
 from prefrl.agents import PPO, SAC, PPOConfig, RolloutStorage, SACConfig
 from prefrl.agents.a2c import A2CConfig
+from prefrl.agents.frame_ppo import FramePPOConfig
 from prefrl.data import ReplayBuffer
 from prefrl.envs import make_env
 from prefrl.envs.registry import is_pixel_env, resolve
@@ -41,7 +42,7 @@ from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
 ALGOS = ("sac", "ppo")
-FRAME_ALGOS = ("a2c",)  # (agents on frames: movingdot, atari:*)
+FRAME_ALGOS = ("a2c", "ppo")  # (agents on frames: movingdot, atari:*)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class RLConfig:
     seed: int = 0
     algo: str = "sac"
     """sac (off-policy, a replay buffer) or ppo (on-policy: an update per --ppo.rollout-steps);
-    a2c for envs of frames (an update per --a2c.n-envs x --a2c.n-steps)."""
+    a2c or ppo for envs of frames (an update per --a2c.n-envs x --a2c.n-steps, or
+    --ppo-frames.n-envs x --ppo-frames.n-steps)."""
     warmstart_steps: int = 10_000
     """SAC: uniform-random actions for this many steps; learning starts after them (PPO learns
     from its first rollout)."""
@@ -87,6 +89,8 @@ class RLConfig:
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
+    ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
+    """PPO on frames (--algo ppo with a pixel env; --ppo.* is PPO on state vectors)."""
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
@@ -104,10 +108,12 @@ class RLConfig:
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
         }, "--")  # fmt: skip
-        rollout = self.ppo.rollout_steps
+        rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if is_pixel_env(self.env)
+                   else self.ppo.rollout_steps)  # fmt: skip
         check_fields(self, {"steps": (
             self.algo != "ppo" or self.steps >= rollout,
-            f"at least one PPO rollout (--ppo.rollout-steps={rollout}), or PPO never updates",
+            (f"at least one PPO rollout ({rollout} steps: --ppo.rollout-steps, or for frames "
+            "--ppo-frames.n-envs x --ppo-frames.n-steps), or PPO never updates"),
         )}, "--")  # fmt: skip
 
 
@@ -229,12 +235,12 @@ class RLLearner:
 def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLResult:
     """Run (or resume) SAC or PPO training; returns where it went and the final evaluation.
     `env`, `agent`: objects to train with instead of the config's (`RLLearner`)."""
-    if config.algo in FRAME_ALGOS:
+    if is_pixel_env(config.env):
         from prefrl.loops.frames import train_frames
 
         if env is not None or agent is not None:
-            raise TypeError("A2C on frames is made from the config (env and agent objects are "
-                            "not taken yet)")  # fmt: skip
+            raise TypeError("agents on frames are made from the config (env and agent objects "
+                            "are not taken yet)")  # fmt: skip
         return train_frames(config)
     name = config.name or run_name(config.env, config.algo, config.seed)
     loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent), config, name)

@@ -1,0 +1,116 @@
+"""PPO on stacked frames with discrete actions (Schulman et al. 2017, its Atari settings): a
+Nature-CNN actor-critic, rollouts of `n_steps` steps of `n_envs` envs, GAE, `epochs` passes of
+shuffled minibatches with the clipped surrogate, all in one jitted call.
+
+Same rollout interface as A2C (`prefrl.agents.a2c`): the loop records each step's action, its
+log-probability and value, and passes the rollout to `update`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from prefrl.agents.a2c import A2C, A2CState, FrameRollout
+from prefrl.rundir.config import check_fields
+
+
+@dataclasses.dataclass(frozen=True)
+class FramePPOConfig:
+    """Defaults: the PPO paper's Atari settings (8 envs x 128 steps, 4 epochs of 4 minibatches,
+    clip 0.1, Adam 2.5e-4)."""
+
+    n_envs: int = 8
+    n_steps: int = 128
+    epochs: int = 4
+    minibatches: int = 4
+    discount: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.1
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    lr: float = 2.5e-4
+
+    def __post_init__(self) -> None:
+        positive = ("n_envs", "n_steps", "epochs", "minibatches", "clip", "max_grad_norm", "lr")
+        check_fields(self, {
+            **{name: (getattr(self, name) > 0, "> 0") for name in positive},
+            "minibatches": ((self.n_envs * self.n_steps) % self.minibatches == 0,
+                            f"a divisor of n_envs x n_steps ({self.n_envs * self.n_steps})"),
+            **{name: (0 <= getattr(self, name) <= 1, "a value in [0, 1]")
+               for name in ("discount", "gae_lambda")},
+        }, "FramePPOConfig.")  # fmt: skip
+
+
+def gae(reward, done, value, last_value, discount: float, lam: float):
+    """Generalised advantage estimates and returns for (T, N) rollouts."""
+    next_values = jnp.concatenate([value[1:], last_value[None]])
+
+    def backward(carry, x):
+        r, d, v, nv = x
+        delta = r + discount * (1.0 - d) * nv - v
+        adv = delta + discount * lam * (1.0 - d) * carry
+        return adv, adv
+
+    _, adv = jax.lax.scan(backward, jnp.zeros_like(last_value),
+                          (reward, done, value, next_values), reverse=True)  # fmt: skip
+    return adv, adv + value
+
+
+class FramePPO(A2C):
+    """Shares A2C's network, acting and checkpoints; only the update differs."""
+
+    def optimiser(self) -> optax.GradientTransformation:
+        cfg = self.config
+        return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
+                           optax.adam(cfg.lr, eps=1e-5))  # fmt: skip
+
+    def _loss(self, params, mb):
+        cfg = self.config
+        obs, action, old_log_prob, adv, ret = mb
+        logits, value = self.net.apply(params, obs)
+        log_probs = jax.nn.log_softmax(logits)
+        log_prob = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
+        ratio = jnp.exp(log_prob - old_log_prob)
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        clipped = jnp.clip(ratio, 1 - cfg.clip, 1 + cfg.clip)
+        policy_loss = -jnp.minimum(ratio * adv, clipped * adv).mean()
+        value_loss = ((value - ret) ** 2).mean()
+        entropy = -(jnp.exp(log_probs) * log_probs).sum(-1).mean()
+        loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+        return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
+                      "clip_fraction": (jnp.abs(ratio - 1) > cfg.clip).mean()}  # fmt: skip
+
+    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+        cfg = self.config
+        last_value = self.net.apply(state.params, rollout.last_obs)[1]
+        adv, ret = gae(rollout.reward, rollout.done, rollout.value, last_value,
+                       cfg.discount, cfg.gae_lambda)  # fmt: skip
+        flat = lambda x: x.reshape(-1, *x.shape[2:])
+        data = tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
+        size = cfg.n_envs * cfg.n_steps
+        mb_size = size // cfg.minibatches
+
+        def epoch(carry, k):
+            order = jax.random.permutation(k, size).reshape(cfg.minibatches, mb_size)
+
+            def minibatch(carry, idx):
+                params, opt_state = carry
+                mb = jax.tree.map(lambda x: x[idx], data)
+                grads, metrics = jax.grad(self._loss, has_aux=True)(params, mb)
+                updates, opt_state = self.tx.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), metrics
+
+            return jax.lax.scan(minibatch, carry, order)
+
+        key = jax.random.fold_in(key, state.step)
+        (params, opt_state), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(key, cfg.epochs)
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics["value_mean"] = ret.mean()
+        return A2CState(params, opt_state, state.step + 1), metrics
