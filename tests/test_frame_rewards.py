@@ -91,3 +91,37 @@ def test_reward_model_saves_and_loads(tmp_path):
     loaded = load_reward_model(tmp_path / "m")
     clips = _clips(100, 2, rng).obs
     np.testing.assert_allclose(loaded.predict(clips, None), model.predict(clips, None), rtol=1e-5)
+
+
+def test_frame_clips_are_rendered_in_colour_from_the_store(tmp_path):
+    import av
+
+    from prefrl.feedback.store import FeedbackStore
+    from prefrl.render.clips import make_clip_renderer, render_pending
+
+    clips, _ = _record(n_envs=2, length=5, steps=12)
+    left, right = Segments.concatenate(clips[:2]), Segments.concatenate(clips[2:4])
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    renderer = make_clip_renderer("movingdot", size=420)  # 2x the 210-row screen
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id("frames", env="movingdot")
+        store.add_queries(run_id, run_dir, range(2), left, right)
+        counts = render_pending(store, run_id, run_dir, renderer, queue=5, pairs=True)
+        assert counts["rendered"] == 4 and counts["pairs"] == 2
+        q = store.open_queries(run_id)[0]
+        clip = run_dir / store.clip(q.left_segment)
+        seg = store.segments(run_dir, [q.left_segment])
+    with av.open(str(clip)) as f:
+        frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
+        assert float(f.streams.video[0].average_rate) == 60  # every emulator frame
+    assert len(frames) == 5 * 4 and frames[0].shape == (420, 320, 3)
+    # The first frame is the game's screen after the clip's first emulator frame, scaled 2x.
+    env = make_pixel_env("movingdot")
+    env.reset()
+    env.set_state(seg.state[0, 0])
+    screen = []
+    env.step(int(seg.action[0, 0, 0]), colour=screen)
+    expected = np.repeat(np.repeat(screen[0], 2, 0), 2, 1)
+    assert np.abs(frames[0].astype(int) - expected.astype(int)).mean() < 4  # (H.264 loss)
+    renderer.close()

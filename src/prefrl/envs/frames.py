@@ -109,11 +109,14 @@ class PixelEnv:
         self._stack[:] = self._frame(self.game.screen_grey())[..., None]
         return self._stack.copy()
 
-    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool]:
-        """(observation, reward summed over the skipped frames, terminated, truncated)."""
+    def step(self, action: int, colour: list | None = None) -> tuple[np.ndarray, float, bool, bool]:
+        """(observation, reward summed over the skipped frames, terminated, truncated). With
+        `colour`, every emulator frame's full-colour screen is appended to it."""
         reward, last = 0.0, []
         for i in range(self.frame_skip):
             reward += self.game.act(int(action))
+            if colour is not None:
+                colour.append(self.game.screen_rgb())
             if i >= self.frame_skip - 2:
                 last.append(self.game.screen_grey())
             if self.game.game_over():

@@ -18,7 +18,7 @@ import traceback
 from pathlib import Path
 
 from prefrl.feedback.store import FeedbackStore, RunInfo
-from prefrl.render.clips import ClipRenderer, render_pending
+from prefrl.render.clips import make_clip_renderer, render_pending
 from prefrl.rundir import workers
 
 NAME = "renderer"
@@ -45,7 +45,7 @@ def run_renderer(
     try:
         with FeedbackStore(store_target, create=False) as store:
             run_id = store.run_id(run_uid, create=False)
-            renderer = ClipRenderer(store.run_env(run_id), size)
+            renderer = make_clip_renderer(store.run_env(run_id), size)
             reported = False
             try:
                 while True:

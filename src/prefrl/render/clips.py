@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prefrl.envs import RenderSettings, make_env
+from prefrl.data.segments import Segments
+from prefrl.envs import RenderSettings, is_pixel_env, make_env, make_pixel_env
 from prefrl.render.video import read_video, write_video
 
 CLIP_DIR = "clips"
@@ -44,8 +45,53 @@ class ClipRenderer:
         write_video(path, frames, fps=self.fps, audio=sound(states) if sound else None)
         return len(frames)
 
+    def write_segment(self, path: Path, segment: Segments) -> int:
+        """The clip of a stored segment (one row): from its per-step states."""
+        return self.write(path, segment.state[0])
+
     def close(self) -> None:
         self.env.close()
+
+
+class FrameClipRenderer:
+    """Renders clips of pixel envs (Atari, MovingDot) as people judge them: replayed from the
+    env state before the clip's first step by its actions, every emulator frame in full colour
+    at the game's frame rate (4 per agent step), each pixel scaled up to a block (nearest
+    neighbour) so the clip is about `size` pixels high; not the 84x84 grey input."""
+
+    def __init__(self, env_id: str, size: int = 256):
+        self.env = make_pixel_env(env_id, seed=0)
+        self.env.reset()
+        height, width, _ = self.env.render().shape
+        self.scale = max(1, round(size / height))
+        self.settings = RenderSettings(width=width * self.scale, height=height * self.scale)
+
+    @property
+    def fps(self) -> float:
+        return self.env.game.fps
+
+    def frames(self, segment: Segments) -> list[np.ndarray]:
+        self.env.set_state(segment.state[0, 0])
+        out: list[np.ndarray] = []
+        for action in segment.action[0, :, 0]:
+            _, _, terminated, _ = self.env.step(int(action), colour=out)
+            if terminated:
+                break
+        return [np.repeat(np.repeat(f, self.scale, 0), self.scale, 1) for f in out]
+
+    def write_segment(self, path: Path, segment: Segments) -> int:
+        frames = self.frames(segment)
+        write_video(path, frames, fps=self.fps)
+        return len(frames)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_clip_renderer(env_id: str, size: int = 256) -> ClipRenderer | FrameClipRenderer:
+    """The renderer for an env's clips: from per-step simulator states, or for pixel envs by
+    replaying the game."""
+    return FrameClipRenderer(env_id, size) if is_pixel_env(env_id) else ClipRenderer(env_id, size)
 
 
 def side_by_side(left: list[np.ndarray], right: list[np.ndarray], gap: int = 8) -> list:
@@ -68,7 +114,12 @@ def pair_clip(query_id: int) -> str:
 
 
 def render_pending(
-    store, run_id: int, run_dir: Path, renderer: ClipRenderer, queue: int, pairs: bool = False
+    store,
+    run_id: int,
+    run_dir: Path,
+    renderer: ClipRenderer | FrameClipRenderer,
+    queue: int,
+    pairs: bool = False,
 ) -> dict:
     """One pass: render the clips of the newest `queue` open queries that lack them, and drop
     the older unrendered open queries (stale candidates). With `pairs`, also write each of
@@ -77,9 +128,8 @@ def render_pending(
     todo = store.segments_to_render(run_id, limit=queue)
     rendered = 0
     for seg_id in todo:
-        states = store.segments(run_dir, [seg_id]).state[0]
         rel = f"{CLIP_DIR}/seg{seg_id:09d}.mp4"
-        frames = renderer.write(run_dir / rel, states)
+        frames = renderer.write_segment(run_dir / rel, store.segments(run_dir, [seg_id]))
         store.add_clip(seg_id, rel, renderer.settings.width, renderer.settings.height, frames,
                        renderer.fps)  # fmt: skip
         rendered += 1
