@@ -9,6 +9,7 @@ from prefrl.agents.a2c import nstep_returns
 from prefrl.envs import UnknownEnvError, make_env, make_pixel_env
 from prefrl.envs.frames import area_matrix
 from prefrl.envs.movingdot import CENTRE, DOT, HEIGHT, WIDTH
+from prefrl.feedback.store import FeedbackStore, run_uid
 
 
 def test_area_matrix_averages_intervals():
@@ -162,6 +163,48 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     ckpt = tmp_path / "prefs" / "checkpoints"
     latest = ckpt / (ckpt / "latest").read_text().strip()
     assert (latest / "reward_model" / "config.json").exists() and (latest / "labels.npz").exists()
+    with FeedbackStore(tmp_path / "prefs") as store:  # the store is the record
+        run_id = store.run_id(run_uid(tmp_path / "prefs"), create=False)
+        assert sum(store.label_counts(run_id).values()) == 16
+    more = train_frames_from_preferences(replace_config(
+        config, steps=800, labels=24, resume=tmp_path / "prefs"))  # fmt: skip
+    assert more.step == 800
+    with FeedbackStore(tmp_path / "prefs") as store:
+        keys = [q.key for q in store.open_queries(run_id)]
+        assert sum(store.label_counts(run_id).values()) == 24 and keys == []
+
+
+def test_preferences_on_frames_wait_for_a_person(tmp_path):
+    import threading
+    import time
+
+    from prefrl.feedback.teachers import TeacherConfig
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig
+
+    config = FramePreferenceConfig(
+        steps=100, segment_length=5, initial_labels=4, pretrain_steps=1, labels=4,
+        pool_size=20, a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=1),
+        teacher=TeacherConfig("terminal"), poll_seconds=0.05, eval_interval=100,
+        eval_episodes=1, video=False, log_interval=100, runs_dir=tmp_path, name="person",
+        progress=False,
+    )  # fmt: skip
+    result = {}
+    run = threading.Thread(target=lambda: result.update(r=train_frames_from_preferences(config)))
+    run.start()
+    deadline = time.time() + 300
+    answered = 0
+    while answered < 4 and time.time() < deadline:  # a person answering, as the web app does
+        if (tmp_path / "person" / "feedback.db").exists():
+            with FeedbackStore(tmp_path / "person") as store:
+                run_id = store.run_id(run_uid(tmp_path / "person"), create=False)
+                open_ = store.open_queries(run_id)
+                if open_:
+                    store.add_labels([q.id for q in open_], ["left"] * len(open_), "human")
+                    answered += len(open_)
+        time.sleep(0.2)
+    run.join(timeout=300)
+    assert answered == 4 and result["r"].step == 100
 
 
 def test_gae_matches_a_hand_computation():

@@ -26,13 +26,16 @@ from prefrl.agents.a2c import A2CConfig
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
 from prefrl.envs import is_pixel_env
+from prefrl.feedback.channel import StoreChannel
 from prefrl.feedback.selection import select_pairs
+from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
 from prefrl.loops.common import run_name
 from prefrl.loops.frames import FrameRun, train_frames
+from prefrl.loops.serve import LabellingServer
 from prefrl.reward.base import pearson
 from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
-from prefrl.rundir.checkpoints import write_json
+from prefrl.rundir.checkpoints import checkpoints, write_json
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger
 
@@ -66,6 +69,13 @@ class FramePreferenceConfig:
     reward: FrameRewardConfig = dataclasses.field(
         default_factory=lambda: FrameRewardConfig(steps_per_fit=10)
     )
+    store: str | None = None
+    """The feedback store: a SQLite file in the run directory by default, or a PostgreSQL URL
+    (several annotators on several machines)."""
+    web_port: int = 8000
+    """With --teacher.preset web: the port of the labelling page the run starts."""
+    poll_seconds: float = 1.0
+    """How often a run waiting for a person's first labels looks for them."""
     eval_interval: int = 25_000
     eval_episodes: int = 8
     video: bool = True
@@ -91,16 +101,50 @@ class FramePreferenceConfig:
         }, "--")  # fmt: skip
 
 
+class ClippedRewardTeacher:
+    """A scripted teacher that judges clips by their sign-clipped true rewards (the seed's
+    synthetic preferences on Atari, where raw scores differ by orders of magnitude)."""
+
+    def __init__(self, teacher: ScriptedTeacher):
+        self.teacher, self.config = teacher, teacher.config
+
+    def submit(self, query: Query) -> None:
+        self.teacher.submit(Query(query.ids, _clipped(query.left), _clipped(query.right)))
+
+    def poll(self):
+        return self.teacher.poll()
+
+    def observe_episode(self, episode_return: float, length: int) -> None:
+        self.teacher.observe_episode(episode_return, length)
+
+    def state_dict(self) -> dict:
+        return self.teacher.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.teacher.load_state_dict(state)
+
+
 class FramePreferenceRun(FrameRun):
+    """Queries and labels go through the feedback store (the record: a resumed run never asks
+    twice, and labels given while it was stopped count), so people can label in the browser
+    (`--teacher.preset web`, or `prefrl serve RUN`) or the terminal (`prefrl label RUN`)."""
+
     def __init__(self, config: FramePreferenceConfig, run_dir: Path):
         super().__init__(config, run_dir)
         self.reward_model = FrameRewardModel(config.reward, seed=config.seed)
-        self.teacher = ScriptedTeacher(config.teacher, config.seed, None, config.env)
+        existing = bool(checkpoints(run_dir))  # (its store must then exist: never a new one)
+        self.store = FeedbackStore(config.store or run_dir, create=not existing)
+        scripted = None if config.teacher.is_human else ClippedRewardTeacher(
+            ScriptedTeacher(config.teacher, config.seed, None, config.env))  # fmt: skip
+        self.feedback = StoreChannel(self.store, run_uid(run_dir), run_dir, config.env, scripted,
+                                     create=not existing)  # fmt: skip
+        self.server: LabellingServer | None = None
         self.labels = PreferenceData()
         self.pool = SegmentPool(config.pool_size)
-        self.recorder = FrameClipRecorder(config.a2c.n_envs, config.segment_length)
+        self.recorder = FrameClipRecorder(config.a2c.n_envs, config.segment_length,
+                                          next_id=self.feedback.next_segment_id())  # fmt: skip
         self.rng = np.random.default_rng([config.seed, 11])
-        self.next_query = 0
+        self.next_query = self.feedback.next_query_id()
         self.updates = 0
         self.labels_per_fit = 0
 
@@ -113,7 +157,7 @@ class FramePreferenceRun(FrameRun):
                                          "updates": self.updates,
                                          "labels_per_fit": self.labels_per_fit,
                                          "rng": self.rng.bit_generator.state,
-                                         "teacher": self.teacher.state_dict()})  # fmt: skip
+                                         "feedback": self.feedback.state_dict()})  # fmt: skip
 
     def restore(self, ckpt: Path) -> None:
         super().restore(ckpt)
@@ -121,21 +165,47 @@ class FramePreferenceRun(FrameRun):
         self.labels = PreferenceData.load(ckpt / "labels.npz")
         self.pool = SegmentPool.load(ckpt / "pool.npz")
         state = json.loads((ckpt / "prefs.json").read_text())
-        self.next_query, self.recorder.next_id = state["next_query"], state["next_clip"]
+        # The store is the record: what was asked after this checkpoint stays asked.
+        self.next_query = max(state["next_query"], self.feedback.next_query_id())
+        self.recorder.next_id = max(state["next_clip"], self.feedback.next_segment_id())
         self.updates, self.labels_per_fit = state["updates"], state["labels_per_fit"]
         self.rng.bit_generator.state = state["rng"]
-        self.teacher.load_state_dict(state["teacher"])
+        self.feedback.load_state_dict(state["feedback"])
 
-    def label(self, n: int) -> dict[str, float]:
-        """`n` new pairs from the pool, labelled by the teacher on sign-clipped rewards."""
+    def ask(self, n: int) -> None:
+        """`n` new pairs of clips from the pool, to the teacher (through the store)."""
         left, right = select_pairs(self.config.selection, self.pool, n, self.rng,
                                    self.reward_model if self.reward_model.steps else None)  # fmt: skip
         ids = np.arange(self.next_query, self.next_query + n)
         self.next_query += n
-        self.teacher.submit(Query(ids, _clipped(left), _clipped(right)))
-        answers = {a.query_id: a.label for a in self.teacher.poll()}
-        self.labels.add(left, right, [answers[int(i)] for i in ids])
-        return {"labels/total": float(len(self.labels))}
+        self.feedback.submit(Query(ids, left, right))
+
+    def take_labels(self) -> dict[str, float]:
+        """The labels that arrived since the last call."""
+        if (new := self.feedback.poll()) is not None:
+            self.labels.add(new.left, new.right, new.labels)
+        return {"labels/total": float(len(self.labels)),
+                "labels/unanswered": float(self.feedback.unanswered())}  # fmt: skip
+
+    def wait_for_labels(self) -> None:
+        """The one wait for a person: the initial labels, before the reward model exists."""
+        if not self.feedback.is_human:
+            return
+        if self.config.teacher.preset == "web":
+            self.server = LabellingServer(self.run_dir, self.config.web_port, self.config.store)
+        print(f"Waiting for your first {self.feedback.unanswered()} labels: label in the browser "
+              f"(prefrl serve {self.run_dir}) or the terminal (prefrl label {self.run_dir})",
+              flush=True)  # fmt: skip
+        while self.feedback.unanswered() > 0:
+            if self.server is not None and (news := self.server.check()):
+                print(news, flush=True)
+            time.sleep(self.config.poll_seconds)
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        self.feedback.close()
+        super().close()
 
     # ------------------------------------------------------------------ the A2C loop's hooks
     title = "A2C from preferences"  # type: ignore[assignment]
@@ -150,7 +220,9 @@ class FramePreferenceRun(FrameRun):
             action = rng.integers(0, self.agent.n_actions, len(self.envs))
             obs = self.env_step(obs, action, random_steps)[0]
             random_steps += len(self.envs)
-        self.label(cfg.initial_labels)
+        self.ask(cfg.initial_labels)
+        self.wait_for_labels()
+        self.take_labels()
         for _ in range(-(-cfg.pretrain_steps // cfg.reward.steps_per_fit)):
             row = self.reward_model.fit(self.labels)
         row.update(self.clip_return_fit())
@@ -183,7 +255,9 @@ class FramePreferenceRun(FrameRun):
         self.updates += 1
         if self.updates % self.config.fit_every:
             return
-        row = self.label(self.labels_per_fit) if len(self.labels) < self.config.labels else {}
+        if self.feedback.asked() < self.config.labels:
+            self.ask(min(self.labels_per_fit, self.config.labels - self.feedback.asked()))
+        row = self.take_labels()
         row.update(self.reward_model.fit(self.labels))
         row.update(self.clip_return_fit())
         metrics.log(self.step, row)
