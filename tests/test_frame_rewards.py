@@ -125,3 +125,11 @@ def test_frame_clips_are_rendered_in_colour_from_the_store(tmp_path):
     expected = np.repeat(np.repeat(screen[0], 2, 0), 2, 1)
     assert np.abs(frames[0].astype(int) - expected.astype(int)).mean() < 4  # (H.264 loss)
     renderer.close()
+
+
+def test_reward_model_refuses_state_vectors():
+    import pytest
+
+    model = FrameRewardModel(FrameRewardConfig())
+    with pytest.raises(ValueError, match=r"\(10, 17\) are not frames.*MLP ensemble"):
+        model.predict(np.zeros((10, 17), np.float32), None)

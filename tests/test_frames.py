@@ -90,7 +90,7 @@ def test_atari_preprocessing_and_blanked_score():
 def test_bad_pixel_env_ids():
     with pytest.raises(ValueError, match=r"atari:Pongg is not an Atari game.*atari:Pong"):
         make_pixel_env("atari:Pongg")
-    with pytest.raises(UnknownEnvError, match="A2C and PPO on frames"):
+    with pytest.raises(UnknownEnvError, match="prefrl frames.*do not take frames"):
         make_env("atari:Pong")
     with pytest.raises(UnknownEnvError, match="not a pixel env"):
         make_pixel_env("Hopper-v5")

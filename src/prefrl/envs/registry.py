@@ -289,8 +289,9 @@ def resolve(env_id: str) -> tuple[str, str]:
     """Split an id into (family, name) or raise UnknownEnvError."""
     if is_pixel_env(env_id):
         raise UnknownEnvError(
-            f"{env_id!r} is an env of frames and discrete actions: its agents are A2C and PPO on "
-            "frames (prefrl rl --algo a2c), not SAC or the state-based workflows"
+            f"{env_id!r} is an env of frames and discrete actions: learn it from preferences "
+            "with prefrl frames (a reward CNN), or from its reward with prefrl rl --algo a2c|ppo; "
+            "SAC, the MLP reward models and the state-based workflows do not take frames"
         )
     if ":" in env_id:
         prefix, name = env_id.split(":", 1)

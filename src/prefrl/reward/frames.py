@@ -179,6 +179,12 @@ class FrameRewardModel(RewardModel):
         """Rewards of stacks (..., 84, 84, 4), or of clips' frames (N, H + 3, 84, 84) (then
         (M, N, H))."""
         obs = np.asarray(obs)
+        if obs.shape[-3:] != (84, 84, STACK) and (obs.ndim != 4 or obs.shape[-2:] != (84, 84)):
+            raise ValueError(
+                f"observations of shape {obs.shape} are not frames: the frame reward model takes "
+                "stacks (..., 84, 84, 4) or clips (N, H + 3, 84, 84) of a pixel env; for state "
+                "vectors use the MLP ensemble (prefrl.reward.RewardConfig)"
+            )
         stacks = obs if obs.shape[-1] == STACK else frame_stacks(obs)
         raw = np.asarray(self._raw(self.params, stacks))
         shape = (-1,) + (1,) * (raw.ndim - 1)
