@@ -133,3 +133,22 @@ def test_reward_model_refuses_state_vectors():
     model = FrameRewardModel(FrameRewardConfig())
     with pytest.raises(ValueError, match=r"\(10, 17\) are not frames.*MLP ensemble"):
         model.predict(np.zeros((10, 17), np.float32), None)
+
+
+def test_memory_stays_bounded_while_clips_pile_up():
+    rng = np.random.default_rng(2)
+    pool = SegmentPool(8)
+    sizes = []
+    for i in range(40):  # 5 times the pool's capacity
+        clip = _clips(float(i), 1, rng)
+        clip.id[:] = i
+        pool.add(clip)
+        sizes.append(pool.all().obs.nbytes)
+    assert sizes[-1] == sizes[7] == 8 * (5 + 3) * 84 * 84  # each frame once, 8 clips at most
+    assert pool.all().id.tolist() == list(range(32, 40))
+    data = PreferenceData()
+    for i in range(10):
+        data.add(_clips(i, 3, rng), _clips(i, 3, rng), [Label.LEFT] * 3)
+        data.keep_newest(12)
+    assert len(data) == 12 and data.arrays()["obs_left"].nbytes == 12 * 8 * 84 * 84
+    assert data.arrays()["obs_left"][-1, 0, 30, 30] == 9  # the newest kept

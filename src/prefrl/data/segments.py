@@ -256,6 +256,12 @@ class PreferenceData:
     def __len__(self) -> int:
         return sum(len(p["label"]) for p in self._parts)
 
+    def keep_newest(self, n: int) -> None:
+        """Drop all but the newest `n` labelled pairs (their memory with them)."""
+        if len(self) > n:
+            self._cache = {k: v[-n:].copy() for k, v in self.arrays().items()}
+            self._parts = [self._cache]
+
     def counts(self) -> dict[str, int]:
         if not self._parts:
             return {m.name.lower(): 0 for m in Label}

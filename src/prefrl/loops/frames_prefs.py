@@ -184,6 +184,7 @@ class FramePreferenceRun(FrameRun):
         """The labels that arrived since the last call."""
         if (new := self.feedback.poll()) is not None:
             self.labels.add(new.left, new.right, new.labels)
+            self.labels.keep_newest(self.config.reward.max_labels)  # (older ones stay in the store)
         return {"labels/total": float(len(self.labels)),
                 "labels/unanswered": float(self.feedback.unanswered())}  # fmt: skip
 
