@@ -170,8 +170,38 @@ def main() -> int:
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "sac_hidden": args.hidden, "results": rows,
     }, indent=1) + "\n")  # fmt: skip
+    plot_success(args, args.out.with_name(f"rfcl_{args.env.replace(':', '-')}.png"))
     print(f"wrote {args.out}")
     return 0
+
+
+def plot_success(args, path: Path) -> None:
+    """Success at the end of evaluation episodes over env steps: each method's mean over the
+    seeds, with every seed faint behind it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for method, colour in zip(args.methods, ("C0", "C1", "C2", "C3"), strict=False):
+        curves = []
+        for seed in args.seeds:
+            run_dir = args.runs / f"{args.env.replace(':', '-')}_{method}_d{args.demos}_s{seed}"
+            rows = [r for r in read_metrics(run_dir) if "eval/success_at_end" in r]
+            curves.append(([r["step"] for r in rows], [r["eval/success_at_end"] for r in rows]))
+            ax.plot(*curves[-1], color=colour, alpha=0.25, lw=1)
+        n = min(len(c[0]) for c in curves)
+        mean = np.mean([c[1][:n] for c in curves], axis=0)
+        ax.plot(
+            curves[0][0][:n], mean, color=colour, lw=2, label=f"{method} (mean of {len(curves)})"
+        )
+    ax.set(xlabel="env steps", ylabel="success at the end", ylim=(-0.05, 1.05),
+           title=f"{args.env}, {args.demos} demo(s)")  # fmt: skip
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
