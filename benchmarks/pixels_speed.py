@@ -98,7 +98,7 @@ def torch_reward_step(rng):
 
 
 def prefrl_a2c_update(rng):
-    from prefrl.agents.a2c import A2C, A2CConfig
+    from prefrl.agents.a2c import A2C, A2CConfig, FrameRollout
 
     agent = A2C(A2CConfig(), (84, 84, 4), N_ACTIONS)
     state = [agent.init(jax.random.key(0))]
@@ -107,9 +107,12 @@ def prefrl_a2c_update(rng):
     reward = rng.standard_normal((N_STEPS, N_ENVS)).astype(np.float32)
     done = np.zeros((N_STEPS, N_ENVS), np.float32)
     last = rng.integers(0, 255, (N_ENVS, 84, 84, 4), np.uint8)
+    unused = np.zeros((N_STEPS, N_ENVS), np.float32)  # (log-probs and values: PPO's)
+    rollout = FrameRollout(obs, action, unused, unused, reward, done, last)
+    key = jax.random.key(0)
 
     def step():
-        state[0], metrics = agent.update(state[0], obs, action, reward, done, last)
+        state[0], metrics = agent.update(state[0], rollout, key)
         jax.block_until_ready(metrics)
 
     return step
