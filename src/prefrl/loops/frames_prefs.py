@@ -209,7 +209,9 @@ class FramePreferenceRun(FrameRun):
         super().close()
 
     # ------------------------------------------------------------------ the A2C loop's hooks
-    title = "A2C from preferences"  # type: ignore[assignment]
+    @property
+    def title(self) -> str:
+        return "A2C from preferences"
 
     def begin(self, metrics: MetricsLogger) -> None:
         """Random-policy clips, the initial labels, the reward model's pre-training."""
