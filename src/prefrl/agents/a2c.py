@@ -149,7 +149,5 @@ def bootstrap_truncated(
     limit (not ended by the task), so that the cut does not look like an end."""
     if not truncated.any():
         return reward
-    value = np.asarray(agent.value(params, final_obs[truncated]))
-    reward = reward.copy()
-    reward[truncated] += agent.config.discount * value
-    return reward
+    value = np.asarray(agent.value(params, final_obs))  # (all envs: one compiled shape)
+    return np.where(truncated, reward + agent.config.discount * value, reward).astype(reward.dtype)

@@ -17,13 +17,15 @@ def cmd_rl(args: list[str]) -> int:
         "Train SAC (or PPO: --algo ppo) on an environment's true reward.",
     )
     result = train_rl(config)
-    if print_run_end(result, config.steps, "prefrl rl"):
+    return _report_rl(result, config.steps, "prefrl rl", f"{config.algo.upper()} on {config.env}")
+
+
+def _report_rl(result, steps: int, prog: str, title: str) -> int:
+    """The end of an RL run (`RLResult`): the final evaluation, where the run and its video are;
+    the exit code."""
+    if print_run_end(result, steps, prog):
         return 130 if result.interrupted else 0
-    print_eval(
-        [result.final_eval],
-        ["final"],
-        f"{config.algo.upper()} on {config.env} after {result.step:,} steps",
-    )
+    print_eval([result.final_eval], ["final"], f"{title} after {result.step:,} steps")
     print(f"run directory: {result.run_dir}")
     if result.video is not None:
         print(f"video: {result.video}")
@@ -180,14 +182,9 @@ def cmd_frames(args: list[str]) -> int:
         "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
     result = train_frames_from_preferences(config)
-    if print_run_end(result, config.steps, "prefrl frames"):
-        return 130 if result.interrupted else 0
-    print_eval([result.final_eval], ["final"],
-               f"A2C from preferences on {config.env} after {result.step:,} steps")  # fmt: skip
-    print(f"run directory: {result.run_dir}")
-    if result.video is not None:
-        print(f"video: {result.video}")
-    return 0
+    return _report_rl(
+        result, config.steps, "prefrl frames", f"A2C from preferences on {config.env}"
+    )
 
 
 def cmd_rfcl(args: list[str]) -> int:

@@ -145,8 +145,6 @@ class FramePreferenceRun(FrameRun):
                                           next_id=self.feedback.next_segment_id())  # fmt: skip
         self.rng = np.random.default_rng([config.seed, 11])
         self.next_query = self.feedback.next_query_id()
-        self.updates = 0
-        self.labels_per_fit = 0
 
     def save_more(self, ckpt: Path) -> None:
         self.reward_model.save(ckpt / "reward_model")
@@ -154,8 +152,6 @@ class FramePreferenceRun(FrameRun):
         self.pool.save(ckpt / "pool.npz")
         write_json(ckpt / "prefs.json", {"next_query": self.next_query,
                                          "next_clip": self.recorder.next_id,
-                                         "updates": self.updates,
-                                         "labels_per_fit": self.labels_per_fit,
                                          "rng": self.rng.bit_generator.state,
                                          "feedback": self.feedback.state_dict()})  # fmt: skip
 
@@ -168,7 +164,6 @@ class FramePreferenceRun(FrameRun):
         # The store is the record: what was asked after this checkpoint stays asked.
         self.next_query = max(state["next_query"], self.feedback.next_query_id())
         self.recorder.next_id = max(state["next_clip"], self.feedback.next_segment_id())
-        self.updates, self.labels_per_fit = state["updates"], state["labels_per_fit"]
         self.rng.bit_generator.state = state["rng"]
         self.feedback.load_state_dict(state["feedback"])
 
@@ -235,10 +230,6 @@ class FramePreferenceRun(FrameRun):
         print(f"reward model pre-trained on {cfg.initial_labels} labels of random-policy clips: "
               f"validation accuracy {row.get('reward/val_accuracy', float('nan')):.2f} "
               f"({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
-        updates = math.ceil(cfg.steps / (cfg.a2c.n_steps * cfg.a2c.n_envs))
-        self.labels_per_fit = math.ceil(
-            (cfg.labels - len(self.labels)) / max(1, updates // cfg.fit_every)
-        )
 
     def env_step(self, obs, action, step: int):
         """Steps the envs, cutting their steps into clips for the pool."""
@@ -254,12 +245,17 @@ class FramePreferenceRun(FrameRun):
         return self.reward_model.predict(obs, None).astype(np.float32)
 
     def after_update(self, metrics: MetricsLogger) -> None:
-        """Every `fit_every` updates: new labels (while the budget lasts), then a fit."""
-        self.updates += 1
-        if self.updates % self.config.fit_every:
+        """Every `fit_every` updates: new labels (the budget left, spread evenly over the fits
+        left), then a fit."""
+        cfg = self.config
+        per_update = cfg.a2c.n_steps * cfg.a2c.n_envs
+        update = self.step // per_update + 1  # (called before the step count moves on)
+        if update % cfg.fit_every:
             return
-        if self.feedback.asked() < self.config.labels:
-            self.ask(min(self.labels_per_fit, self.config.labels - self.feedback.asked()))
+        fits_left = max(1, math.ceil(cfg.steps / per_update) // cfg.fit_every
+                        - update // cfg.fit_every + 1)  # fmt: skip
+        if (left := cfg.labels - self.feedback.asked()) > 0:
+            self.ask(math.ceil(left / fits_left))
         row = self.take_labels()
         row.update(self.reward_model.fit(self.labels))
         row.update(self.clip_return_fit())

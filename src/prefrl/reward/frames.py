@@ -76,7 +76,7 @@ class FrameRewardModel(RewardModel):
         self.scale = np.ones(self.num_members, np.float32)
         self.steps = 0
         self._train_step = jit_step(self._step, donate_argnums=(0, 1))
-        self._raw = jax.jit(self._raw_rewards)
+        self._raw_jit = jax.jit(self._raw_rewards)
 
     # ------------------------------------------------------------------ the math
     def _raw_rewards(self, params, stacks):
@@ -84,6 +84,15 @@ class FrameRewardModel(RewardModel):
         flat = stacks.reshape(-1, *stacks.shape[-3:])
         out = jax.vmap(lambda p: self.net.apply(p, flat))(params)
         return out.reshape(self.num_members, *stacks.shape[:-3])
+
+    def _raw(self, params, stacks) -> np.ndarray:
+        """`_raw_rewards` with the stacks padded to a power-of-two count (at least 64), so the
+        varying batches of evaluation and normalisation compile a few shapes, not one each."""
+        flat = np.asarray(stacks).reshape(-1, *np.shape(stacks)[-3:])
+        size = max(64, 1 << (len(flat) - 1).bit_length())
+        padded = np.concatenate([flat, np.zeros((size - len(flat), *flat.shape[1:]), flat.dtype)])
+        raw = np.asarray(self._raw_jit(params, padded))[:, : len(flat)]
+        return raw.reshape(self.num_members, *np.shape(stacks)[:-3])
 
     def _loss(self, params, left, right, target, key):
         """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member."""
@@ -129,7 +138,8 @@ class FrameRewardModel(RewardModel):
         target = LABEL_TARGET[arrays["label"].astype(np.int64)]
         losses, accs = [], []
         for _ in range(cfg.steps_per_fit):
-            idx = np.sort(rng.choice(train, min(cfg.batch_size, len(train)), replace=False))
+            # (fewer labels than a batch: drawn with replacement, one compiled batch shape)
+            idx = np.sort(rng.choice(train, cfg.batch_size, replace=len(train) < cfg.batch_size))
             key = jax.random.fold_in(jax.random.key(self.seed), self.steps)
             self.params, self.opt_state, loss, acc = self._train_step(
                 self.params, self.opt_state, arrays["obs_left"][idx], arrays["obs_right"][idx],
