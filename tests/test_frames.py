@@ -140,6 +140,14 @@ def test_frame_algos_and_envs_must_fit():
         RLConfig(env="movingdot", algo="sac")
     with pytest.raises(ValueError, match="a2c is for envs of frames"):
         RLConfig(env="Pendulum-v1", algo="a2c")
+    from prefrl.loops.frames_prefs import FramePreferenceConfig
+
+    with pytest.raises(ValueError, match="state envs: prefrl train"):
+        FramePreferenceConfig(env="Hopper-v5")
+    with pytest.raises(ValueError, match=r"initial.labels.*between 1 and --labels \(10\)"):
+        FramePreferenceConfig(initial_labels=20, labels=10)
+    with pytest.raises(ValueError, match="web.port.*1-65535"):
+        FramePreferenceConfig(web_port=70000)
 
 
 def test_preferences_on_frames_label_and_fit(tmp_path):

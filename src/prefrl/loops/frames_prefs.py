@@ -30,7 +30,7 @@ from prefrl.feedback.channel import StoreChannel
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
-from prefrl.loops.common import run_name
+from prefrl.loops.common import check_finite, run_name
 from prefrl.loops.frames import FrameRun, train_frames
 from prefrl.loops.serve import LabellingServer
 from prefrl.reward.base import pearson
@@ -96,6 +96,8 @@ class FramePreferenceConfig:
             "env": (is_pixel_env(self.env), PIXEL_ENVS),
             "algo": (self.algo == "a2c", "a2c"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
+            "poll_seconds": (self.poll_seconds > 0, "> 0"),
+            "web_port": (0 < self.web_port < 65536, "a port number (1-65535)"),
             "initial_labels": (0 < self.initial_labels <= self.labels,
                                f"between 1 and --labels ({self.labels})"),
         }, "--")  # fmt: skip
@@ -260,6 +262,7 @@ class FramePreferenceRun(FrameRun):
         row.update(self.reward_model.fit(self.labels))
         row.update(self.clip_return_fit())
         metrics.log(self.step, row)
+        check_finite({k: v for k, v in row.items() if k != "reward/clip_return_corr"}, self.step)
 
     def clip_return_fit(self) -> dict[str, float]:
         """Correlation of learned and true (clipped) clip returns over the newest clips."""
