@@ -13,7 +13,7 @@ from prefrl.loops.online import OnlineConfig, make_training_env, train_online
 from prefrl.loops.online_agents import absorbing_value
 from prefrl.reward import RewardConfig, load_reward_model
 from prefrl.rundir.checkpoints import latest_checkpoint
-from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 
 
 def _config(tmp_path, **kw):
@@ -60,6 +60,12 @@ def test_labels_follow_the_schedule_and_metrics_are_logged(finished):
     assert all("eval/learned_return_mean" in r for r in evals)
     assert any("train/critic_loss" in r for r in rows)  # SAC trained on the learned reward
     assert (finished.run_dir / "learning_curve.png").exists()
+    # The run page's scatter: segment returns under both rewards, at the last fit.
+    scatter = read_fit_scatter(finished.run_dir)
+    assert scatter["step"] == fits[-1]["step"] and len(scatter["true"]) == len(scatter["learned"])
+    assert 10 <= len(scatter["true"]) <= 200
+    corr = np.corrcoef(scatter["true"], scatter["learned"])[0, 1]
+    assert corr == pytest.approx(fits[-1]["reward/segment_return_corr"], abs=0.3)
 
 
 def test_checkpoint_holds_labels_model_and_a_relabelled_buffer(finished):

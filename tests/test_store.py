@@ -18,6 +18,7 @@ from prefrl.feedback.store import (
     NotFound,
     StoreError,
     parse_rating,
+    wants_second_label,
 )
 
 
@@ -130,6 +131,58 @@ def test_annotators_get_different_queries_and_keep_their_own(store, tmp_path):
     assert store.query_count(run) == 3 and store.next_query_key(run) == 4
 
 
+def test_an_overlap_share_is_labelled_by_two_annotators_and_their_agreement_counted(
+    store, tmp_path
+):
+    run, rows, *_ = _queries(store, tmp_path)
+    ana, ben, cy = (store.annotator(store.add_annotator(n))[0] for n in ("ana", "ben", "cy"))
+    twice = [q for q in rows if wants_second_label(q, 0.5)]
+    once = [q for q in rows if q not in twice]
+    assert twice and once  # (the fixed hash splits these four ids both ways)
+    for q in rows:
+        store.add_label(q, "left", "web", annotator_id=ana, overlap=0.5)
+    # Only the queries in the share come back, and never to their first annotator.
+    assert store.assign_queries(run, ana, n=4) == []
+    handed = store.assign_queries(run, ben, n=4)
+    assert sorted(q.id for q in handed) == sorted(twice)
+    assert store.assign_queries(run, cy, n=4) == []  # (ben holds them)
+    with pytest.raises(LabelConflict, match="already labelled left"):
+        store.add_label(once[0], "right", "web", annotator_id=ben, overlap=0.5)
+    second, created = store.add_label(twice[0], "right", "web", annotator_id=ben, overlap=0.5)
+    assert created and second.annotator == "ben" and second.label == Label.RIGHT
+    again, created = store.add_label(twice[0], "right", "web", annotator_id=ben, overlap=0.5)
+    assert not created and again.id == second.id
+    with pytest.raises(LabelConflict, match="already labelled right"):
+        store.add_label(twice[0], "left", "web", annotator_id=ben)
+    with pytest.raises(LabelConflict, match="already labelled left"):  # a third one
+        store.add_label(twice[0], "right", "web", annotator_id=cy)
+    for q in twice[1:]:
+        store.add_label(q, "left", "web", annotator_id=ben, overlap=0.5)
+    # The trainer reads each query's first label only.
+    assert sorted(x.query_id for x in store.labels(run)) == sorted(rows)
+    stats = store.annotator_stats(run)
+    assert stats.doubly_labelled == len(twice) and stats.agreed == len(twice) - 1
+    assert stats.agreement == pytest.approx((len(twice) - 1) / len(twice))
+    assert stats.waiting_for_second == 0
+    by_name = {t.name: t for t in stats.annotators}
+    assert by_name["ana"].labels == 4 and by_name["ben"].labels == len(twice)
+    assert by_name["ben"].doubly_labelled == len(twice) and "cy" not in by_name
+    with pytest.raises(ValueError, match="overlap 1.5 is invalid"):
+        store.add_label(once[0], "left", "web", annotator_id=ana, overlap=1.5)
+
+
+def test_a_released_second_label_goes_to_another_annotator(store, tmp_path):
+    run, rows, *_ = _queries(store, tmp_path, n=1)
+    ana, ben, cy = (store.annotator(store.add_annotator(n))[0] for n in ("ana", "ben", "cy"))
+    store.add_label(rows[0], "equal", "web", annotator_id=ana, overlap=1.0)
+    assert [q.id for q in store.assign_queries(run, ben)] == rows
+    assert store.release_queries(run, ben) == 1
+    assert [q.id for q in store.assign_queries(run, cy)] == rows
+    assert store.assign_queries(run, ben) == []  # (cy holds it)
+    # A lease that ran out hands it on too.
+    assert [q.id for q in store.assign_queries(run, ben, lease_s=0.0)] == rows
+
+
 def test_only_queries_with_clips_when_asked(store, tmp_path):
     run, rows, *_ = _queries(store, tmp_path, n=2)
     who = store.annotator(store.add_annotator("ana"))[0]
@@ -187,21 +240,26 @@ def test_a_store_from_a_newer_prefrl_is_refused(tmp_path):
 
 
 def test_a_version_1_store_is_upgraded_in_place(store, tmp_path):
-    """Version 1 (prefrl before the query indexes) still opens: the migration adds the indexes
-    and every row is kept."""
+    """Version 1 (prefrl before the query indexes and second labels) still opens: the
+    migrations add the indexes, the column and the table, and every row is kept."""
     run, rows, _, _ = _queries(store, tmp_path)
     store.add_label(rows[0], "left", "web")
     with store.engine.begin() as c:  # make it a version-1 store
-        c.execute(text("DROP INDEX ix_queries_open"))
-        c.execute(text("DROP INDEX ix_queries_assigned_to"))
+        for index in ("ix_queries_open", "ix_queries_assigned_to", "ix_queries_second"):
+            c.execute(text(f"DROP INDEX {index}"))
+        c.execute(text("ALTER TABLE queries DROP COLUMN second_wanted"))
+        c.execute(text("DROP TABLE second_labels"))
         c.execute(text("UPDATE prefrl_meta SET value = '1' WHERE key = 'schema_version'"))
     target = str(tmp_path) if store.is_sqlite else store.url
     with FeedbackStore(target, create=False) as upgraded:
-        assert upgraded.schema_version() == SCHEMA_VERSION == 2
+        assert upgraded.schema_version() == SCHEMA_VERSION == 3
         names = {ix["name"] for ix in inspect(upgraded.engine).get_indexes("queries")}
-        assert {"ix_queries_open", "ix_queries_assigned_to"} <= names
+        assert {"ix_queries_open", "ix_queries_assigned_to", "ix_queries_second"} <= names
         assert [x.label for x in upgraded.labels(run)] == [Label.LEFT]
         assert upgraded.query_count(run, status="open") == len(rows) - 1
+        ana = upgraded.annotator(upgraded.add_annotator("ana"))[0]
+        upgraded.add_label(rows[1], "right", "web", annotator_id=ana, overlap=1.0)
+        assert upgraded.annotator_stats(run).waiting_for_second == 1
 
 
 def test_unreachable_and_malformed_stores_fail_clearly(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -27,19 +29,35 @@ class ServeArgs:
     """Open queries kept rendered; older unrendered ones are dropped as stale."""
     side_by_side: bool = False
     """Also write each open query as one video, both clips side by side (clips/pair*.mp4)."""
+    workers: int = 1
+    """Server processes sharing the port, for a team labelling at once; with more than one,
+    use a PostgreSQL store (--store postgresql://...): SQLite takes one writer at a time."""
+    overlap: float = 0.0
+    """Share of queries that a second annotator labels too, to measure agreement (0-1)."""
 
 
 def cmd_serve(args: list[str]) -> int:
     import uvicorn
 
-    from prefrl.feedback.store import run_info
+    from prefrl.feedback.store import run_info, store_url
     from prefrl.loops.renderer import RendererSupervisor
-    from prefrl.web.app import create_app, record_address
+    from prefrl.web.app import SERVE_ENV, create_app, record_address
 
     opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
+    if opts.workers < 1:
+        raise ValueError(f"--workers {opts.workers} is invalid: expected 1 or more processes")
     run = run_info(opts.run_dir, opts.store)
     local = opts.host in ("127.0.0.1", "localhost", "::1")
-    app = create_app(run, require_token=not local)
+    app = create_app(run, require_token=not local, overlap=opts.overlap)  # (checks the store)
+    if opts.workers > 1:  # each process makes its own app, by name, from PREFRL_SERVE
+        app.state.store.close()
+        os.environ[SERVE_ENV] = json.dumps({"run_dir": str(run.run_dir), "store": run.store,
+                                            "require_token": not local, "overlap": opts.overlap})  # fmt: skip
+        app = "prefrl.web.app:app_from_environment"
+        if store_url(run.store).startswith("sqlite"):
+            print(f"note: {opts.workers} server processes share a SQLite store, which takes one "
+                  "writer at a time; a PostgreSQL store (--store postgresql://...) scales "
+                  "further", flush=True)  # fmt: skip
     renderer = (
         RendererSupervisor(run, opts.clip_size, opts.queue, opts.side_by_side)
         if opts.render
@@ -58,7 +76,8 @@ def cmd_serve(args: list[str]) -> int:
         print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
               f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
     try:
-        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning")
+        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning",
+                    workers=opts.workers, factory=opts.workers > 1)  # fmt: skip
     finally:
         if renderer is not None:
             renderer.terminate()

@@ -32,6 +32,7 @@ from prefrl.reward import RewardModel, load_reward_model, pearson
 from prefrl.reward.knn_entropy import KnnEntropyReward
 from prefrl.rundir.checkpoints import begin_checkpoint, checkpoints, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.metrics import write_fit_scatter
 
 
 @dataclass
@@ -156,7 +157,9 @@ class OnlineRun(TrainingLoop):
         pool = self.pool.all()
         sample = pool[self.rng.choice(len(pool), min(len(pool), 1000), replace=False)]
         predicted = self.model.predict(sample.obs, sample.action).sum(-1)
-        metrics["reward/segment_return_corr"] = pearson(predicted, sample.true_returns())
+        true = sample.true_returns()
+        metrics["reward/segment_return_corr"] = pearson(predicted, true)
+        write_fit_scatter(self.run_dir, self.step, true, predicted)
         counts = self.labels.counts()
         metrics["feedback/labels"] = float(len(self.labels))
         metrics["feedback/skipped"] = float(counts["skip"])

@@ -7,6 +7,7 @@ import math
 import time
 from pathlib import Path
 
+import numpy as np
 from tensorboardX import SummaryWriter
 
 
@@ -54,3 +55,27 @@ def truncate_metrics(run_dir: Path, step: int) -> None:
     rows = [r for r in read_metrics(run_dir) if r.get("step", 0) <= step]
     with atomic_write(Path(run_dir) / "metrics.jsonl", "w") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+FIT_SCATTER_FILE = "reward_fit.json"
+SCATTER_POINTS = 200
+
+
+def write_fit_scatter(run_dir: Path, step: int, true_returns, learned_returns) -> None:
+    """Segment returns under the environment's reward and the newest learned one (up to 200
+    segments), for the run page's scatter: whether the labels teach the reward they should."""
+    from prefrl.rundir.atomic import atomic_write
+
+    true, learned = np.asarray(true_returns, float), np.asarray(learned_returns, float)
+    keep = np.isfinite(true) & np.isfinite(learned)
+    true, learned = true[keep][:SCATTER_POINTS], learned[keep][:SCATTER_POINTS]
+    with atomic_write(Path(run_dir) / FIT_SCATTER_FILE, "w") as f:
+        json.dump({"step": int(step), "true": np.round(true, 4).tolist(),
+                   "learned": np.round(learned, 4).tolist()}, f)  # fmt: skip
+
+
+def read_fit_scatter(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((Path(run_dir) / FIT_SCATTER_FILE).read_text())
+    except (OSError, ValueError):
+        return None

@@ -10,6 +10,8 @@ each annotator needs the link with their token (`prefrl annotators add NAME`).
 # the dependency alias `Who` exists only inside create_app.
 import contextlib
 import json
+import math
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -25,9 +27,10 @@ from prefrl.feedback.store import (
     NotFound,
     RunInfo,
     StoreError,
+    run_info,
 )
 from prefrl.feedback.waiting import no_pair_message, run_kind
-from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 
 HERE = Path(__file__).parent
 LOCAL_ANNOTATOR = "local"
@@ -49,6 +52,11 @@ def served_at(run_dir: Path) -> str | None:
         return None
 
 
+def _finite(x) -> float | None:
+    """JSON has no NaN: a metric that is not a number is sent as null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
 class LabelIn(BaseModel):
     query_id: int
     label: str
@@ -64,7 +72,23 @@ class RatingIn(BaseModel):
     rating: Any
 
 
-def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
+SERVE_ENV = "PREFRL_SERVE"
+"""How `prefrl serve --workers N` tells each server process what to serve (JSON)."""
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one of several server processes (uvicorn's `--workers`, which imports it by
+    name in each): the run and options come in `PREFRL_SERVE`."""
+    opts = json.loads(os.environ[SERVE_ENV])
+    run = run_info(Path(opts["run_dir"]), opts["store"])
+    return create_app(run, require_token=opts["require_token"], overlap=opts["overlap"])
+
+
+def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) -> FastAPI:
+    """The labelling app of `run`. `overlap`: the share of queries that a second annotator
+    labels too, to measure how often annotators agree."""
+    if not 0.0 <= overlap <= 1.0:
+        raise ValueError(f"overlap {overlap} is invalid: expected a share in [0, 1]")
     store = FeedbackStore(run.store, create=False)
     run_id = store.run_id(run.uid, create=False)
     local_token = store.add_annotator(LOCAL_ANNOTATOR)
@@ -129,11 +153,14 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
 
     @app.get("/api/status")
     def status(who: Who) -> dict:
+        """What the run page shows, and polls for: labels (per annotator, and how often two
+        agree), the reward model's fits, the learning curve."""
         counts = store.label_counts(run_id)
         rows = read_metrics(run.run_dir)
         fits = [r for r in rows if "reward/val_accuracy" in r]
         evals = [r for r in rows if "eval/return_mean" in r]
         open_queries = store.query_count(run_id, status="open")
+        crowd = store.annotator_stats(run_id)
         return {
             "run": run.name,
             "env": run.env,
@@ -144,15 +171,37 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
             "waiting_for_first_labels": open_queries > 0 and not fits and online,
             "reward_val_accuracy": fits[-1]["reward/val_accuracy"] if fits else None,
             "reward_fits": len(fits),
+            "fits": [
+                {
+                    "step": r["step"],
+                    "val_accuracy": _finite(r["reward/val_accuracy"]),
+                    "labels": r.get("feedback/labels"),
+                }
+                for r in fits
+            ],
+            "fit_scatter": read_fit_scatter(run.run_dir),
             "step": rows[-1]["step"] if rows else 0,
             "curve": [
                 {
                     "step": r["step"],
-                    "return": r["eval/return_mean"],
-                    "learned": r.get("eval/learned_return_mean"),
+                    "return": _finite(r["eval/return_mean"]),
+                    "learned": _finite(r.get("eval/learned_return_mean")),
                 }
                 for r in evals
             ],
+            "annotators": [
+                {
+                    "name": t.name,
+                    "labels": t.labels,
+                    "doubly_labelled": t.doubly_labelled,
+                    "agreed": t.agreed,
+                }
+                for t in crowd.annotators
+            ],
+            "overlap": overlap,
+            "doubly_labelled": crowd.doubly_labelled,
+            "agreement": crowd.agreement,
+            "waiting_for_second": crowd.waiting_for_second,
         }
 
     def clip_urls(segment_ids: list[int], token: str) -> dict[int, str | None]:
@@ -191,7 +240,7 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
         try:
             stored, created = store.add_label(
                 body.query_id, body.label, source="web", annotator_id=who[0],
-                response_ms=body.response_ms,
+                response_ms=body.response_ms, overlap=overlap,
             )  # fmt: skip
         except NotFound as e:
             raise HTTPException(404, str(e)) from None
@@ -241,12 +290,5 @@ def create_app(run: RunInfo, require_token: bool = False) -> FastAPI:
     @app.get("/favicon.ico")
     def favicon() -> FileResponse:
         return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml")
-
-    @app.get("/learning_curve.png")
-    def curve(who: Who) -> FileResponse:
-        path = run.run_dir / "learning_curve.png"
-        if not path.is_file():
-            raise HTTPException(404, "no learning curve yet (drawn at the first evaluation)")
-        return FileResponse(path, media_type="image/png")
 
     return app

@@ -12,7 +12,7 @@ them), so whoever renders or fits from the store needs the run directory too.
 from __future__ import annotations
 
 from prefrl.feedback.ratings import parse_rating
-from prefrl.feedback.store.annotators import LEASE_SECONDS, AnnotatorSide
+from prefrl.feedback.store.annotators import LEASE_SECONDS, AnnotatorSide, wants_second_label
 from prefrl.feedback.store.location import (
     RUN_FILE,
     STORE_FILE,
@@ -25,6 +25,8 @@ from prefrl.feedback.store.location import (
 )
 from prefrl.feedback.store.schema import (
     SCHEMA_VERSION,
+    AnnotatorStats,
+    AnnotatorTally,
     LabelConflict,
     NotFound,
     OpenQueries,
@@ -46,6 +48,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEGMENT_DIR",
     "STORE_FILE",
+    "AnnotatorStats",
+    "AnnotatorTally",
     "FeedbackStore",
     "LabelConflict",
     "NotFound",
@@ -60,4 +64,5 @@ __all__ = [
     "run_info",
     "run_uid",
     "store_url",
+    "wants_second_label",
 ]

@@ -8,15 +8,17 @@ import datetime as dt
 import secrets
 from collections.abc import Sequence
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from prefrl.data.segments import Label
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store.database import StoreBase
 from prefrl.feedback.store.schema import (
     AnnotatorRow,
+    AnnotatorStats,
+    AnnotatorTally,
     ClipRow,
     LabelConflict,
     LabelRow,
@@ -24,6 +26,7 @@ from prefrl.feedback.store.schema import (
     OpenQueries,
     QueryRow,
     RatingRow,
+    SecondLabelRow,
     SegmentRow,
     StoredLabel,
     StoredQuery,
@@ -32,6 +35,12 @@ from prefrl.feedback.store.schema import (
 
 LEASE_SECONDS = 300.0
 """How long a query handed to an annotator stays theirs unless they answer or give it back."""
+
+
+def wants_second_label(query_id: int, overlap: float) -> bool:
+    """Whether query `query_id` is in the `overlap` share labelled twice: a fixed hash of its
+    id, so that every server process decides alike without asking the others."""
+    return overlap > 0 and (query_id * 2654435761) % 2**32 < overlap * 2**32
 
 
 class AnnotatorSide(StoreBase):
@@ -71,27 +80,37 @@ class AnnotatorSide(StoreBase):
         lease_s: float = LEASE_SECONDS,
         need_clips: bool = False,
     ) -> list[StoredQuery]:
-        """Hand up to `n` open queries to one annotator: the ones it already holds first, then
-        the newest that nobody holds (or whose holder's lease ran out). Several annotators at
-        once get different queries."""
+        """Hand up to `n` queries to one annotator: the ones it already holds first, then those
+        waiting for a second annotator's label (`--overlap`; never to the one who gave the
+        first), then the newest open ones that nobody holds (or whose holder's lease ran out).
+        Several annotators at once, in one process or many, get different queries."""
         now = utcnow()
         expired = now - dt.timedelta(seconds=lease_s)
-        cond = [QueryRow.run_id == run_id, QueryRow.status == "open"]
+        run = [QueryRow.run_id == run_id]
         if need_clips:
             clipped = select(ClipRow.segment_id)
-            cond += [QueryRow.left_id.in_(clipped), QueryRow.right_id.in_(clipped)]
+            run += [QueryRow.left_id.in_(clipped), QueryRow.right_id.in_(clipped)]
         free = or_(QueryRow.assigned_to.is_(None), QueryRow.assigned_at < expired)
-        # Two indexed reads (the annotator's own, then the newest free ones) rather than one
-        # sorted by ownership, which would sort every open query of the run.
-        picks = [QueryRow.assigned_to == annotator_id, free]
+        labelled_by_me = (
+            select(LabelRow.id)
+            .where(LabelRow.query_id == QueryRow.id, LabelRow.annotator_id == annotator_id)
+            .exists()
+        )
+        # Indexed reads, one per kind, rather than one sorted by ownership, which would sort
+        # every open query of the run.
+        picks = [
+            [QueryRow.assigned_to == annotator_id,
+             or_(QueryRow.status == "open", QueryRow.second_wanted == 1)],
+            [QueryRow.second_wanted == 1, QueryRow.status == "labelled", free, ~labelled_by_me],
+            [QueryRow.status == "open", free],
+        ]  # fmt: skip
         with self._write() as s:
-            if self.is_sqlite:  # take the write lock first: SQLite serialises writers
-                s.execute(text("UPDATE prefrl_meta SET value = value WHERE key = 'schema_version'"))
+            self._claim_writer(s)
             rows: list[QueryRow] = []
             for pick in picks:
                 if len(rows) == n:
                     break
-                stmt = select(QueryRow).where(*cond, pick).order_by(QueryRow.id.desc())
+                stmt = select(QueryRow).where(*run, *pick).order_by(QueryRow.id.desc())
                 stmt = stmt.limit(n - len(rows))
                 if not self.is_sqlite:
                     stmt = stmt.with_for_update(skip_locked=True)
@@ -101,10 +120,11 @@ class AnnotatorSide(StoreBase):
             return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
 
     def release_queries(self, run_id: int, annotator_id: int, query_ids=None) -> int:
-        """Give back the open queries an annotator holds (all, or those of `query_ids`), so that
-        others get them at once rather than when the lease runs out; returns how many."""
-        cond = [QueryRow.run_id == run_id, QueryRow.status == "open",
-                QueryRow.assigned_to == annotator_id]  # fmt: skip
+        """Give back the queries an annotator holds and has not answered (all, or those of
+        `query_ids`), so that others get them at once rather than when the lease runs out;
+        returns how many."""
+        cond = [QueryRow.run_id == run_id, QueryRow.assigned_to == annotator_id,
+                or_(QueryRow.status == "open", QueryRow.second_wanted == 1)]  # fmt: skip
         if query_ids is not None:
             cond.append(QueryRow.id.in_([int(q) for q in query_ids]))
         with self._write() as s:
@@ -155,47 +175,116 @@ class AnnotatorSide(StoreBase):
         source: str,
         annotator_id: int | None = None,
         response_ms: int | None = None,
+        overlap: float = 0.0,
     ) -> tuple[StoredLabel, bool]:
         """Commit a label; returns (label, created). The same label again returns the stored one
-        (created False); a different label for an answered query raises LabelConflict."""
+        (created False); a different label for an answered query raises LabelConflict.
+
+        With `overlap` > 0, that share of the queries (chosen by id, so every server process
+        agrees) wants a second annotator's label once the first is in: it goes to the next
+        other annotator who asks, and is stored beside the first to measure agreement."""
         label = Label.parse(value)
         if response_ms is not None and not (0 <= int(response_ms) < 2**31):
             raise ValueError(f"response time {response_ms} ms is invalid: expected >= 0")
-        try:
-            with self._write() as s:
-                q = s.get(QueryRow, query_id)
-                if q is None:
-                    raise NotFound(f"query {query_id} does not exist")
-                if q.status == "dropped":
-                    q.status = "open"  # a person answered a stale pair: the answer still counts
-                row = LabelRow(
-                    query_id=query_id, value=label.name.lower(), source=source,
-                    annotator_id=annotator_id, response_ms=response_ms,
-                )  # fmt: skip
+        if not 0.0 <= overlap <= 1.0:
+            raise ValueError(f"overlap {overlap} is invalid: expected a share in [0, 1]")
+        for attempt in range(2):  # a second pass when another writer won a race for the row
+            try:
+                with self._write() as s:  # (commits before the caller hears of the label)
+                    self._claim_writer(s)
+                    return self._add_label(
+                        s, query_id, label, source, annotator_id, response_ms, overlap
+                    )
+            except IntegrityError:
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _add_label(self, s, query_id, label, source, annotator_id, response_ms, overlap):
+        q = s.get(QueryRow, query_id, with_for_update=True)  # (a row lock on PostgreSQL)
+        if q is None:
+            raise NotFound(f"query {query_id} does not exist")
+        value = label.name.lower()
+        first = s.scalar(select(LabelRow).where(LabelRow.query_id == query_id))
+        if first is None:
+            if q.status == "dropped":
+                q.status = "open"  # a person answered a stale pair: the answer still counts
+            row = LabelRow(query_id=query_id, value=value, source=source,
+                           annotator_id=annotator_id, response_ms=response_ms)  # fmt: skip
+            s.add(row)
+            s.flush()
+            q.status = "labelled"
+            if annotator_id is not None and wants_second_label(query_id, overlap):
+                q.second_wanted, q.assigned_to, q.assigned_at = 1, None, None
+            return self._label(s, row), True
+        stored = first
+        if annotator_id is not None and first.annotator_id != annotator_id:
+            second = s.scalar(select(SecondLabelRow).where(SecondLabelRow.query_id == query_id))
+            if second is None and q.second_wanted:
+                row = SecondLabelRow(query_id=query_id, value=value, source=source,
+                                     annotator_id=annotator_id, response_ms=response_ms)  # fmt: skip
                 s.add(row)
                 s.flush()
-                q.status = "labelled"
-                stored = self._label(s, row)
-            return stored, True  # (the block commits before the caller hears of it)
-        except IntegrityError:
-            pass
-        with self._session() as s:
-            row = s.scalar(select(LabelRow).where(LabelRow.query_id == query_id))
-            stored = self._label(s, row)
-        if stored.label != label:
+                q.second_wanted = 0
+                return self._label(s, row), True
+            if second is not None and second.annotator_id == annotator_id:
+                stored = second
+        out = self._label(s, stored)
+        if out.label != label:
             raise LabelConflict(
-                f"query {query_id} is already labelled {stored.label.name.lower()}; "
-                f"not replaced by {label.name.lower()}"
+                f"query {query_id} is already labelled {out.label.name.lower()}; "
+                f"not replaced by {value}"
             )
-        return stored, False
+        return out, False
 
-    def _label(self, s: Session, row: LabelRow) -> StoredLabel:
+    def _label(self, s: Session, row: LabelRow | SecondLabelRow) -> StoredLabel:
         q = s.get(QueryRow, row.query_id)
         who = s.get(AnnotatorRow, row.annotator_id) if row.annotator_id else None
         return StoredLabel(
             row.id, row.query_id, q.key, Label.parse(row.value), row.source,
             who.name if who else None, row.response_ms, row.created_at,
         )  # fmt: skip
+
+    def annotator_stats(self, run_id: int) -> AnnotatorStats:
+        """Labels per annotator and how often two annotators agree on the queries both labelled
+        (the `--overlap` share): overall and for each annotator against the others."""
+        with self._session() as s:
+            firsts = s.execute(
+                select(AnnotatorRow.name, func.count())
+                .join(LabelRow, LabelRow.annotator_id == AnnotatorRow.id)
+                .join(QueryRow, LabelRow.query_id == QueryRow.id)
+                .where(QueryRow.run_id == run_id)
+                .group_by(AnnotatorRow.name)
+            ).all()
+            a, b = aliased(AnnotatorRow), aliased(AnnotatorRow)
+            pairs = s.execute(
+                select(a.name, b.name, LabelRow.value == SecondLabelRow.value)
+                .select_from(SecondLabelRow)
+                .join(LabelRow, LabelRow.query_id == SecondLabelRow.query_id)
+                .join(QueryRow, SecondLabelRow.query_id == QueryRow.id)
+                .join(a, LabelRow.annotator_id == a.id)
+                .join(b, SecondLabelRow.annotator_id == b.id)
+                .where(QueryRow.run_id == run_id)
+            ).all()
+            waiting = s.scalar(
+                select(func.count())
+                .select_from(QueryRow)
+                .where(QueryRow.run_id == run_id, QueryRow.second_wanted == 1)
+            )
+        labels = dict(firsts)
+        both: dict[str, list[int]] = {}
+        for first, second, agreed in pairs:
+            labels[second] = labels.get(second, 0) + 1
+            for name in (first, second):
+                both.setdefault(name, [0, 0])
+                both[name][0] += 1
+                both[name][1] += int(bool(agreed))
+        per = [
+            AnnotatorTally(name, n, *both.get(name, (0, 0)))
+            for name, n in sorted(labels.items(), key=lambda kv: (-kv[1], kv[0]))
+        ]
+        agreed = sum(int(bool(x)) for *_, x in pairs)
+        return AnnotatorStats(per, len(pairs), agreed, waiting)
 
     def add_clip(
         self, segment_id: int, path: str, width: int, height: int, frames: int, fps: float

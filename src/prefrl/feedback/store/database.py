@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -84,6 +84,13 @@ class StoreBase:
         steps (a long latency tail with many annotators at once)."""
         with self._write_lock, self._session.begin() as s:
             yield s
+
+    def _claim_writer(self, s: Session) -> None:
+        """On SQLite, take the database's write lock at the start of a transaction that reads
+        before it writes: a reader that turns writer later fails at once when another process
+        wrote in between (SQLITE_BUSY_SNAPSHOT), however long the busy timeout."""
+        if self.is_sqlite:
+            s.execute(text("UPDATE prefrl_meta SET value = value WHERE key = 'schema_version'"))
 
     def close(self) -> None:
         self.engine.dispose()

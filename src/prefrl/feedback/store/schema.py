@@ -11,7 +11,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from prefrl.data.segments import Label
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 class StoreError(RuntimeError):
@@ -90,18 +90,20 @@ class ClipRow(Base):
 
 
 # Handing out pairs reads the newest open queries of a run, and an annotator's own: indexed so
-# that it costs the same with 30 open queries or 30,000 (schema version 2).
+# that it costs the same with 30 open queries or 30,000 (schema version 2); likewise the pairs
+# waiting for a second annotator (version 3).
 _QUERY_INDEXES = (
     ("ix_queries_open", ("run_id", "status", "id")),
     ("ix_queries_assigned_to", ("assigned_to",)),
 )
+_SECOND_INDEX = ("ix_queries_second", ("run_id", "second_wanted", "id"))
 
 
 class QueryRow(Base):
     __tablename__ = "queries"
     __table_args__ = (
         UniqueConstraint("run_id", "key"),
-        *(Index(name, *cols) for name, cols in _QUERY_INDEXES),
+        *(Index(name, *cols) for name, cols in (*_QUERY_INDEXES, _SECOND_INDEX)),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id"), index=True)
@@ -113,6 +115,8 @@ class QueryRow(Base):
     """open (waiting for a label), labelled, or dropped (stale: never shown again)."""
     assigned_to: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True)
     assigned_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    second_wanted: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """1 while a labelled query waits for a second annotator's label (`prefrl serve --overlap`)."""
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -124,6 +128,20 @@ class LabelRow(Base):
     source: Mapped[str] = mapped_column(String(64))
     """Who answered: web, terminal, import, or scripted:<preset>."""
     annotator_id: Mapped[int | None] = mapped_column(ForeignKey("annotators.id"), nullable=True)
+    response_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SecondLabelRow(Base):
+    """A second annotator's label of a query (the share `--overlap` asks for): it measures how
+    often annotators agree and is not trained on; the trainer reads the first label only."""
+
+    __tablename__ = "second_labels"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), unique=True)
+    value: Mapped[str] = mapped_column(String(8))
+    source: Mapped[str] = mapped_column(String(64))
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id"))
     response_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -170,11 +188,42 @@ class StoredLabel:
     created_at: dt.datetime
 
 
+@dataclass(frozen=True)
+class AnnotatorTally:
+    name: str
+    labels: int
+    """Labels given, first and second ones."""
+    doubly_labelled: int
+    """Queries this annotator labelled that another annotator labelled too."""
+    agreed: int
+    """Of those, how many both labelled alike."""
+
+
+@dataclass(frozen=True)
+class AnnotatorStats:
+    annotators: list[AnnotatorTally]
+    doubly_labelled: int
+    agreed: int
+    waiting_for_second: int
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreed / self.doubly_labelled if self.doubly_labelled else None
+
+
 def _add_query_indexes(store) -> None:
     with store.engine.begin() as c:
         for name, cols in _QUERY_INDEXES:
             c.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON queries ({', '.join(cols)})"))
 
 
+def _add_second_labels(store) -> None:
+    with store.engine.begin() as c:
+        c.execute(text("ALTER TABLE queries ADD COLUMN second_wanted INTEGER NOT NULL DEFAULT 0"))
+        name, cols = _SECOND_INDEX
+        c.execute(text(f"CREATE INDEX IF NOT EXISTS {name} ON queries ({', '.join(cols)})"))
+    SecondLabelRow.__table__.create(store.engine, checkfirst=True)
+
+
 # version -> function that upgrades a store from that version to the next.
-MIGRATIONS = {1: _add_query_indexes}
+MIGRATIONS = {1: _add_query_indexes, 2: _add_second_labels}
