@@ -160,6 +160,9 @@ def test_an_overlap_share_is_labelled_by_two_annotators_and_their_agreement_coun
         store.add_label(q, "left", "web", annotator_id=ben, overlap=0.5)
     # The trainer reads each query's first label only.
     assert sorted(x.query_id for x in store.labels(run)) == sorted(rows)
+    assert [(x.query_id, x.annotator) for x in store.second_labels(run)] == [
+        (q, "ben") for q in twice
+    ]
     stats = store.annotator_stats(run)
     assert stats.doubly_labelled == len(twice) and stats.agreed == len(twice) - 1
     assert stats.agreement == pytest.approx((len(twice) - 1) / len(twice))
@@ -245,7 +248,12 @@ def test_a_version_1_store_is_upgraded_in_place(store, tmp_path):
     run, rows, _, _ = _queries(store, tmp_path)
     store.add_label(rows[0], "left", "web")
     with store.engine.begin() as c:  # make it a version-1 store
-        for index in ("ix_queries_open", "ix_queries_assigned_to", "ix_queries_second"):
+        for index in (
+            "ix_queries_open",
+            "ix_queries_assigned_to",
+            "ix_queries_free",
+            "ix_queries_second_free",
+        ):
             c.execute(text(f"DROP INDEX {index}"))
         c.execute(text("ALTER TABLE queries DROP COLUMN second_wanted"))
         c.execute(text("DROP TABLE second_labels"))
@@ -254,7 +262,12 @@ def test_a_version_1_store_is_upgraded_in_place(store, tmp_path):
     with FeedbackStore(target, create=False) as upgraded:
         assert upgraded.schema_version() == SCHEMA_VERSION == 3
         names = {ix["name"] for ix in inspect(upgraded.engine).get_indexes("queries")}
-        assert {"ix_queries_open", "ix_queries_assigned_to", "ix_queries_second"} <= names
+        assert {
+            "ix_queries_open",
+            "ix_queries_assigned_to",
+            "ix_queries_free",
+            "ix_queries_second_free",
+        } <= names
         assert [x.label for x in upgraded.labels(run)] == [Label.LEFT]
         assert upgraded.query_count(run, status="open") == len(rows) - 1
         ana = upgraded.annotator(upgraded.add_annotator("ana"))[0]

@@ -20,6 +20,7 @@ COMMANDS = {  # name -> ("module:function" in prefrl.cli, one-line description)
     "frames": ("train:cmd_frames", "learn from preferences on frames (movingdot, atari:*): A2C + a reward CNN"),
     "rfcl": ("train:cmd_rfcl", "learn a sparse-reward task from a few demonstrations (RFCL)"),
     "demos": ("demos:cmd_demos", "make, check and render demonstrations (with simulator states)"),
+    "sweep": ("sweep:cmd_sweep", "run a training command over a grid of flags x seeds on Ray (resumable)"),
     "offline": ("train:cmd_offline", "offline preferences: reward model (mr/nmr/pt) + IQL on a dataset"),
     "offline-cpl": ("train:cmd_offline_cpl", "offline preferences: CPL on a dataset's labelled queries"),
     "collect": ("ratings:cmd_collect", "roll out checkpoints x action noise into clips to rate"),
@@ -38,6 +39,7 @@ ERRORS = (  # what a command reports as `prefrl NAME: error: ...` (the message s
     RuntimeError,
     TypeError,
     ImportError,  # an optional extra that is not installed
+    ConnectionError,  # an unreachable Ray cluster
 )
 
 

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import tyro
 
+KEEP_ALIVE_SECONDS = 75
+
 
 @dataclass(frozen=True)
 class ServeArgs:
@@ -76,8 +78,11 @@ def cmd_serve(args: list[str]) -> int:
         print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
               f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
     try:
+        # People pause longer than uvicorn's 5 s between requests: keep their connection open
+        # (a browser reusing one the server just closed sees an error).
         uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning",
-                    workers=opts.workers, factory=opts.workers > 1)  # fmt: skip
+                    workers=opts.workers, factory=opts.workers > 1,
+                    timeout_keep_alive=KEEP_ALIVE_SECONDS)  # fmt: skip
     finally:
         if renderer is not None:
             renderer.terminate()

@@ -9,12 +9,16 @@ each annotator needs the link with their token (`prefrl annotators add NAME`).
 # No `from __future__ import annotations` here: FastAPI reads the endpoints' annotations, and
 # the dependency alias `Who` exists only inside create_app.
 import contextlib
+import functools
 import json
 import math
 import os
+import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
@@ -38,6 +42,7 @@ FAMILY_WINDOW = 50  # unrated clips looked at to gather the next clip's family o
 
 
 ADDRESS_FILE = "serve.json"
+REQUEST_THREADS = 8
 
 
 def record_address(run_dir: Path, url: str) -> None:
@@ -97,6 +102,11 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
+        # The few endpoints left in threads (the hot path runs on the event loop) hold the GIL
+        # between database round trips; under a crowd, fewer threads that swap it sooner than
+        # every 5 ms keep the loop's latency low (measured: benchmarks/web_load.py --pace).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        sys.setswitchinterval(0.0005)
         yield
         store.close()
 
@@ -110,7 +120,7 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
 
     known_tokens: dict[str, tuple[int, str]] = {}
 
-    def annotator(
+    async def annotator(  # (async: a thread hop per request costs more than this look-up)
         token: Annotated[str | None, Query()] = None,
         x_prefrl_token: Annotated[str | None, Header()] = None,
     ) -> tuple[int, str, str]:
@@ -208,25 +218,57 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
         paths = store.clips(segment_ids)
         return {i: f"/{paths[i]}?token={token}" if i in paths else None for i in segment_ids}
 
+    known_clips: dict[int, tuple[str, float | None]] = {}
+
+    def clip_infos(segment_ids: list[int]) -> dict[int, tuple[str, float | None]]:
+        """(A segment's clip, once made, never changes: each is read from the store once.)"""
+        missing = [i for i in segment_ids if i not in known_clips]
+        if missing:
+            if len(known_clips) > 100_000:
+                known_clips.clear()
+            known_clips.update(store.clip_infos(missing))
+        return known_clips
+
+    open_count = {"at": -1.0, "n": 0}
+
+    def open_queries() -> int:
+        """The run's unanswered pairs, as shown beside each pair: counted at most once a second
+        per process (counting costs as much as the rest of a request with thousands open)."""
+        if time.monotonic() - open_count["at"] > 1.0:
+            open_count["n"] = store.query_count(run_id, status="open")
+            open_count["at"] = time.monotonic()
+        return open_count["n"]
+
+    async def in_store(fn, *args, **kwargs):
+        """The labelling hot path's store calls. On PostgreSQL they run on the event loop: each
+        is a millisecond of CPU, and a thread hop for each costs more than it saves (GIL
+        hand-offs turn a crowd's milliseconds into seconds). SQLite may wait for its write
+        lock, so there they run in a thread."""
+        if store.is_sqlite:
+            return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        return fn(*args, **kwargs)
+
     @app.get("/api/next")
-    def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
+    async def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
         """Up to `n` pairs for this annotator; with none, `waiting` says why. `open` counts the
         run's unanswered pairs (this annotator's included)."""
-        queries = store.assign_queries(run_id, who[0], n=n, need_clips=True)
-        urls = clip_urls([i for q in queries for i in (q.left_segment, q.right_segment)], who[2])
-        seconds = store.clip_seconds([q.left_segment for q in queries])
+        queries = await in_store(store.assign_queries, run_id, who[0], n=n, need_clips=True)
+        segments = [i for q in queries for i in (q.left_segment, q.right_segment)]
+        clips = await in_store(clip_infos, segments)
+        if not queries:
+            waiting = await in_store(no_pair_message, store, run_id, run.run_dir, who[0])
         return {
             "queries": [
                 {
                     "id": q.id,
-                    "left": urls[q.left_segment],
-                    "right": urls[q.right_segment],
-                    "seconds": seconds.get(q.left_segment),
+                    "left": f"/{clips[q.left_segment][0]}?token={who[2]}",
+                    "right": f"/{clips[q.right_segment][0]}?token={who[2]}",
+                    "seconds": clips[q.left_segment][1],
                 }
                 for q in queries
             ],
-            "open": store.query_count(run_id, status="open"),
-            "waiting": None if queries else no_pair_message(store, run_id, run.run_dir, who[0]),
+            "open": await in_store(open_queries),
+            "waiting": None if queries else waiting,
         }
 
     @app.post("/api/release")
@@ -236,10 +278,10 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
         return {"released": store.release_queries(run_id, who[0], body.query_ids)}
 
     @app.post("/api/label")
-    def post_label(body: LabelIn, who: Who) -> dict:
+    async def post_label(body: LabelIn, who: Who) -> dict:
         try:
-            stored, created = store.add_label(
-                body.query_id, body.label, source="web", annotator_id=who[0],
+            stored, created = await in_store(
+                store.add_label, body.query_id, body.label, source="web", annotator_id=who[0],
                 response_ms=body.response_ms, overlap=overlap,
             )  # fmt: skip
         except NotFound as e:

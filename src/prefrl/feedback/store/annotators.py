@@ -8,7 +8,7 @@ import datetime as dt
 import secrets
 from collections.abc import Sequence
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, aliased
 
@@ -85,39 +85,68 @@ class AnnotatorSide(StoreBase):
         first), then the newest open ones that nobody holds (or whose holder's lease ran out).
         Several annotators at once, in one process or many, get different queries."""
         now = utcnow()
-        expired = now - dt.timedelta(seconds=lease_s)
-        run = [QueryRow.run_id == run_id]
+        params = {"run": run_id, "who": annotator_id, "now": now,
+                  "expired": now - dt.timedelta(seconds=lease_s)}  # fmt: skip
+        picks, assign = self._assign_statements(need_clips)
+        with self._write_lock, self.engine.begin() as c:  # (Core, not the ORM: the hot path)
+            self._claim_writer(c)
+            ids: list[int] = []
+            for pick in picks:
+                if len(ids) == n:
+                    break
+                ids += c.scalars(pick, {**params, "taken": ids, "n": n - len(ids)}).all()
+            if not ids:
+                return []
+            rows = c.execute(assign, {**params, "ids": ids}).all()
+        order = {q: i for i, q in enumerate(ids)}
+        return [StoredQuery(*r) for r in sorted(rows, key=lambda r: order[r[0]])]
+
+    def _assign_statements(self, need_clips: bool):
+        """The reads that pick queries for an annotator (indexed, one per kind, rather than one
+        sorted by ownership, which would sort every open query of the run), and the update that
+        hands them over; built once, with parameters."""
+        cache = self.__dict__.setdefault("_statements", {})
+        if need_clips in cache:
+            return cache[need_clips]
+        run = [QueryRow.run_id == bindparam("run")]
         if need_clips:
             clipped = select(ClipRow.segment_id)
             run += [QueryRow.left_id.in_(clipped), QueryRow.right_id.in_(clipped)]
-        free = or_(QueryRow.assigned_to.is_(None), QueryRow.assigned_at < expired)
+        unheld = QueryRow.assigned_to.is_(None)  # (as the partial indexes say it)
+        expired = and_(
+            QueryRow.assigned_to.is_not(None), QueryRow.assigned_at < bindparam("expired")
+        )
         labelled_by_me = (
             select(LabelRow.id)
-            .where(LabelRow.query_id == QueryRow.id, LabelRow.annotator_id == annotator_id)
+            .where(LabelRow.query_id == QueryRow.id, LabelRow.annotator_id == bindparam("who"))
             .exists()
         )
-        # Indexed reads, one per kind, rather than one sorted by ownership, which would sort
-        # every open query of the run.
-        picks = [
-            [QueryRow.assigned_to == annotator_id,
+        second = [QueryRow.second_wanted == 1, ~labelled_by_me]
+        kinds = [  # in this order, until `n` are found: the last two rarely run
+            [QueryRow.assigned_to == bindparam("who"),
              or_(QueryRow.status == "open", QueryRow.second_wanted == 1)],
-            [QueryRow.second_wanted == 1, QueryRow.status == "labelled", free, ~labelled_by_me],
-            [QueryRow.status == "open", free],
+            [*second, unheld],
+            [QueryRow.status == "open", unheld],
+            [*second, expired],
+            [QueryRow.status == "open", expired],
         ]  # fmt: skip
-        with self._write() as s:
-            self._claim_writer(s)
-            rows: list[QueryRow] = []
-            for pick in picks:
-                if len(rows) == n:
-                    break
-                stmt = select(QueryRow).where(*run, *pick).order_by(QueryRow.id.desc())
-                stmt = stmt.limit(n - len(rows))
-                if not self.is_sqlite:
-                    stmt = stmt.with_for_update(skip_locked=True)
-                rows += [r for r in s.scalars(stmt) if r not in rows]
-            for r in rows:
-                r.assigned_to, r.assigned_at = annotator_id, now
-            return [StoredQuery(r.id, r.key, r.left_id, r.right_id, r.status) for r in rows]
+        picks = []
+        for kind in kinds:
+            # (`taken`: one's own whose lease ran out match the free kinds too)
+            taken = QueryRow.id.not_in(bindparam("taken", expanding=True))
+            pick = select(QueryRow.id).where(*run, *kind, taken)
+            pick = pick.order_by(QueryRow.id.desc()).limit(bindparam("n"))
+            picks.append(pick if self.is_sqlite else pick.with_for_update(skip_locked=True))
+        assign = (
+            update(QueryRow)
+            .where(QueryRow.id.in_(bindparam("ids", expanding=True)))
+            .values(assigned_to=bindparam("who"), assigned_at=bindparam("now"))
+            .returning(
+                QueryRow.id, QueryRow.key, QueryRow.left_id, QueryRow.right_id, QueryRow.status
+            )
+        )
+        cache[need_clips] = picks, assign
+        return picks, assign
 
     def release_queries(self, run_id: int, annotator_id: int, query_ids=None) -> int:
         """Give back the queries an annotator holds and has not answered (all, or those of
@@ -190,52 +219,95 @@ class AnnotatorSide(StoreBase):
             raise ValueError(f"overlap {overlap} is invalid: expected a share in [0, 1]")
         for attempt in range(2):  # a second pass when another writer won a race for the row
             try:
-                with self._write() as s:  # (commits before the caller hears of the label)
-                    self._claim_writer(s)
+                # (Core, not the ORM: the hot path; commits before the caller hears of it)
+                with self._write_lock, self.engine.begin() as c:
+                    self._claim_writer(c)
                     return self._add_label(
-                        s, query_id, label, source, annotator_id, response_ms, overlap
+                        c, query_id, label, source, annotator_id, response_ms, overlap
                     )
             except IntegrityError:
                 if attempt:
                     raise
         raise AssertionError("unreachable")
 
-    def _add_label(self, s, query_id, label, source, annotator_id, response_ms, overlap):
-        q = s.get(QueryRow, query_id, with_for_update=True)  # (a row lock on PostgreSQL)
+    def _add_label(self, c, query_id, label, source, annotator_id, response_ms, overlap):
+        st = self._label_statements()
+        q = c.execute(st["query"], {"q": query_id}).one_or_none()
         if q is None:
             raise NotFound(f"query {query_id} does not exist")
         value = label.name.lower()
-        first = s.scalar(select(LabelRow).where(LabelRow.query_id == query_id))
-        if first is None:
-            if q.status == "dropped":
-                q.status = "open"  # a person answered a stale pair: the answer still counts
-            row = LabelRow(query_id=query_id, value=value, source=source,
-                           annotator_id=annotator_id, response_ms=response_ms)  # fmt: skip
-            s.add(row)
-            s.flush()
-            q.status = "labelled"
-            if annotator_id is not None and wants_second_label(query_id, overlap):
-                q.second_wanted, q.assigned_to, q.assigned_at = 1, None, None
-            return self._label(s, row), True
+        new = {"query_id": query_id, "value": value, "source": source,
+               "annotator_id": annotator_id, "response_ms": response_ms, "created_at": utcnow()}  # fmt: skip
+        first = c.execute(st["first"], {"q": query_id}).one_or_none()
+        if first is None:  # (a stale, dropped pair answered: the answer still counts)
+            second = annotator_id is not None and wants_second_label(query_id, overlap)
+            row_id = c.execute(st["add_first"], new).scalar_one()
+            c.execute(st["second_wanted"] if second else st["labelled"], {"q": query_id})
+            return self._stored(c, row_id, q.key, new), True
         stored = first
         if annotator_id is not None and first.annotator_id != annotator_id:
-            second = s.scalar(select(SecondLabelRow).where(SecondLabelRow.query_id == query_id))
+            second = c.execute(st["second"], {"q": query_id}).one_or_none()
             if second is None and q.second_wanted:
-                row = SecondLabelRow(query_id=query_id, value=value, source=source,
-                                     annotator_id=annotator_id, response_ms=response_ms)  # fmt: skip
-                s.add(row)
-                s.flush()
-                q.second_wanted = 0
-                return self._label(s, row), True
+                row_id = c.execute(st["add_second"], new).scalar_one()
+                c.execute(st["second_given"], {"q": query_id})
+                return self._stored(c, row_id, q.key, new), True
             if second is not None and second.annotator_id == annotator_id:
                 stored = second
-        out = self._label(s, stored)
+        out = self._stored(c, stored.id, q.key, stored._asdict() | {"query_id": query_id})
         if out.label != label:
             raise LabelConflict(
                 f"query {query_id} is already labelled {out.label.name.lower()}; "
                 f"not replaced by {value}"
             )
         return out, False
+
+    def _label_statements(self) -> dict:
+        """What labelling a query reads and writes, built once, with parameters."""
+        cache = self.__dict__.setdefault("_statements", {})
+        if "label" in cache:
+            return cache["label"]
+        q = bindparam("q")
+
+        def fields(table):
+            return (table.id, table.value, table.source, table.annotator_id, table.response_ms,
+                    table.created_at)  # fmt: skip
+
+        def set_query(**values):
+            return update(QueryRow).where(QueryRow.id == q).values(**values)
+
+        cache["label"] = {
+            # (a row lock on PostgreSQL: one labeller of a query at a time)
+            "query": select(QueryRow.key, QueryRow.second_wanted)
+            .where(QueryRow.id == q)
+            .with_for_update(),
+            "first": select(*fields(LabelRow)).where(LabelRow.query_id == q),
+            "second": select(*fields(SecondLabelRow)).where(SecondLabelRow.query_id == q),
+            "add_first": insert(LabelRow).returning(LabelRow.id),
+            "add_second": insert(SecondLabelRow).returning(SecondLabelRow.id),
+            "labelled": set_query(status="labelled"),
+            "second_wanted": set_query(
+                status="labelled", second_wanted=1, assigned_to=None, assigned_at=None
+            ),
+            "second_given": set_query(second_wanted=0),
+        }
+        return cache["label"]
+
+    def _stored(self, s: Session, row_id: int, key: int, row: dict) -> StoredLabel:
+        who = row["annotator_id"]
+        return StoredLabel(
+            row_id, row["query_id"], key, Label.parse(row["value"]), row["source"],
+            self._annotator_name(s, who) if who is not None else None, row["response_ms"],
+            row["created_at"],
+        )  # fmt: skip
+
+    def _annotator_name(self, s: Session, annotator_id: int) -> str:
+        """(Names never change: each is looked up once per store object.)"""
+        names = self.__dict__.setdefault("_annotator_names", {})
+        if annotator_id not in names:
+            names[annotator_id] = s.scalar(
+                select(AnnotatorRow.name).where(AnnotatorRow.id == annotator_id)
+            )
+        return names[annotator_id]
 
     def _label(self, s: Session, row: LabelRow | SecondLabelRow) -> StoredLabel:
         q = s.get(QueryRow, row.query_id)
@@ -244,6 +316,17 @@ class AnnotatorSide(StoreBase):
             row.id, row.query_id, q.key, Label.parse(row.value), row.source,
             who.name if who else None, row.response_ms, row.created_at,
         )  # fmt: skip
+
+    def second_labels(self, run_id: int) -> list[StoredLabel]:
+        """The run's second labels (the `--overlap` share), oldest first."""
+        with self._session() as s:
+            rows = s.scalars(
+                select(SecondLabelRow)
+                .join(QueryRow, SecondLabelRow.query_id == QueryRow.id)
+                .where(QueryRow.run_id == run_id)
+                .order_by(SecondLabelRow.id)
+            ).all()
+            return [self._label(s, r) for r in rows]
 
     def annotator_stats(self, run_id: int) -> AnnotatorStats:
         """Labels per annotator and how often two annotators agree on the queries both labelled
@@ -317,15 +400,16 @@ class AnnotatorSide(StoreBase):
             )
             return dict(rows.all())
 
-    def clip_seconds(self, segment_ids: Sequence[int]) -> dict[int, float]:
-        """segment id -> how long its clip plays at its own frame rate."""
+    def clip_infos(self, segment_ids: Sequence[int]) -> dict[int, tuple[str, float | None]]:
+        """segment id -> (clip path, how long it plays at its own frame rate), for those
+        that have one."""
         with self._session() as s:
             rows = s.execute(
-                select(ClipRow.segment_id, ClipRow.frames, ClipRow.fps).where(
+                select(ClipRow.segment_id, ClipRow.path, ClipRow.frames, ClipRow.fps).where(
                     ClipRow.segment_id.in_([int(i) for i in segment_ids])
                 )
             )
-            return {i: frames / fps for i, frames, fps in rows.all() if fps > 0}
+            return {i: (path, frames / fps if fps > 0 else None) for i, path, frames, fps in rows}
 
     def segments_to_render(self, run_id: int, limit: int) -> list[int]:
         """Segments of the newest open queries that have no clip yet (newest first)."""

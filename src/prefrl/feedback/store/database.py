@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Self
 
 from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -54,7 +54,12 @@ class StoreBase:
         kwargs = (
             {}
             if self.is_sqlite
-            else {"pool_pre_ping": True, "connect_args": {"connect_timeout": 10}}
+            else {
+                "pool_pre_ping": True,
+                "pool_size": 8,
+                "max_overflow": 8,
+                "connect_args": {"connect_timeout": 10},
+            }
         )
         self.engine: Engine = create_engine(self.url, **kwargs)
         if self.is_sqlite:
@@ -85,7 +90,7 @@ class StoreBase:
         with self._write_lock, self._session.begin() as s:
             yield s
 
-    def _claim_writer(self, s: Session) -> None:
+    def _claim_writer(self, s: Session | Connection) -> None:
         """On SQLite, take the database's write lock at the start of a transaction that reads
         before it writes: a reader that turns writer later fails at once when another process
         wrote in between (SQLITE_BUSY_SNAPSHOT), however long the busy timeout."""

@@ -1,0 +1,243 @@
+"""Running a sweep on Ray: each run is a Ray task that trains in its own run directory and
+resumes from it. A sweep started again skips the finished runs and resumes the stopped ones; a
+node that dies mid-run has its runs retried elsewhere (Ray's task retries), where they resume
+from their last checkpoint. The sweep directory must be on a filesystem every node sees."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.config import config_to_dict
+from prefrl.sweep.spec import SweepRun, expand_runs, trainer_of
+
+DONE_FILE = "sweep_done.json"
+"""Written into a run's directory when it finished: a sweep started again skips it."""
+MANIFEST_FILE = "sweep.json"
+LOCK_FILE = "sweep.lock"
+
+
+@dataclass
+class RunOutcome:
+    name: str
+    label: str
+    seed: int
+    status: str
+    """done (this time), finished (before: skipped), stopped or failed."""
+    seconds: float = 0.0
+    error: str | None = None
+    node: str | None = None
+
+
+@dataclass
+class SweepResult:
+    directory: Path
+    outcomes: list[RunOutcome]
+    table: dict = field(default_factory=dict)
+    """Per config and metric: mean, std and values over seeds (`prefrl.sweep.report`)."""
+
+    @property
+    def failed(self) -> list[RunOutcome]:
+        return [o for o in self.outcomes if o.status == "failed"]
+
+    @property
+    def complete(self) -> bool:
+        return all(o.status in ("done", "finished") for o in self.outcomes)
+
+
+def execute_run(config) -> dict:
+    """Train one run to its end, resuming from its directory (what a Ray task does)."""
+    _, train = trainer_of(config)
+    run_dir = Path(config.runs_dir) / config.name
+    done = run_dir / DONE_FILE
+    where = socket.gethostname()
+    if done.exists():
+        return {"status": "finished", **json.loads(done.read_text())}
+    if run_dir.exists():
+        from prefrl.rundir.checkpoints import latest_checkpoint
+
+        if latest_checkpoint(run_dir) is not None:
+            config = dataclasses.replace(config, resume=run_dir)
+        else:  # stopped before its first checkpoint: nothing to resume
+            shutil.rmtree(run_dir)
+    t0 = time.perf_counter()
+    try:
+        result = train(config)
+    except Exception:  # noqa: BLE001 (reported with the run, never lost; the others go on)
+        return {"status": "failed", "error": traceback.format_exc()[-4000:], "node": where}
+    seconds = time.perf_counter() - t0
+    if getattr(result, "interrupted", False):
+        return {"status": "stopped", "seconds": seconds, "node": where}
+    facts = {"seconds": seconds, "node": where, "finished_at": time.time()}
+    with atomic_write(done, "w") as f:
+        json.dump(facts, f)
+    return {"status": "done", **facts}
+
+
+def connect_ray(address: str | None, num_cpus: int | None = None):
+    """Ray on this machine (started for the sweep, nothing to set up), or the cluster at
+    `address` (or RAY_ADDRESS). An address nobody answers at fails at once, naming it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise ImportError(
+            "prefrl sweep runs on Ray, which is not installed: pip install 'prefrl[sweep]'"
+        ) from e
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address not in (None, "local", "auto"):
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+                pass
+        except (OSError, ValueError) as e:
+            raise ConnectionError(
+                f"cannot reach the Ray cluster at {address!r} ({e}); start one with `ray start "
+                "--head` and pass the address it prints (host:6379), or leave --address out "
+                "to run on this machine"
+            ) from None
+    if ray.is_initialized():
+        return ray
+    kwargs = {"address": address} if address not in (None, "local") else {"num_cpus": num_cpus}
+    ray.init(**kwargs, include_dashboard=False, log_to_driver=False,
+             configure_logging=False)  # fmt: skip
+    return ray
+
+
+@contextlib.contextmanager
+def sweep_lock(directory: Path) -> Iterator[None]:
+    """One sweep at a time writes to a directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_FILE
+    f = open(path, "a+")  # noqa: SIM115 (held for the sweep)
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise FileExistsError(
+            f"another sweep is writing to {directory} ({holder}); wait for it or stop it, or "
+            "give this one another directory"
+        ) from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()} on {socket.gethostname()}")
+    f.flush()
+    try:
+        yield
+    finally:
+        f.close()
+
+
+def _check_manifest(directory: Path, runs: list[SweepRun]) -> None:
+    """A directory holds one sweep: started again with a run of the same name but another
+    config, it refuses (new runs may join)."""
+    path = directory / MANIFEST_FILE
+    old = json.loads(path.read_text())["runs"] if path.exists() else {}
+    new = {
+        r.name: {"label": r.label, "seed": r.seed, "command": trainer_of(r.config)[0],
+                 "config": config_to_dict(r.config)}
+        for r in runs
+    }  # fmt: skip
+    for name, spec in new.items():
+        if name in old and old[name] != json.loads(json.dumps(spec)):
+            raise ValueError(
+                f"{directory} holds a sweep whose run {name} has another config; give this "
+                "sweep another directory (or delete that run to redo it)"
+            )
+    with atomic_write(path, "w") as f:
+        json.dump({"runs": {**old, **new}}, f, indent=1)
+
+
+def run_sweep(
+    configs: dict,
+    seeds=(0,),
+    directory: str | Path = "runs/sweep",
+    address: str | None = None,
+    cpus_per_run: float = 1.0,
+    gpus_per_run: float = 0.0,
+    max_retries: int = 3,
+    progress: bool = True,
+    num_cpus: int | None = None,
+) -> SweepResult:
+    """Run every config (label -> a training config: `OnlineConfig`, `RLConfig`, ...; see
+    `grid`) with every seed as Ray tasks, `cpus_per_run` CPUs (and `gpus_per_run` of a GPU)
+    each, then summarise them (`prefrl.sweep.report`). Runs land in `directory`/runs/<label>_s<seed>.
+    `num_cpus`: for a Ray started here, how many CPUs it may hand out (default: all)."""
+    from prefrl.sweep.report import summarise
+
+    directory = Path(directory)
+    if cpus_per_run <= 0 or gpus_per_run < 0:
+        raise ValueError(f"resources per run (cpus {cpus_per_run}, gpus {gpus_per_run}) are "
+                         "invalid: expected cpus > 0, gpus >= 0")  # fmt: skip
+    runs = expand_runs(configs, seeds, directory / "runs")
+    with sweep_lock(directory):
+        _check_manifest(directory, runs)
+        outcomes = {r.name: RunOutcome(r.name, r.label, r.seed, "pending") for r in runs}
+        todo = []
+        for r in runs:
+            done = directory / "runs" / r.name / DONE_FILE
+            if done.exists():
+                outcomes[r.name] = RunOutcome(r.name, r.label, r.seed, "finished",
+                                              **_facts(json.loads(done.read_text())))  # fmt: skip
+            else:
+                todo.append(r)
+        if todo:
+            _run_on_ray(todo, outcomes, address, cpus_per_run, gpus_per_run, max_retries,
+                        progress, num_cpus)  # fmt: skip
+        result = SweepResult(directory, list(outcomes.values()))
+        result.table = summarise(directory, runs, result.outcomes)
+    return result
+
+
+def _facts(d: dict) -> dict:
+    return {k: d[k] for k in ("seconds", "node", "error") if k in d}
+
+
+def _run_on_ray(todo, outcomes, address, cpus, gpus, retries, progress, num_cpus) -> None:
+    from rich.progress import Progress
+
+    ray = connect_ray(address, num_cpus)
+    task = ray.remote(execute_run)
+    refs = {
+        task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries,
+                     name=f"prefrl:{r.name}").remote(r.config): r
+        for r in todo
+    }  # fmt: skip
+    for r in todo:
+        outcomes[r.name].status = "running"
+    pending = list(refs)
+    with Progress(disable=not progress, transient=True) as bar:
+        job = bar.add_task(f"sweep: {len(todo)} runs", total=len(todo))
+        try:
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=5.0)
+                for ref in ready:
+                    r = refs[ref]
+                    try:
+                        out = ray.get(ref)
+                    except Exception as e:  # noqa: BLE001 (retries spent: its nodes died)
+                        out = {"status": "failed", "error": f"{type(e).__name__}: {e}"[-4000:]}
+                    outcomes[r.name] = RunOutcome(r.name, r.label, r.seed, out["status"],
+                                                  **_facts(out))  # fmt: skip
+                    bar.advance(job)
+                    if out["status"] == "failed":
+                        bar.console.print(f"[red]{r.name} failed[/red]: "
+                                          f"{out['error'].strip().splitlines()[-1]}")  # fmt: skip
+        except KeyboardInterrupt:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            for ref in pending:
+                outcomes[refs[ref].name].status = "stopped"
+            raise

@@ -1,0 +1,139 @@
+"""Sweeps on a real local Ray: tiny runs, their results table and curves, failures reported, a
+sweep stopped and started again, and the bad input refused before any run starts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from prefrl.cli.sweep import build_configs
+from prefrl.loops.offline import OfflineConfig
+from prefrl.loops.rl import RLConfig
+from prefrl.rundir.metrics import read_metrics
+from prefrl.sweep import grid, run_sweep
+from prefrl.sweep.runner import DONE_FILE, connect_ray, sweep_lock
+
+ray = pytest.importorskip("ray")
+
+
+def tiny(steps: int = 300, **kw) -> RLConfig:
+    return RLConfig(env="toy:point-reach", steps=steps, warmstart_steps=100, eval_interval=100,
+                    eval_episodes=1, checkpoint_interval=100, keep_checkpoints=0, video=False,
+                    **kw)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    connect_ray(None, num_cpus=2)
+    yield
+    ray.shutdown()
+
+
+def test_a_grid_over_seeds_gives_a_table_of_means_and_curves_and_skips_finished_runs(
+    tmp_path, local_ray
+):
+    configs = grid(tiny(), {"sac.batch_size": [32, 64]})
+    assert list(configs) == ["sac.batch_size=32", "sac.batch_size=64"]
+    result = run_sweep(configs, seeds=[0, 1], directory=tmp_path / "sw", progress=False)
+    assert result.complete and [o.status for o in result.outcomes] == ["done"] * 4
+    runs = tmp_path / "sw" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        "sac.batch_size-32_s0", "sac.batch_size-32_s1", "sac.batch_size-64_s0",
+        "sac.batch_size-64_s1",
+    ]  # fmt: skip
+    config = json.loads((runs / "sac.batch_size-64_s1" / "config.json").read_text())
+    assert config["seed"] == 1 and config["sac"]["batch_size"] == 64
+    # The table's mean and std are those of the runs' last evaluations.
+    finals = [
+        [r["eval/return_mean"] for r in read_metrics(runs / f"sac.batch_size-32_s{s}")
+         if "eval/return_mean" in r][-1]
+        for s in (0, 1)
+    ]  # fmt: skip
+    row = result.table["configs"]["sac.batch_size-32"]["metrics"]["eval/return_mean"]
+    assert row["values"] == pytest.approx(finals)
+    assert row["mean"] == pytest.approx(np.mean(finals))
+    assert row["std"] == pytest.approx(np.std(finals, ddof=1))
+    saved = json.loads((tmp_path / "sw" / "results.json").read_text())
+    assert saved["configs"]["sac.batch_size-64"]["seeds"] == [0, 1] and saved["failed"] == []
+    assert "| sac.batch_size-32 | 2 |" in (tmp_path / "sw" / "results.md").read_text()
+    assert (tmp_path / "sw" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # Started again: nothing runs again.
+    sessions = (runs / "sac.batch_size-32_s0" / "sessions.jsonl").read_text()
+    again = run_sweep(configs, seeds=[0, 1], directory=tmp_path / "sw", progress=False)
+    assert [o.status for o in again.outcomes] == ["finished"] * 4
+    assert (runs / "sac.batch_size-32_s0" / "sessions.jsonl").read_text() == sessions
+    # The same directory with another config under a run's name is refused.
+    with pytest.raises(ValueError, match="another config"):
+        run_sweep(grid(tiny(steps=200), {"sac.batch_size": [32]}), seeds=[0],
+                  directory=tmp_path / "sw", progress=False)  # fmt: skip
+
+
+def test_a_failing_run_is_reported_with_its_error_and_the_others_finish(tmp_path, local_ray):
+    bad = OfflineConfig(dataset=str(tmp_path / "missing.npz"), steps=10)
+    configs = {"good": tiny(steps=200), "bad": bad}
+    result = run_sweep(configs, seeds=[0], directory=tmp_path / "sw", progress=False)
+    status = {o.name: o for o in result.outcomes}
+    assert status["good_s0"].status == "done" and status["bad_s0"].status == "failed"
+    assert "missing.npz" in status["bad_s0"].error and not result.complete
+    assert result.table["failed"][0]["run"] == "bad_s0"
+    assert "failed: bad_s0" in (tmp_path / "sw" / "results.md").read_text()
+    assert not (tmp_path / "sw" / "runs" / "bad_s0" / DONE_FILE).exists()
+
+
+def test_bad_input_fails_before_any_run_starts(tmp_path):
+    with pytest.raises(ValueError, match="RLConfig has no field 'sac.batch_sise'"):
+        grid(tiny(), {"sac.batch_sise": [32]})
+    with pytest.raises(ValueError, match=r"sac.batch_size=-4.*batch_size"):
+        grid(tiny(), {"sac.batch_size": [-4]})
+    with pytest.raises(ValueError, match="RLConfig has no field 'stepz'"):
+        build_configs("rl", [], ["stepz=1,2"], [])
+    with pytest.raises(ValueError, match="the flags .*--steps -3 are invalid for prefrl rl"):
+        build_configs("rl", ["--env", "toy:point-reach"], ["steps=10,-3"], [])
+    with pytest.raises(ValueError, match="expected one of train, rl"):
+        build_configs("serve", [], [], [])
+    with pytest.raises(ValueError, match="expected distinct integers"):
+        run_sweep({"a": tiny()}, seeds=[0, 0], directory=tmp_path / "x", progress=False)
+    with pytest.raises(ConnectionError, match="cannot reach the Ray cluster at '127.0.0.1:1'"):
+        connect_ray("127.0.0.1:1")
+    assert not (tmp_path / "x" / "runs").exists()
+    # One sweep at a time in a directory.
+    with sweep_lock(tmp_path / "locked"), pytest.raises(FileExistsError, match="another sweep"):
+        run_sweep({"a": tiny()}, seeds=[0], directory=tmp_path / "locked", progress=False)
+
+
+def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
+    """The command line, as people use it: Ctrl-C mid-run, then the same command again."""
+    directory = tmp_path / "sw"
+    cmd = [sys.executable, "-m", "prefrl", "sweep", "rl", "--seeds", "0", "--dir",
+           str(directory), "--num-cpus", "1", "--", "--env", "toy:point-reach", "--steps", "3000",
+           "--warmstart-steps", "100", "--eval-interval", "500", "--eval-episodes", "1",
+           "--checkpoint-interval", "200", "--keep-checkpoints", "0", "--no-video"]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env, start_new_session=True)  # fmt: skip
+    run = directory / "runs" / "rl_s0"
+    deadline = time.monotonic() + 240
+    while not list(run.glob("checkpoints/step_*")):
+        assert first.poll() is None, first.stdout.read()
+        assert time.monotonic() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.5)
+    first.send_signal(signal.SIGINT)
+    out = first.communicate(timeout=120)[0]
+    assert first.returncode == 130, out
+    assert "start the same sweep again" in out and not (run / DONE_FILE).exists()
+    second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
+                            check=False)  # fmt: skip
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (run / DONE_FILE).exists()
+    sessions = [json.loads(x) for x in (run / "sessions.jsonl").read_text().splitlines()]
+    assert len(sessions) == 2  # the first, stopped, and the one that resumed it
+    steps = [r["step"] for r in read_metrics(run) if "eval/return_mean" in r]
+    assert steps[-1] == 3000 and len(steps) == len(set(steps))
+    assert "| rl | 1 |" in second.stdout
