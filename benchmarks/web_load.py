@@ -100,6 +100,13 @@ def start_server(
     raise SystemExit("the web app did not come up within 60 s")
 
 
+def record(log: dict, kind: str, t0: float) -> None:
+    now = time.perf_counter()
+    log["latency"][kind].append(now - t0)
+    log["done_at"].append(now)
+    log["timed"].append((now, now - t0))
+
+
 async def annotator(base: str, token: str, seconds: float, seed: int, log: dict) -> None:
     rng = np.random.default_rng(seed)
     headers = {"X-Prefrl-Token": token}
@@ -108,8 +115,7 @@ async def annotator(base: str, token: str, seconds: float, seed: int, log: dict)
         while time.perf_counter() < deadline:
             t0 = time.perf_counter()
             r = await client.get("/api/next", params={"n": 2})
-            log["latency"]["next"].append(time.perf_counter() - t0)
-            log["done_at"].append(time.perf_counter())
+            record(log, "next", t0)
             if r.status_code != 200:
                 log["errors"].append(f"GET /api/next: {r.status_code} {r.text[:200]}")
                 continue
@@ -125,8 +131,7 @@ async def annotator(base: str, token: str, seconds: float, seed: int, log: dict)
                     "/api/label",
                     json={"query_id": q["id"], "label": label, "response_ms": 900},
                 )
-                log["latency"]["label"].append(time.perf_counter() - t0)
-                log["done_at"].append(time.perf_counter())
+                record(log, "label", t0)
                 if r.status_code == 200 and r.json().get("saved"):
                     log["acknowledged"].append((q["id"], label))
                 else:
@@ -186,8 +191,7 @@ async def paced_annotator(
         if len(upcoming) < 2:
             t0 = time.perf_counter()
             status, got = await conn.request("GET", "/api/next?n=3")
-            log["latency"]["next"].append(time.perf_counter() - t0)
-            log["done_at"].append(time.perf_counter())
+            record(log, "next", t0)
             if status != 200:
                 log["errors"].append(f"GET /api/next: {status} {str(got)[:200]}")
             else:
@@ -207,13 +211,24 @@ async def paced_annotator(
         status, got = await conn.request(
             "POST", "/api/label", {"query_id": query, "label": label, "response_ms": 3000}
         )
-        log["latency"]["label"].append(time.perf_counter() - t0)
-        log["done_at"].append(time.perf_counter())
+        record(log, "label", t0)
         if status == 200 and got.get("saved"):
             log["acknowledged"].append((query, label))
         else:
             log["errors"].append(f"POST /api/label: {status} {str(got)[:200]}")
     conn.close()
+
+
+def p95_windows(logs: list[dict], start: float, seconds: float) -> list[float]:
+    """The latency's 95th percentile in each 30 s of the run: a tail from the start (a thousand
+    people arriving at once) tells apart from one that grows as the store does."""
+    timed = np.array([t for log in logs for t in log["timed"]])
+    edges = np.arange(0, seconds + 30, 30)
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        inside = timed[(timed[:, 0] - start >= lo) & (timed[:, 0] - start < hi), 1]
+        out.append(round(float(np.percentile(inside, 95)) * 1000, 1) if len(inside) else None)
+    return out
 
 
 def double_handed(logs: list[dict], lease_s: float) -> int:
@@ -246,6 +261,7 @@ async def load(
             "starved": 0,
             "handed": [],
             "sent_at": {},
+            "timed": [],
         }
         for _ in tokens
     ]
@@ -322,6 +338,7 @@ def main() -> None:
         "p95_label_ms": float(np.percentile(times["label"], 95)),
         "requests_per_s": len(every) / args.seconds,
         "requests_per_10s_window": windows.tolist(),
+        "p95_ms_per_30s_window": p95_windows(logs, done[0], args.seconds),
         "workers": args.workers,
         "overlap": args.overlap,
         "pace_seconds": args.pace,

@@ -49,7 +49,7 @@ class SweepRun:
 
 def safe_label(text: str) -> str:
     """A config's label as a directory name: `teacher.preset=noisy` -> `teacher.preset-noisy`."""
-    out = re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("=", "-")).strip("-")
+    out = re.sub(r"[^A-Za-z0-9._,-]+", "-", text.replace("=", "-")).strip("-")
     if not out:
         raise ValueError(f"config label {text!r} is empty once made a directory name")
     return out
