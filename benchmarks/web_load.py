@@ -225,7 +225,7 @@ def p95_windows(logs: list[dict], start: float, seconds: float) -> list[float]:
     timed = np.array([t for log in logs for t in log["timed"]])
     edges = np.arange(0, seconds + 30, 30)
     out = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in itertools.pairwise(edges):
         inside = timed[(timed[:, 0] - start >= lo) & (timed[:, 0] - start < hi), 1]
         out.append(round(float(np.percentile(inside, 95)) * 1000, 1) if len(inside) else None)
     return out
