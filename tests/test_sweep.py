@@ -76,7 +76,8 @@ def test_a_grid_over_seeds_gives_a_table_of_means_and_curves_and_skips_finished_
 
 
 def test_a_failing_run_is_reported_with_its_error_and_the_others_finish(tmp_path, local_ray):
-    bad = OfflineConfig(dataset=str(tmp_path / "missing.npz"), steps=10)
+    bad = OfflineConfig(dataset=str(tmp_path / "missing.npz"), steps=1000, eval_interval=1000,
+                        checkpoint_interval=1000)  # fmt: skip
     configs = {"good": tiny(steps=200), "bad": bad}
     result = run_sweep(configs, seeds=[0], directory=tmp_path / "sw", progress=False)
     status = {o.name: o for o in result.outcomes}
