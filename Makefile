@@ -10,7 +10,7 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
 # Extras per use: the main job needs none; the tests cover the piano and Adroit too.
 EXTRAS_run :=
-EXTRAS_test := test,piano,docs,adroit,atari
+EXTRAS_test := test,piano,docs,adroit,atari,sweep
 EXTRAS_docs := docs
 EXTRAS_bench := bench
 

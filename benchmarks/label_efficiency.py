@@ -9,8 +9,12 @@ the reward model and relabelling the buffer (the rest is what plain SAC does too
     python benchmarks/label_efficiency.py --envs Pendulum-v1 --seeds 0 1 2
     python benchmarks/label_efficiency.py --envs HalfCheetah-v5 --teacher oracle --seeds 0 1 2
 
-Runs go to runs/bench-labels/ and are resumed (or reused when finished) with --resume.
-Results are merged into benchmarks/results/label_efficiency.json (one row per env and teacher).
+The grid (envs x {preferences, true reward} x seeds) runs as a sweep on Ray (`prefrl.sweep`):
+--jobs N runs N side by side here, --address on a cluster. Runs go to
+runs/bench-labels/runs/; stopped and started again, finished runs are reused and stopped ones
+resume. Wall seconds are a run's training time from its metrics' timestamps (stops and resumes
+counted once, without the time it stood still). Results are merged into
+benchmarks/results/label_efficiency.json (one row per env and teacher).
 """
 
 from __future__ import annotations
@@ -18,21 +22,19 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shutil
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from prefrl.agents import SACConfig
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import OnlineConfig, train_online
-from prefrl.loops.rl import RLConfig, train_rl
+from prefrl.loops.online import OnlineConfig
+from prefrl.loops.rl import RLConfig
 from prefrl.presets import ONLINE_PRESETS
 from prefrl.reward import RewardConfig
-from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
+from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/label_efficiency.json"
@@ -195,35 +197,6 @@ def _loop_seconds(run_dir: Path) -> tuple[float, float, bool]:
     return float(loop), float(gaps[gaps < _RESUME_GAP_S].sum()), timed
 
 
-def _finished(run_dir: Path, steps: int) -> bool:
-    ckpt = latest_checkpoint(run_dir) if run_dir.exists() else None
-    return ckpt is not None and json.loads((ckpt / "loop.json").read_text())["step"] >= steps
-
-
-def _run(kind: str, config, runs: Path, resume: bool) -> tuple[float, float]:
-    """(final eval return, wall seconds of this invocation's training)."""
-    run_dir = runs / config.name
-    if _finished(run_dir, config.steps):
-        meta = json.loads((run_dir / "wall.json").read_text())
-        return _final_return(run_dir), meta["seconds"]
-    previous = 0.0
-    if run_dir.exists() and resume:
-        if latest_checkpoint(run_dir) is None:  # stopped before its first checkpoint
-            shutil.rmtree(run_dir)
-        else:
-            config = dataclasses.replace(config, resume=run_dir)
-            wall = run_dir / "wall.json"
-            previous = json.loads(wall.read_text())["seconds"] if wall.exists() else 0.0
-    t0 = time.perf_counter()
-    train = train_online if kind == "pref" else train_rl
-    result = train(config)
-    seconds = previous + time.perf_counter() - t0
-    (run_dir / "wall.json").write_text(json.dumps({"seconds": seconds}))
-    if result.interrupted:
-        raise SystemExit("interrupted; continue with --resume")
-    return _final_return(run_dir), seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--envs", nargs="+", default=["Pendulum-v1"], choices=list(SETTINGS))
@@ -231,7 +204,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None, help="override the budget's steps")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
-    parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1, help="runs side by side on this machine")
+    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results file to merge into")
     parser.add_argument(
         "--variant",
         choices=list(VARIANTS),
@@ -240,65 +215,55 @@ def main() -> None:
     parser.add_argument(
         "--only",
         choices=["pref", "true"],
-        help="train only one side (e.g. two processes side by side); a later plain invocation "
-        "reuses the finished runs and writes the results",
+        help="train only one side; a later plain invocation reuses the finished runs and "
+        "writes the results",
     )
     args = parser.parse_args()
     runs = Path(args.runs_dir)
     command = "python benchmarks/label_efficiency.py " + " ".join(sys.argv[1:])
 
-    rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written
+    suffix = f"-{args.variant}" if args.variant else ""
+    configs, sides = {}, {}
     for env in args.envs:
         if args.variant and env not in VARIANTS[args.variant]:
             raise SystemExit(f"variant {args.variant!r} has no settings for {env}")
         base = VARIANTS[args.variant][env] if args.variant else SETTINGS[env]
-        pref = dataclasses.replace(
-            base,
-            teacher=TeacherConfig(args.teacher),
-            steps=args.steps or base.steps,
-            runs_dir=runs,
-            progress=False,
-            video=False,
-        )
-        pref_returns, true_returns, pref_wall, true_wall, loop_share = [], [], [], [], []
-        pref_names, true_names = [], []
-        feedback_timed: list[bool] = []
-        for seed in args.seeds:
-            tag = env.replace(":", "-")
-            suffix = f"-{args.variant}" if args.variant else ""
-            p = dataclasses.replace(pref, seed=seed, name=f"{tag}_{args.teacher}{suffix}_s{seed}")
-            pref_names.append(p.name)
-            if args.only == "true":
-                pref_returns.append(float("nan"))
-                pref_wall.append(float("nan"))
-            else:
-                ret, wall = _run("pref", p, runs, args.resume)
-                pref_returns.append(ret)
-                pref_wall.append(wall)
-            if args.only != "true":
-                loop_s, active_s, timed = _loop_seconds(runs / p.name)
-                loop_share.append(loop_s / active_s)
-                feedback_timed.append(timed)
-            true = RLConfig(
-                env=env, steps=p.steps, seed=seed, warmstart_steps=p.warmstart_steps,
-                eval_interval=p.eval_interval, eval_episodes=p.eval_episodes, video=False,
-                checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
-                name=f"{tag}_true_s{seed}", runs_dir=runs, progress=False, sac=p.sac,
-            )  # fmt: skip
-            true_names.append(true.name)
-            if args.only == "pref":
-                ret, wall = float("nan"), float("nan")
-            else:
-                ret, wall = _run("true", true, runs, args.resume)
-            true_returns.append(ret)
-            true_wall.append(wall)
-            print(
-                f"{env} seed {seed}: preferences {pref_returns[-1]:.1f} ({pref_wall[-1]:.0f} s), "
-                f"true reward {true_returns[-1]:.1f} ({true_wall[-1]:.0f} s)",
-                flush=True,
-            )
-        if args.only:
-            continue  # one side only: nothing to compare yet
+        p = dataclasses.replace(base, teacher=TeacherConfig(args.teacher),
+                                steps=args.steps or base.steps, video=False)  # fmt: skip
+        true = RLConfig(
+            env=env, steps=p.steps, warmstart_steps=p.warmstart_steps, sac=p.sac,
+            eval_interval=p.eval_interval, eval_episodes=p.eval_episodes, video=False,
+            checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
+        )  # fmt: skip
+        tag = env.replace(":", "-")
+        sides[env] = (p, f"{tag}_{args.teacher}{suffix}", f"{tag}_true")
+        if args.only != "true":
+            configs[sides[env][1]] = p
+        if args.only != "pref":
+            configs[sides[env][2]] = true
+    sweep = run_sweep(configs, args.seeds, runs, address=args.address,
+                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+    if sweep.failed:
+        for o in sweep.failed:
+            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
+        raise SystemExit("some runs failed; start the script again to resume the others")
+    if not sweep.complete:
+        raise SystemExit("interrupted; start the script again to resume")
+    if args.only:
+        return  # one side only: nothing to compare yet
+    rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written
+    runs = runs / "runs"
+    for env in args.envs:
+        pref, pref_label, true_label = sides[env]
+        pref_names = [f"{pref_label}_s{seed}" for seed in args.seeds]
+        true_names = [f"{true_label}_s{seed}" for seed in args.seeds]
+        pref_returns = [_final_return(runs / n) for n in pref_names]
+        true_returns = [_final_return(runs / n) for n in true_names]
+        timing = [_loop_seconds(runs / n) for n in pref_names]
+        loop_share = [loop_s / active_s for loop_s, active_s, _ in timing]
+        feedback_timed = [timed for *_, timed in timing]
+        pref_wall = [active_s for _, active_s, _ in timing]
+        true_wall = [_loop_seconds(runs / n)[1] for n in true_names]
         pm, tm = float(np.mean(pref_returns)), float(np.mean(true_returns))
         rows[(env, args.teacher, args.variant)] = {
             "env": env,
@@ -333,17 +298,15 @@ def main() -> None:
             f"+- {r['true_reward_return_std']:.1f}, ratio {r['ratio']:.2f}, loop overhead "
             f"{100 * r['loop_overhead']:.0f}% of wall time"
         )
-    if args.only:
-        return
     # Read at the end, not the start: runs of hours side by side each add their own rows.
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+    existing = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
     merged = {(r["env"], r["teacher"], r.get("variant")): r for r in existing["results"]}
     merged.update(rows)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
         json.dumps({"command": command, "results": list(merged.values())}, indent=2) + "\n"
     )
-    print(f"wrote {RESULTS}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,12 @@
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
 
-With --jobs 2 the runs are shared round-robin between two worker processes (on 2 cores the small
-maze networks leave a core mostly idle, so two runs side by side finish sooner than one after
-the other); the parent then reads every run back and writes the results.
-
-Each run is a normal run directory under --runs (logs/rfcl-bench by default): stop the script
-at any time and start it again with the same arguments; finished runs are read back, stopped
-ones resume from their checkpoints. Writes benchmarks/results/rfcl.json (success at the end
+The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
+side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
+side by side finish sooner than one after the other), --address a Ray cluster. Each run is a
+normal run directory under --runs (logs/rfcl-bench by default)/runs: stop the script at any
+time and start it again with the same arguments; finished runs are skipped, stopped ones
+resume from their checkpoints. Writes benchmarks/results/rfcl.json (success at the end
 and at some step on the task's own initial states, deterministic actions, mean and std over
 seeds, beside the env steps per second of each method).
 """
@@ -26,7 +25,6 @@ import dataclasses
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,6 +34,7 @@ import numpy as np
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
 from prefrl.rundir.metrics import read_metrics
+from prefrl.sweep import run_sweep
 
 METHODS = {
     "rfcl": {},
@@ -43,6 +42,14 @@ METHODS = {
     "sac": {"reverse_curriculum": False, "forward_curriculum": False, "demo_actions": False},
 }
 RESULTS = Path(__file__).parent / "results" / "rfcl.json"
+
+
+def label(args, method: str) -> str:
+    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}"
+
+
+def run_dir(args, method: str, seed: int) -> Path:
+    return args.runs / "runs" / f"{label(args, method)}_s{seed}"
 
 
 def last_eval(run_dir: Path) -> dict | None:
@@ -99,8 +106,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side")
-    parser.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
+    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
     args = parser.parse_args()
 
     args.runs.mkdir(parents=True, exist_ok=True)
@@ -114,55 +121,34 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
-    if args.jobs > 1 and args.worker is None:
-        workers = [
-            subprocess.Popen([sys.executable, *sys.argv, "--worker", str(i)])
-            for i in range(args.jobs)
-        ]
-        if any(w.wait() != 0 for w in workers):
-            print("a worker failed; start the script again to resume", file=sys.stderr)
-            return 1
     sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
-    rows = []
-    grid = [(method, seed) for method in args.methods for seed in args.seeds]
+    configs = {}
     for method in args.methods:
-        finals, rates = [], []
-        for seed in args.seeds:
-            name = f"{args.env.replace(':', '-')}_{method}_d{args.demos}_s{seed}"
-            run_dir = args.runs / name
-            if args.worker is not None and grid.index((method, seed)) % args.jobs != args.worker:
-                continue
-            config = RFCLConfig(
-                env=args.env, demos=demo_dir, steps=args.steps, seed=seed, sac=sac,
-                eval_interval=max(args.steps // 12, 1000), eval_episodes=args.eval_episodes,
-                checkpoint_interval=max(args.steps // 6, 1000), runs_dir=args.runs, name=name,
-                progress=False, resume=run_dir if (run_dir / "config.json").exists() else None,
-                **METHODS[method],
-            )  # fmt: skip
-            done = last_eval(run_dir) if run_dir.exists() else None
-            if done is None or done["step"] < args.steps:
-                print(f"{name}: training", flush=True)
-                start = time.time()
-                train_rfcl(config)
-                print(f"{name}: {time.time() - start:.0f} s", flush=True)
-            if args.worker is not None:
-                continue
-            final = last_eval(run_dir)
-            finals.append(final)
-            rates.append(steps_per_s(run_dir))
-        if args.worker is not None:
-            continue
+        configs[label(args, method)] = RFCLConfig(
+            env=args.env, demos=demo_dir, steps=args.steps, sac=sac,
+            eval_interval=max(args.steps // 12, 1000), eval_episodes=args.eval_episodes,
+            checkpoint_interval=max(args.steps // 6, 1000), **METHODS[method],
+        )  # fmt: skip
+    sweep = run_sweep(configs, args.seeds, args.runs, address=args.address,
+                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+    if sweep.failed:
+        for o in sweep.failed:
+            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
+        return 1
+    rows = []
+    for method in args.methods:
+        runs = [run_dir(args, method, seed) for seed in args.seeds]
+        finals = [last_eval(r) for r in runs]
         at_end = [f["eval/success_at_end"] for f in finals]
         once = [f["eval/success_once"] for f in finals]
         rows.append({
             "env": args.env, "method": method, "demos": args.demos, "env_steps": args.steps,
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
-            "per_seed": at_end, "steps_per_s": float(np.mean(rates)), "device": "cpu",
+            "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
+            "device": "cpu",
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-    if args.worker is not None:
-        return 0
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
@@ -187,8 +173,8 @@ def plot_success(args, path: Path) -> None:
     for method, colour in zip(args.methods, ("C0", "C1", "C2", "C3"), strict=False):
         curves = []
         for seed in args.seeds:
-            run_dir = args.runs / f"{args.env.replace(':', '-')}_{method}_d{args.demos}_s{seed}"
-            rows = [r for r in read_metrics(run_dir) if "eval/success_at_end" in r]
+            rows = [r for r in read_metrics(run_dir(args, method, seed))
+                    if "eval/success_at_end" in r]  # fmt: skip
             curves.append(([r["step"] for r in rows], [r["eval/success_at_end"] for r in rows]))
             ax.plot(*curves[-1], color=colour, alpha=0.25, lw=1)
         n = min(len(c[0]) for c in curves)

@@ -41,8 +41,13 @@ def run_flags(steps: int) -> list[str]:
             "--keep-checkpoints", "1", "--no-video", "--no-progress"]  # fmt: skip
 
 
-def sh(cmd: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, check=False, capture_output=True, text=True)
+# Ray (2.59 and later) protects a cluster it starts with a token: every node and the driver
+# of the sweep say so, and read the token from ~/.ray/auth_token.
+CLUSTER_ENV = {**os.environ, "RAY_AUTH_MODE": "token"}
+
+
+def sh(cmd: list[str], env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, env=env)
 
 
 def prefrl(*args: str) -> list[str]:
@@ -78,7 +83,7 @@ def through_sweep(root: Path, steps: int) -> float:
 
 
 def ray_cli(*args: str) -> str:
-    out = sh([str(Path(sys.executable).parent / "ray"), *args])
+    out = sh([str(Path(sys.executable).parent / "ray"), *args], env=CLUSTER_ENV)
     if out.returncode:
         raise SystemExit(f"ray {' '.join(args)} failed:\n{out.stdout}{out.stderr}")
     return out.stdout
@@ -87,13 +92,15 @@ def ray_cli(*args: str) -> str:
 def node_kill(root: Path, steps: int, port: int = 6389, worker_port: int = 41234) -> dict:
     """A sweep on a two-node cluster whose worker node dies mid-run."""
     ray_cli("stop", "--force")
+    ray_cli("get-auth-token", "--generate")
     ray_cli("start", "--head", "--port", str(port), "--num-cpus", "1", "--include-dashboard",
             "false", "--disable-usage-stats")  # fmt: skip
     ray_cli("start", "--address", f"127.0.0.1:{port}", "--num-cpus", "1", "--node-manager-port",
             str(worker_port), "--disable-usage-stats")  # fmt: skip
     cmd = prefrl("sweep", "rl", "--seeds", "0", "1", "--dir", str(root), "--address",
                  f"127.0.0.1:{port}", "--", *run_flags(steps))  # fmt: skip
-    sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=CLUSTER_ENV)  # fmt: skip
     runs = [root / "runs" / f"rl_s{s}" for s in (0, 1)]
     try:
         while not all(list(r.glob("checkpoints/step_*")) for r in runs):
@@ -130,6 +137,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4000, help="SAC steps of each run")
     parser.add_argument("--kill-steps", type=int, default=6000, help="steps of the node-kill runs")
     parser.add_argument("--skip-kill", action="store_true")
+
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="prefrl-sweep-bench-"))
     try:

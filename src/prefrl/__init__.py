@@ -10,6 +10,8 @@ The main entry points, importable from `prefrl` itself:
   queries, then IQL;
 - `CPLFinetuner` (`finetune(FinetuneConfig)`): CPL fine-tuning of a policy from ratings of its
   clips;
+- `run_sweep(configs, seeds)` (configs from `grid(base, {field: values})`): any of them over a
+  grid x seeds on Ray, resumable, summarised as mean ± std per config;
 - the parts they are built from: `make_env` (`wrap_env` for a `gymnasium.make` env), `SAC`, `PPO`, `MLPRewardEnsemble`,
   `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
 
@@ -45,6 +47,9 @@ _PUBLIC = {  # name -> the module that defines it
     "CPLFinetuner": "prefrl.loops.finetune",
     "FinetuneConfig": "prefrl.loops.finetune",
     "finetune": "prefrl.loops.finetune",
+    "grid": "prefrl.sweep",
+    "run_sweep": "prefrl.sweep",
+    "SweepResult": "prefrl.sweep",
     "make_env": "prefrl.envs",
     "wrap_env": "prefrl.envs",
     "PrefrlEnv": "prefrl.envs",

@@ -16,7 +16,7 @@ on this machine by default, on a cluster with --address (or RAY_ADDRESS). Each r
 run directory, DIR/runs/<config>_s<seed>. Started again, a sweep skips finished runs and resumes
 stopped ones from their checkpoints. At the end: DIR/results.md (mean ± std over seeds per config),
 results.json and curves.png. Flags after -- go to every run, e.g.
-  prefrl sweep train --grid teacher.preset=oracle,noisy --seeds 0 1 2 --dir runs/teachers \\
+  prefrl sweep train --grid teacher.preset=oracle,mistake --seeds 0 1 2 --dir runs/teachers \\
       -- --preset quickstart --steps 20000"""
 
 
@@ -80,7 +80,7 @@ def build_configs(command: str, base: list[str], grid: list[str], named: list[st
         field, sep, values = item.partition("=")
         if not sep or not field or not values:
             raise ValueError(f"--grid {item!r} is invalid: expected FIELD=V1,V2 (e.g. "
-                             "teacher.preset=oracle,noisy)")  # fmt: skip
+                             "teacher.preset=oracle,mistake)")  # fmt: skip
         _check_field(cls(), field.strip())
         axes.append((field.strip(), [v.strip() for v in values.split(",")]))
     variants = [("", [])]

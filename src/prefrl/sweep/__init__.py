@@ -5,7 +5,7 @@ directory, stopped and started again at will; results as mean ± std per config.
     from prefrl.sweep import grid, run_sweep
 
     configs = grid(OnlineConfig(env="Pendulum-v1", steps=20_000),
-                   {"teacher.preset": ["oracle", "noisy"], "schedule.budget": [50, 100]})
+                   {"teacher.preset": ["oracle", "mistake"], "schedule.budget": [50, 100]})
     result = run_sweep(configs, seeds=[0, 1, 2], directory="runs/teachers")
 """
 

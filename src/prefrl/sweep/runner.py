@@ -56,8 +56,12 @@ class SweepResult:
         return all(o.status in ("done", "finished") for o in self.outcomes)
 
 
-def execute_run(config) -> dict:
-    """Train one run to its end, resuming from its directory (what a Ray task does)."""
+def execute_run(config, cwd: str | None = None) -> dict:
+    """Train one run to its end, resuming from its directory (what a Ray task does). `cwd`:
+    the sweep's working directory, where relative paths in the config (a dataset, demos)
+    start from, when this node has it (a shared filesystem)."""
+    if cwd is not None and os.path.isdir(cwd):
+        os.chdir(cwd)
     _, train = trainer_of(config)
     run_dir = Path(config.runs_dir) / config.name
     done = run_dir / DONE_FILE
@@ -109,8 +113,17 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
     if ray.is_initialized():
         return ray
     kwargs = {"address": address} if address not in (None, "local") else {"num_cpus": num_cpus}
-    ray.init(**kwargs, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)  # fmt: skip
+    try:
+        ray.init(**kwargs, include_dashboard=False, log_to_driver=False,
+                 configure_logging=False)  # fmt: skip
+    except (RuntimeError, ConnectionError) as e:
+        if "uthenticat" not in str(e):
+            raise
+        raise ConnectionError(
+            f"the Ray cluster at {address!r} wants its token: run prefrl where "
+            "RAY_AUTH_MODE=token is set and the cluster's token is in ~/.ray/auth_token (or "
+            "RAY_AUTH_TOKEN), as on its nodes"
+        ) from None
     return ray
 
 
@@ -177,7 +190,7 @@ def run_sweep(
     `num_cpus`: for a Ray started here, how many CPUs it may hand out (default: all)."""
     from prefrl.sweep.report import summarise
 
-    directory = Path(directory)
+    directory = Path(directory).absolute()  # (Ray's workers start elsewhere)
     if cpus_per_run <= 0 or gpus_per_run < 0:
         raise ValueError(f"resources per run (cpus {cpus_per_run}, gpus {gpus_per_run}) are "
                          "invalid: expected cpus > 0, gpus >= 0")  # fmt: skip
@@ -212,7 +225,7 @@ def _run_on_ray(todo, outcomes, address, cpus, gpus, retries, progress, num_cpus
     task = ray.remote(execute_run)
     refs = {
         task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries,
-                     name=f"prefrl:{r.name}").remote(r.config): r
+                     name=f"prefrl:{r.name}").remote(r.config, os.getcwd()): r
         for r in todo
     }  # fmt: skip
     for r in todo:
