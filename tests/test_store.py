@@ -186,6 +186,20 @@ def test_a_released_second_label_goes_to_another_annotator(store, tmp_path):
     assert [q.id for q in store.assign_queries(run, ben, lease_s=0.0)] == rows
 
 
+def test_a_bulk_of_queries_refreshes_the_planners_statistics(store, tmp_path):
+    if store.is_sqlite:
+        pytest.skip("SQLite plans without statistics")
+    run = store.run_id("bulk", env="toy:point-reach")
+    n = 1000
+    left, right = make_segments(range(n)), make_segments(range(n, 2 * n), seed=1)
+    store.add_queries(run, tmp_path, list(range(n)), left, right)
+    with store.engine.connect() as c:
+        analysed = c.execute(text(
+            "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = 'queries'"
+        )).scalar()  # fmt: skip
+    assert analysed is not None
+
+
 def test_only_queries_with_clips_when_asked(store, tmp_path):
     run, rows, *_ = _queries(store, tmp_path, n=2)
     who = store.annotator(store.add_annotator("ana"))[0]

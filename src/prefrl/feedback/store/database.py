@@ -97,6 +97,14 @@ class StoreBase:
         if self.is_sqlite:
             s.execute(text("UPDATE prefrl_meta SET value = value WHERE key = 'schema_version'"))
 
+    def _refresh_statistics(self, *tables: str) -> None:
+        """ANALYZE on PostgreSQL (after a bulk insert); SQLite plans without statistics."""
+        if self.is_sqlite:
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as c:
+            for table in tables:
+                c.execute(text(f"ANALYZE {table}"))
+
     def close(self) -> None:
         self.engine.dispose()
 

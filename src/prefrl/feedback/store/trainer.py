@@ -28,6 +28,12 @@ from prefrl.feedback.store.schema import (
 SEGMENT_DIR = "segments"
 
 
+BULK_ROWS = 1000
+"""Inserting this many queries at once refreshes PostgreSQL's statistics of the tables: planned
+blind, handing out pairs from a freshly filled table took seconds a request until autovacuum
+came by (benchmarks/web_load.py, first minute)."""
+
+
 class TrainerSide(StoreBase):
     """Runs, segments, queries and labels, as the trainer writes and reads them."""
 
@@ -104,6 +110,8 @@ class TrainerSide(StoreBase):
         ]
         with self._write() as s:
             s.add_all(rows)
+        if len(rows) >= BULK_ROWS:
+            self._refresh_statistics("queries", "segments")
         return [r.id for r in rows]
 
     def query_count(self, run_id: int, status: str | None = None) -> int:
