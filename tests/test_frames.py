@@ -153,7 +153,7 @@ def test_frame_algos_and_envs_must_fit():
 def test_preferences_on_frames_label_and_fit(tmp_path):
     from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
-    from prefrl.rundir.metrics import read_metrics
+    from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 
     config = FramePreferenceConfig(
         steps=400, segment_length=5, initial_labels=8, pretrain_steps=2, labels=16, fit_every=5,
@@ -168,6 +168,9 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     labelled = [r["labels/total"] for r in rows if "labels/total" in r]
     assert labelled and labelled[-1] == 16  # the budget, spread over the fits
     assert np.isfinite([r["reward/train_loss"] for r in rows if "reward/train_loss" in r]).all()
+    scatter = read_fit_scatter(tmp_path / "prefs")  # (the run page's: the last fit's clips)
+    assert scatter["step"] == [r["step"] for r in rows if "reward/clip_return_corr" in r][-1]
+    assert len(scatter["true"]) == len(scatter["learned"]) == 20
     ckpt = tmp_path / "prefs" / "checkpoints"
     latest = ckpt / (ckpt / "latest").read_text().strip()
     assert (latest / "reward_model" / "config.json").exists() and (latest / "labels.npz").exists()

@@ -37,7 +37,7 @@ from prefrl.reward.base import pearson
 from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 from prefrl.rundir.checkpoints import checkpoints, write_json
 from prefrl.rundir.config import check_fields
-from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.metrics import MetricsLogger, write_fit_scatter
 
 PIXEL_ENVS = "an env of frames: movingdot or atari:Game (state envs: prefrl train)"
 
@@ -265,10 +265,13 @@ class FramePreferenceRun(FrameRun):
         check_finite({k: v for k, v in row.items() if k != "reward/clip_return_corr"}, self.step)
 
     def clip_return_fit(self) -> dict[str, float]:
-        """Correlation of learned and true (clipped) clip returns over the newest clips."""
+        """Correlation of learned and true (clipped) clip returns over the newest clips (also
+        the run page's scatter)."""
         clips = self.pool.all()[-64:]
         learned = self.reward_model.predict(clips.obs, None).sum(-1)
-        return {"reward/clip_return_corr": pearson(learned, np.sign(clips.reward).sum(-1))}
+        true = np.sign(clips.reward).sum(-1)
+        write_fit_scatter(self.run_dir, self.step, true, learned)
+        return {"reward/clip_return_corr": pearson(learned, true)}
 
 
 def _clipped(clips: Segments) -> Segments:
