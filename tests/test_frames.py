@@ -1,11 +1,14 @@
 """Pixel environments: the preprocessing, MovingDot's rules, Atari through ale-py, state round
 trips, and A2C's returns."""
 
+import json
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from prefrl.agents.a2c import nstep_returns
+from prefrl.data import PreferenceData
 from prefrl.envs import UnknownEnvError, make_env, make_pixel_env
 from prefrl.envs.frames import area_matrix
 from prefrl.envs.movingdot import CENTRE, DOT, HEIGHT, WIDTH
@@ -183,6 +186,41 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     with FeedbackStore(tmp_path / "prefs") as store:
         keys = [q.key for q in store.open_queries(run_id)]
         assert sum(store.label_counts(run_id).values()) == 24 and keys == []
+    # A new run trains on the first one's 24 labels from its pre-training on, beside its own 8.
+    loaded = train_frames_from_preferences(replace_config(
+        config, steps=100, name="loaded", load_labels=tmp_path / "prefs"))  # fmt: skip
+    with FeedbackStore(loaded.run_dir) as store:
+        stored = store.labels(store.run_id(run_uid(loaded.run_dir), create=False))
+    assert len([x for x in stored if x.source.startswith("import:")]) == 24
+    ckpt = loaded.run_dir / "checkpoints"
+    trained_on = PreferenceData.load(ckpt / (ckpt / "latest").read_text().strip() / "labels.npz")
+    assert len(trained_on) == len(stored) >= 24 + 8
+
+
+def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):
+    from prefrl.feedback.exchange import _decode, _encode
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.loops.labels import export_run_labels
+    from prefrl.reward.frames import FrameRewardConfig
+
+    config = FramePreferenceConfig(
+        steps=40, segment_length=5, initial_labels=4, pretrain_steps=1, labels=4, pool_size=8,
+        a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=1),
+        eval_interval=40, eval_episodes=1, video=False, log_interval=40, runs_dir=tmp_path,
+        name="source", progress=False,
+    )  # fmt: skip
+    train_frames_from_preferences(config)
+    doc = export_run_labels(tmp_path / "source", tmp_path / "labels.json")
+    other = tmp_path / "pong.json"
+    other.write_text(json.dumps({**doc, "env": "atari:Pong"}))
+    with pytest.raises(ValueError, match="labels are of 'atari:Pong', this run is of 'movingdot'"):
+        train_frames_from_preferences(replace_config(config, name="a", load_labels=other))
+    obs = _decode("obs", doc["segments"]["obs"])
+    smaller = tmp_path / "small.json"
+    smaller.write_text(json.dumps({**doc, "segments": {**doc["segments"],
+                                                       "obs": _encode(obs[:, :, :80, :80])}}))  # fmt: skip
+    with pytest.raises(ValueError, match="frames of 80x80; this environment's are 84x84"):
+        train_frames_from_preferences(replace_config(config, name="b", load_labels=smaller))
 
 
 def test_preferences_on_frames_wait_for_a_person(tmp_path):

@@ -117,10 +117,14 @@ def read_document(path: Path, fmt: str, version: int, what: str) -> dict:
     return doc
 
 
-def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments]:
+def _pairs(doc: dict, obs_dim, action_dim, frames=None) -> tuple[Segments, Segments]:
     arrays = {k: _decode(k, doc["segments"][k]) for k in _ARRAYS}
     obs, action = arrays["obs"], arrays["action"]
-    if obs.ndim != 3 or obs.shape[2] != obs_dim or action.shape[2:] != (action_dim,):
+    if (
+        frames is not None
+    ):  # clips of frames: (clips, length + 3 stacked, H, W) and one action a step
+        _check_frame_clips(obs, action, arrays["reward"], frames)
+    elif obs.ndim != 3 or obs.shape[2] != obs_dim or action.shape[2:] != (action_dim,):
         raise ValueError(
             f"labels document: segments have observations {obs.shape[2:]} and actions "
             f"{action.shape[2:]}; this environment has ({obs_dim},) and ({action_dim},)"
@@ -138,6 +142,25 @@ def _pairs(doc: dict, obs_dim: int, action_dim: int) -> tuple[Segments, Segments
     zeros = np.zeros(n_seg, np.int64)
     segs = Segments(**arrays, id=np.arange(n_seg), step=zeros, episode=zeros, start=zeros)
     return segs[idx[:, 0]], segs[idx[:, 1]]
+
+
+def _check_frame_clips(obs, action, reward, frames: tuple[int, int]) -> None:
+    if obs.ndim != 4 or reward.ndim != 2:
+        raise ValueError(
+            f"labels document: its segments hold observations of shape {obs.shape[1:]}, not "
+            f"clips of frames; this environment's are clips of {frames[0]}x{frames[1]} frames"
+        )
+    if obs.shape[2:] != tuple(frames):
+        raise ValueError(
+            f"labels document: its clips have frames of {obs.shape[2]}x{obs.shape[3]}; this "
+            f"environment's are {frames[0]}x{frames[1]}"
+        )
+    if obs.shape[1] != reward.shape[1] + 3 or action.shape[1:] != (reward.shape[1], 1):
+        raise ValueError(
+            f"labels document: clips of {reward.shape[1]} steps should hold "
+            f"{reward.shape[1] + 3} frames and one action a step; they hold {obs.shape[1]} "
+            f"frames and actions of shape {action.shape[1:]}"
+        )
 
 
 def check_same_env(doc: dict, env: str, receiver: str, source: str = "labels document") -> None:
@@ -170,11 +193,18 @@ def document_origin(doc: dict) -> str:
 
 
 def import_labels(
-    store: FeedbackStore, run_uid: str, run_dir: Path, doc: dict, obs_dim: int, action_dim: int
+    store: FeedbackStore,
+    run_uid: str,
+    run_dir: Path,
+    doc: dict,
+    obs_dim: int | None,
+    action_dim: int | None,
+    frames: tuple[int, int] | None = None,
 ) -> int:
     """Add a document's labelled pairs to a run; returns how many were added (0 when the run
     already holds this document's run's labels: importing twice, or a run's own export into
-    itself, adds nothing)."""
+    itself, adds nothing). `frames` (height, width): the run's segments are clips of frames
+    (a pixel env; then `obs_dim` and `action_dim` are not used)."""
     _check_fields(doc)
     run_id = store.run_id(run_uid, create=False)
     check_same_env(doc, store.run_env(run_id), f"the run {Path(run_dir).name!r}")
@@ -183,7 +213,7 @@ def import_labels(
     if not entries or origin == run_uid or origin in store.imported_from(run_id):
         return 0
     labels = [Label.parse(x.get("label")) for x in entries]  # names a bad value before storing
-    left, right = _pairs(doc, obs_dim, action_dim)
+    left, right = _pairs(doc, obs_dim, action_dim, frames)
     sources = [f"import:{x.get('annotator') or x.get('source') or origin}" for x in entries]
     ms = [x.get("response_ms") for x in entries]
     return store.add_imported_pairs(run_id, run_dir, left, right, labels, sources, ms, origin)

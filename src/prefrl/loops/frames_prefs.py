@@ -26,7 +26,9 @@ from prefrl.agents.a2c import A2CConfig
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
 from prefrl.envs import is_pixel_env
+from prefrl.envs.frames import FRAME_SIZE
 from prefrl.feedback.channel import StoreChannel
+from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
@@ -64,6 +66,9 @@ class FramePreferenceConfig:
     pool_size: int = 300
     """Newest clips that queries are drawn from."""
     selection: str = "uniform"
+    load_labels: Path | None = None
+    """Labelled clips of an earlier run of the same game (its run directory, or a file from
+    `prefrl labels export`), trained on from the pre-training on, on top of this run's budget."""
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
     reward: FrameRewardConfig = dataclasses.field(
@@ -214,6 +219,10 @@ class FramePreferenceRun(FrameRun):
         """Random-policy clips, the initial labels, the reward model's pre-training."""
         cfg = self.config
         t0 = time.perf_counter()
+        if cfg.load_labels is not None:  # (imported once: a second import adds nothing)
+            n = import_labels(self.store, run_uid(self.run_dir), self.run_dir,
+                              read_labels(cfg.load_labels), None, None, FRAME_SIZE)  # fmt: skip
+            print(f"loaded {n} labels from {cfg.load_labels}", flush=True)
         obs, random_steps = self.envs.reset(), 0
         rng = np.random.default_rng([cfg.seed, 12])
         while len(self.pool) < min(cfg.pool_size, 2 * cfg.initial_labels):
@@ -283,4 +292,7 @@ def train_frames_from_preferences(config: FramePreferenceConfig):
     reward)."""
     if config.name is None:
         config = dataclasses.replace(config, name=run_name(config.env, "a2c-prefs", config.seed))
+    if config.load_labels is not None and config.resume is None:  # (before the run starts)
+        shared = read_labels(config.load_labels)
+        check_same_env(shared, config.env, "this run", f"--load-labels {config.load_labels}")
     return train_frames(config, FramePreferenceRun)

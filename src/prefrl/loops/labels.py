@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from prefrl.envs import make_env
+from prefrl.envs import is_pixel_env, make_env
+from prefrl.envs.frames import FRAME_SIZE
 from prefrl.feedback.exchange import (
     document_origin,
     export_labels,
@@ -40,12 +41,17 @@ def import_run_labels(source: Path, run_dir: Path, store: str | None = None) -> 
     trains on them. Importing a document twice, or a run's own export, adds nothing."""
     run = run_info(run_dir, store)
     doc = read_labels(source)
-    env = make_env(run.env, seed=0)
-    try:
+    if is_pixel_env(run.env):
         with FeedbackStore(run.store, create=False) as feedback:
-            n = import_labels(feedback, run.uid, run.run_dir, doc, env.obs_dim, env.action_dim)
-    finally:
-        env.close()
+            n = import_labels(feedback, run.uid, run.run_dir, doc, None, None, FRAME_SIZE)
+    else:
+        env = make_env(run.env, seed=0)
+        try:
+            with FeedbackStore(run.store, create=False) as feedback:
+                n = import_labels(feedback, run.uid, run.run_dir, doc, env.obs_dim,
+                                  env.action_dim)  # fmt: skip
+        finally:
+            env.close()
     if n:
         return Imported(n)
     if document_origin(doc) == run.uid:
