@@ -197,6 +197,42 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     assert len(trained_on) == len(stored) >= 24 + 8
 
 
+def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
+    """The seed's workflow in pieces: clips asked about with nobody waiting, labelled later
+    (here straight into the store), then pre-training, then the agent."""
+    from prefrl.feedback.teachers import TeacherConfig
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig
+    from prefrl.rundir.metrics import read_metrics
+
+    config = FramePreferenceConfig(
+        steps=40, segment_length=5, initial_labels=4, pretrain_steps=1, labels=4, pool_size=8,
+        a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=1),
+        teacher=TeacherConfig("terminal"), stop_after="gather", eval_interval=40,
+        eval_episodes=1, video=False, log_interval=40, runs_dir=tmp_path, name="pieces",
+        progress=False,
+    )  # fmt: skip
+    gathered = train_frames_from_preferences(config)  # (a person's teacher: it does not wait)
+    assert gathered.step == 0 and gathered.final_eval is None
+    with FeedbackStore(gathered.run_dir) as store:
+        run_id = store.run_id(run_uid(gathered.run_dir), create=False)
+        asked = store.open_queries(run_id)
+        assert len(asked) == 4
+        for q, label in zip(asked, ("left", "right", "left", "equal"), strict=True):
+            store.add_label(q.id, label, source="web")
+    pretrained = train_frames_from_preferences(replace_config(
+        config, stop_after="pretrain", resume=gathered.run_dir))  # fmt: skip
+    assert pretrained.step == 0 and pretrained.final_eval is None
+    assert "reward/train_loss" in read_metrics(gathered.run_dir)[-1]
+    done = train_frames_from_preferences(replace_config(
+        config, stop_after=None, resume=gathered.run_dir))  # fmt: skip
+    assert done.step == 40 and done.final_eval is not None
+    fits = [r for r in read_metrics(gathered.run_dir) if "pretrain/seconds" in r]
+    assert len(fits) == 1  # pre-trained once: the last resume went straight to the agent
+    with pytest.raises(ValueError, match="--stop-after.*gather, pretrain or None"):
+        replace_config(config, stop_after="labels")
+
+
 def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):
     from prefrl.feedback.exchange import _decode, _encode
     from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences

@@ -182,6 +182,10 @@ def cmd_frames(args: list[str]) -> int:
         "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
     result = train_frames_from_preferences(config)
+    if result.final_eval is None:  # (--stop-after: before the agent started)
+        print(f"stopped after --stop-after {config.stop_after}; go on with: prefrl frames "
+              f"--resume {result.run_dir} --stop-after None")  # fmt: skip
+        return 0
     return _report_rl(
         result, config.steps, "prefrl frames", f"A2C from preferences on {config.env}"
     )

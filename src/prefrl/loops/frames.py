@@ -38,6 +38,7 @@ class FrameRun(TrainingLoop):
         self.key = jax.random.key(config.seed, impl="rbg")
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.episodes = 0
+        self.begun = False  # (whether `begin` did all it does: --stop-after may stop it early)
 
     def save(self) -> Path:
         self.check_savable(self.state)
@@ -45,7 +46,7 @@ class FrameRun(TrainingLoop):
         (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
         write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(tmp / "loop.json", {"step": self.step, "episodes": self.episodes,
-                                       "last_eval": self.last_eval})  # fmt: skip
+                                       "last_eval": self.last_eval, "begun": self.begun})  # fmt: skip
         self.save_more(tmp)
         return commit_checkpoint(tmp, keep=self.config.keep_checkpoints)
 
@@ -57,8 +58,10 @@ class FrameRun(TrainingLoop):
     def save_more(self, ckpt: Path) -> None:
         """Adds to a checkpoint being written."""
 
-    def begin(self, metrics: MetricsLogger) -> None:
-        """Work before the first update (once per run, not again on resuming)."""
+    def begin(self, metrics: MetricsLogger) -> bool:
+        """Work before the first update (once per run, not again on resuming); returns whether
+        it is all done (False: stopped after a phase, as the config asked)."""
+        return True
 
     def env_step(self, obs: np.ndarray, action: np.ndarray, step: int):
         """One step of every env: (obs, reward, terminated, truncated, final_obs)."""
@@ -75,6 +78,7 @@ class FrameRun(TrainingLoop):
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
         loop = json.loads((ckpt / "loop.json").read_text())
         self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
+        self.begun = loop.get("begun", True)  # (checkpoints before it was kept: after begin)
 
     def policy(self, obs: np.ndarray, key: jax.Array) -> np.ndarray:
         return np.asarray(self.agent.act(self.state.params, obs, key)[0])
@@ -125,8 +129,11 @@ def train_frames(config, loop_class=None):
     name = config.name or run_name(config.env, config.algo, config.seed)
     loop, metrics = start_run(loop_class or FrameRun, config, name)
     try:
-        if loop.step == 0:
-            loop.begin(metrics)
+        if not loop.begun:
+            loop.begun = loop.begin(metrics)
+        if not loop.begun or getattr(config, "stop_after", None) is not None:
+            loop.save()  # (a run stopped before its agent: resumed without --stop-after, it goes on)
+            return RLResult(loop.run_dir, loop.step, None, None)
         final, video, stopped = _run(loop, metrics)
         return RLResult(loop.run_dir, loop.step, final, video, stopped)
     finally:

@@ -66,6 +66,10 @@ class FramePreferenceConfig:
     pool_size: int = 300
     """Newest clips that queries are drawn from."""
     selection: str = "uniform"
+    stop_after: str | None = None
+    """gather: stop once the random-policy clips are asked about (people label them while no
+    run waits); pretrain: stop once the reward model is pre-trained. `--resume RUN --stop-after
+    None` goes on from there."""
     load_labels: Path | None = None
     """Labelled clips of an earlier run of the same game (its run directory, or a file from
     `prefrl labels export`), trained on from the pre-training on, on top of this run's budget."""
@@ -100,6 +104,8 @@ class FramePreferenceConfig:
         check_fields(self, {
             "env": (is_pixel_env(self.env), PIXEL_ENVS),
             "algo": (self.algo == "a2c", "a2c"),
+            "stop_after": (self.stop_after in (None, "gather", "pretrain"),
+                           "gather, pretrain or None"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
             "poll_seconds": (self.poll_seconds > 0, "> 0"),
             "web_port": (0 < self.web_port < 65536, "a port number (1-65535)"),
@@ -152,6 +158,7 @@ class FramePreferenceRun(FrameRun):
                                           next_id=self.feedback.next_segment_id())  # fmt: skip
         self.rng = np.random.default_rng([config.seed, 11])
         self.next_query = self.feedback.next_query_id()
+        self.phase = "start"  # then gathered (random-policy clips asked about), pretrained
 
     def save_more(self, ckpt: Path) -> None:
         self.reward_model.save(ckpt / "reward_model")
@@ -160,6 +167,7 @@ class FramePreferenceRun(FrameRun):
         write_json(ckpt / "prefs.json", {"next_query": self.next_query,
                                          "next_clip": self.recorder.next_id,
                                          "rng": self.rng.bit_generator.state,
+                                         "phase": self.phase,
                                          "feedback": self.feedback.state_dict()})  # fmt: skip
 
     def restore(self, ckpt: Path) -> None:
@@ -173,6 +181,7 @@ class FramePreferenceRun(FrameRun):
         self.recorder.next_id = max(state["next_clip"], self.feedback.next_segment_id())
         self.rng.bit_generator.state = state["rng"]
         self.feedback.load_state_dict(state["feedback"])
+        self.phase = state.get("phase", "pretrained")
 
     def ask(self, n: int) -> None:
         """`n` new pairs of clips from the pool, to the teacher (through the store)."""
@@ -215,32 +224,44 @@ class FramePreferenceRun(FrameRun):
     def title(self) -> str:
         return "A2C from preferences"
 
-    def begin(self, metrics: MetricsLogger) -> None:
-        """Random-policy clips, the initial labels, the reward model's pre-training."""
+    def begin(self, metrics: MetricsLogger) -> bool:
+        """Random-policy clips and the initial queries about them; their labels and the reward
+        model's pre-training. Returns False when it stopped after the clips (--stop-after
+        gather); resumed, it goes on from there."""
         cfg = self.config
         t0 = time.perf_counter()
-        if cfg.load_labels is not None:  # (imported once: a second import adds nothing)
-            n = import_labels(self.store, run_uid(self.run_dir), self.run_dir,
-                              read_labels(cfg.load_labels), None, None, FRAME_SIZE)  # fmt: skip
-            print(f"loaded {n} labels from {cfg.load_labels}", flush=True)
-        obs, random_steps = self.envs.reset(), 0
-        rng = np.random.default_rng([cfg.seed, 12])
-        while len(self.pool) < min(cfg.pool_size, 2 * cfg.initial_labels):
-            action = rng.integers(0, self.agent.n_actions, len(self.envs))
-            obs = self.env_step(obs, action, random_steps)[0]
-            random_steps += len(self.envs)
-        self.ask(cfg.initial_labels)
+        row: dict[str, float] = {}
+        if self.phase == "start":
+            if cfg.load_labels is not None:  # (imported once: a second import adds nothing)
+                n = import_labels(self.store, run_uid(self.run_dir), self.run_dir,
+                                  read_labels(cfg.load_labels), None, None, FRAME_SIZE)  # fmt: skip
+                print(f"loaded {n} labels from {cfg.load_labels}", flush=True)
+            obs, random_steps = self.envs.reset(), 0
+            rng = np.random.default_rng([cfg.seed, 12])
+            while len(self.pool) < min(cfg.pool_size, 2 * cfg.initial_labels):
+                action = rng.integers(0, self.agent.n_actions, len(self.envs))
+                obs = self.env_step(obs, action, random_steps)[0]
+                random_steps += len(self.envs)
+            self.ask(cfg.initial_labels)
+            self.phase = "gathered"
+            row["pretrain/random_steps"] = float(random_steps)
+            if cfg.stop_after == "gather":
+                metrics.log(0, row)
+                print(f"{cfg.initial_labels} pairs of random-policy clips asked: label them with "
+                      f"prefrl serve {self.run_dir} (or prefrl label)", flush=True)  # fmt: skip
+                return False
         self.wait_for_labels()
         self.take_labels()
         for _ in range(-(-cfg.pretrain_steps // cfg.reward.steps_per_fit)):
-            row = self.reward_model.fit(self.labels)
+            row.update(self.reward_model.fit(self.labels))
         row.update(self.clip_return_fit())
-        row.update({"pretrain/random_steps": float(random_steps),
-                    "pretrain/seconds": time.perf_counter() - t0})  # fmt: skip
+        row["pretrain/seconds"] = time.perf_counter() - t0
+        self.phase = "pretrained"
         metrics.log(0, row)
-        print(f"reward model pre-trained on {cfg.initial_labels} labels of random-policy clips: "
+        print(f"reward model pre-trained on {len(self.labels)} labels of random-policy clips: "
               f"validation accuracy {row.get('reward/val_accuracy', float('nan')):.2f} "
               f"({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
+        return True
 
     def env_step(self, obs, action, step: int):
         """Steps the envs, cutting their steps into clips for the pool."""
