@@ -229,6 +229,19 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
     assert done.step == 40 and done.final_eval is not None
     fits = [r for r in read_metrics(gathered.run_dir) if "pretrain/seconds" in r]
     assert len(fits) == 1  # pre-trained once: the last resume went straight to the agent
+    # The checkpoint viewer: an episode in colour with the learned reward drawn under it.
+    import av
+
+    from prefrl.cli import main
+    from prefrl.loops.frames_viewer import GRAPH_HEIGHT
+
+    assert main(["eval", str(done.run_dir), "--video", str(tmp_path / "view.mp4")]) == 0
+    with av.open(str(tmp_path / "view.mp4")) as f:
+        frames = [x.to_ndarray(format="rgb24") for x in f.decode(video=0)]
+    strip = frames[-1][-GRAPH_HEIGHT:].astype(int)
+    trace = (strip[..., 0] > 180) & (strip[..., 1] > 140) & (strip[..., 2] < 130)
+    assert len(frames) >= 4 and trace.sum() >= 10  # the reward's trace, drawn in its colour
+    assert frames[-1].shape[0] > GRAPH_HEIGHT + 100  # (the game above it, scaled up)
     with pytest.raises(ValueError, match="--stop-after.*gather, pretrain or None"):
         replace_config(config, stop_after="labels")
 

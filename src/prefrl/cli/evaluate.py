@@ -22,7 +22,8 @@ class EvalArgs:
     episodes: int = 10
     video: Path | None = None
     """Write the first episode to this mp4 file (several policies: side by side, in the order
-    given)."""
+    given). A run on frames (movingdot, atari:*): one episode in colour with the learned reward
+    drawn under it (default: viewer.mp4 in the run)."""
     seed: int = 0
     render_size: int = 256
 
@@ -31,6 +32,8 @@ def cmd_eval(args: list[str]) -> int:
     from prefrl.loops.compare import compare_policies
 
     opts = tyro.cli(EvalArgs, args=args, prog="prefrl eval")
+    if len(opts.targets) == 1 and _pixel_run(opts.targets[0]):
+        return _view_frames(opts)
     done = compare_policies(
         list(opts.targets), opts.episodes, opts.seed, opts.video, opts.render_size
     )
@@ -39,4 +42,28 @@ def cmd_eval(args: list[str]) -> int:
     if done.video is not None:
         order = f" (left to right: {', '.join(done.names)})" if len(done.names) > 1 else ""
         print(f"video: {done.video}{order}")
+    return 0
+
+
+def _pixel_run(target: Path) -> bool:
+    import json
+
+    from prefrl.envs import is_pixel_env
+
+    for config in (target / "config.json", target.parent.parent / "config.json"):
+        if config.is_file():
+            return is_pixel_env(json.loads(config.read_text()).get("env", ""))
+    return False
+
+
+def _view_frames(opts: EvalArgs) -> int:
+    """A pixel run: one episode as a video in colour, with the learned reward drawn under it
+    when the run learned one (the seed's checkpoint viewer)."""
+    from prefrl.loops.frames_viewer import view_frames_checkpoint
+
+    video = opts.video or opts.targets[0] / "viewer.mp4"
+    seen = view_frames_checkpoint(opts.targets[0], video, opts.seed, size=opts.render_size)
+    learned = "" if seen.learned_return is None else f", learned {seen.learned_return:.2f}"
+    print(f"one episode of {seen.steps} agent steps: return {seen.true_return:.1f}{learned}")
+    print(f"video: {seen.video}")
     return 0
