@@ -70,7 +70,7 @@ def test_a_grid_over_seeds_gives_a_table_of_means_and_curves_and_skips_finished_
     assert [o.status for o in again.outcomes] == ["finished"] * 4
     assert (runs / "sac.batch_size-32_s0" / "sessions.jsonl").read_text() == sessions
     # The same directory with another config under a run's name is refused.
-    with pytest.raises(ValueError, match="another config"):
+    with pytest.raises(ValueError, match=r"another config \(steps: 300 there, 200 now\)"):
         run_sweep(grid(tiny(steps=200), {"sac.batch_size": [32]}), seeds=[0],
                   directory=tmp_path / "sw", progress=False)  # fmt: skip
 
@@ -103,6 +103,9 @@ def test_bad_input_fails_before_any_run_starts(tmp_path):
         run_sweep({"a": tiny()}, seeds=[0, 0], directory=tmp_path / "x", progress=False)
     with pytest.raises(ConnectionError, match="cannot reach the Ray cluster at '127.0.0.1:1'"):
         connect_ray("127.0.0.1:1")
+    with pytest.raises(ConnectionError, match="cannot reach the Ray cluster"):
+        run_sweep({"a": tiny()}, seeds=[0], directory=tmp_path / "y", address="127.0.0.1:1")
+    assert not (tmp_path / "y").exists()  # (nothing written)
     assert not (tmp_path / "x" / "runs").exists()
     # One sweep at a time in a directory.
     with sweep_lock(tmp_path / "locked"), pytest.raises(FileExistsError, match="another sweep"):
@@ -138,3 +141,4 @@ def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
     steps = [r["step"] for r in read_metrics(run) if "eval/return_mean" in r]
     assert steps[-1] == 3000 and len(steps) == len(set(steps))
     assert "| rl | 1 |" in second.stdout
+    assert "0 finished runs skipped; 1 to run, 1 of them from a checkpoint" in second.stdout

@@ -69,9 +69,8 @@ def cmd_serve(args: list[str]) -> int:
     if opts.host in ("0.0.0.0", "::"):  # (every interface: others reach it by the host's name)
         import socket
 
-        record_address(run.run_dir, f"http://{socket.gethostname()}:{opts.port}")
-    else:
-        record_address(run.run_dir, where)
+        where = f"http://{socket.gethostname()}:{opts.port}"
+    record_address(run.run_dir, where)
     if local:
         print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
     else:

@@ -85,7 +85,12 @@ def markdown_table(report: dict) -> str:
         cells = []
         for k in names:
             m = e["metrics"].get(k)
-            cells.append("–" if m is None else f"{m['mean']:.3g} ± {m['std']:.2g}")
+            if m is None:
+                cells.append("–")
+            elif len(m["values"]) == 1:  # (no spread from one seed)
+                cells.append(f"{m['mean']:.3g}")
+            else:
+                cells.append(f"{m['mean']:.3g} ± {m['std']:.2g}")
         lines.append(f"| {label} | {len(e['seeds'])} | " + " | ".join(cells) + " |")
     for f in report["failed"]:
         last = (f["error"] or "").strip().splitlines()[-1:] or ["(no message)"]

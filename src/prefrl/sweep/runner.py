@@ -98,18 +98,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
         raise ImportError(
             "prefrl sweep runs on Ray, which is not installed: pip install 'prefrl[sweep]'"
         ) from e
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address not in (None, "local", "auto"):
-        host, _, port = address.removeprefix("ray://").rpartition(":")
-        try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
-                pass
-        except (OSError, ValueError) as e:
-            raise ConnectionError(
-                f"cannot reach the Ray cluster at {address!r} ({e}); start one with `ray start "
-                "--head` and pass the address it prints (host:6379), or leave --address out "
-                "to run on this machine"
-            ) from None
+    address = check_address(address)
     if ray.is_initialized():
         return ray
     kwargs = {"address": address} if address not in (None, "local") else {"num_cpus": num_cpus}
@@ -125,6 +114,24 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
             "RAY_AUTH_TOKEN), as on its nodes"
         ) from None
     return ray
+
+
+def check_address(address: str | None) -> str | None:
+    """The cluster's address (given, or RAY_ADDRESS), checked to answer: nobody there is an
+    error naming it, before anything is written."""
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    if address not in (None, "local", "auto"):
+        host, _, port = address.removeprefix("ray://").rpartition(":")
+        try:
+            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+                pass
+        except (OSError, ValueError) as e:
+            raise ConnectionError(
+                f"cannot reach the Ray cluster at {address!r} ({e}); start one with `ray start "
+                "--head` and pass the address it prints (host:6379), or leave --address out "
+                "to run on this machine"
+            ) from None
+    return address
 
 
 @contextlib.contextmanager
@@ -165,12 +172,23 @@ def _check_manifest(directory: Path, runs: list[SweepRun]) -> None:
     }  # fmt: skip
     for name, spec in new.items():
         if name in old and old[name] != json.loads(json.dumps(spec)):
+            changed = _first_difference(old[name], json.loads(json.dumps(spec)))
             raise ValueError(
-                f"{directory} holds a sweep whose run {name} has another config; give this "
-                "sweep another directory (or delete that run to redo it)"
+                f"{directory} holds a sweep whose run {name} has another config ({changed}); "
+                "give this sweep another directory (or delete that run to redo it)"
             )
     with atomic_write(path, "w") as f:
         json.dump({"runs": {**old, **new}}, f, indent=1)
+
+
+def _first_difference(old, new, path: str = "") -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            if old.get(key) != new.get(key):
+                return _first_difference(
+                    old.get(key), new.get(key), f"{path}.{key}" if path else key
+                )
+    return f"{path.removeprefix('config.')}: {old!r} there, {new!r} now"
 
 
 def run_sweep(
@@ -195,6 +213,7 @@ def run_sweep(
         raise ValueError(f"resources per run (cpus {cpus_per_run}, gpus {gpus_per_run}) are "
                          "invalid: expected cpus > 0, gpus >= 0")  # fmt: skip
     runs = expand_runs(configs, seeds, directory / "runs")
+    address = check_address(address)  # (before anything is written)
     with sweep_lock(directory):
         _check_manifest(directory, runs)
         outcomes = {r.name: RunOutcome(r.name, r.label, r.seed, "pending") for r in runs}
@@ -206,6 +225,13 @@ def run_sweep(
                                               **_facts(json.loads(done.read_text())))  # fmt: skip
             else:
                 todo.append(r)
+        if progress and len(todo) < len(runs):
+            from prefrl.rundir.checkpoints import latest_checkpoint
+
+            resumed = sum(latest_checkpoint(directory / "runs" / r.name) is not None
+                          for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
+            print(f"sweep: {len(runs) - len(todo)} finished runs skipped; {len(todo)} to run, "
+                  f"{resumed} of them from a checkpoint", flush=True)  # fmt: skip
         if todo:
             _run_on_ray(todo, outcomes, address, cpus_per_run, gpus_per_run, max_retries,
                         progress, num_cpus)  # fmt: skip
