@@ -225,11 +225,11 @@ def run_sweep(
                                               **_facts(json.loads(done.read_text())))  # fmt: skip
             else:
                 todo.append(r)
-        if progress and len(todo) < len(runs):
-            from prefrl.rundir.checkpoints import latest_checkpoint
+        from prefrl.rundir.checkpoints import latest_checkpoint
 
-            resumed = sum(latest_checkpoint(directory / "runs" / r.name) is not None
-                          for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
+        resumed = sum(latest_checkpoint(directory / "runs" / r.name) is not None
+                      for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
+        if progress and (len(todo) < len(runs) or resumed):
             print(f"sweep: {len(runs) - len(todo)} finished runs skipped; {len(todo)} to run, "
                   f"{resumed} of them from a checkpoint", flush=True)  # fmt: skip
         if todo:

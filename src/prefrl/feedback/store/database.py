@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from sqlalchemy import create_engine, event, text
+from sqlalchemy import create_engine, event, insert, text
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -120,9 +120,11 @@ class StoreBase:
         if not exists:
             if not create:
                 raise StoreError(f"{redacted(self.url)} holds no prefrl feedback store")
-            Base.metadata.create_all(self.engine)
-            with self._write() as s:
-                s.merge(MetaRow(key="schema_version", value=str(SCHEMA_VERSION)))
+            # One transaction (DDL is transactional in SQLite and PostgreSQL): another process
+            # opening the store meanwhile sees no store, or the whole one with its version.
+            with self._write_lock, self.engine.begin() as c:
+                Base.metadata.create_all(c)
+                c.execute(insert(MetaRow).values(key="schema_version", value=str(SCHEMA_VERSION)))
             return
         version = self.schema_version()
         if version > SCHEMA_VERSION:
