@@ -334,3 +334,25 @@ def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
     assert any("train/clip_fraction" in r for r in rows)
     with pytest.raises(ValueError, match="at least one PPO rollout"):
         replace_config(config, steps=16)
+
+
+def test_ppo_learns_from_preferences_on_frames(tmp_path):
+    from prefrl.agents.frame_ppo import FramePPOConfig
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig
+    from prefrl.rundir.metrics import read_metrics
+
+    config = FramePreferenceConfig(
+        algo="ppo", steps=128, segment_length=5, initial_labels=4, pretrain_steps=1, labels=8,
+        fit_every=1, pool_size=8, reward=FrameRewardConfig(batch_size=2, steps_per_fit=1),
+        ppo_frames=FramePPOConfig(n_envs=2, n_steps=16, minibatches=2, epochs=2),
+        eval_interval=128, eval_episodes=1, video=False, log_interval=64, runs_dir=tmp_path,
+        name="ppo-prefs", progress=False,
+    )  # fmt: skip
+    result = train_frames_from_preferences(config)
+    assert result.step == 128 and result.final_eval is not None
+    rows = read_metrics(tmp_path / "ppo-prefs")
+    assert any("train/clip_fraction" in r for r in rows)  # PPO's update, on the learned reward
+    assert [r["labels/total"] for r in rows if "labels/total" in r][-1] == 8
+    with pytest.raises(ValueError, match="--algo.*a2c or ppo"):
+        replace_config(config, algo="sac")

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.agents.a2c import A2CConfig
+from prefrl.agents.frame_ppo import FramePPOConfig
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
 from prefrl.envs import is_pixel_env
@@ -53,7 +54,7 @@ class FramePreferenceConfig:
     """Agent steps (summed over the envs) of A2C."""
     seed: int = 0
     algo: str = "a2c"
-    """The agent (A2C; PPO on frames is still to come)."""
+    """The agent: a2c (the seed's) or ppo (`--ppo-frames.*` its settings)."""
     segment_length: int = 25
     initial_labels: int = 500
     """Labels of random-policy clips before the agent starts."""
@@ -75,6 +76,7 @@ class FramePreferenceConfig:
     `prefrl labels export`), trained on from the pre-training on, on top of this run's budget."""
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
+    ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
     reward: FrameRewardConfig = dataclasses.field(
         default_factory=lambda: FrameRewardConfig(steps_per_fit=10)
     )
@@ -98,12 +100,17 @@ class FramePreferenceConfig:
     resume: Path | None = None
     progress: bool = True
 
+    @property
+    def agent(self) -> A2CConfig | FramePPOConfig:
+        """The settings of the agent `algo` names."""
+        return self.ppo_frames if self.algo == "ppo" else self.a2c
+
     def __post_init__(self) -> None:
         positive = ("steps", "segment_length", "pretrain_steps", "labels", "fit_every",
                     "pool_size", "eval_interval", "eval_episodes", "log_interval")  # fmt: skip
         check_fields(self, {
             "env": (is_pixel_env(self.env), PIXEL_ENVS),
-            "algo": (self.algo == "a2c", "a2c"),
+            "algo": (self.algo in ("a2c", "ppo"), "a2c or ppo"),
             "stop_after": (self.stop_after in (None, "gather", "pretrain"),
                            "gather, pretrain or None"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
@@ -154,7 +161,7 @@ class FramePreferenceRun(FrameRun):
         self.server: LabellingServer | None = None
         self.labels = PreferenceData()
         self.pool = SegmentPool(config.pool_size)
-        self.recorder = FrameClipRecorder(config.a2c.n_envs, config.segment_length,
+        self.recorder = FrameClipRecorder(config.agent.n_envs, config.segment_length,
                                           next_id=self.feedback.next_segment_id())  # fmt: skip
         self.rng = np.random.default_rng([config.seed, 11])
         self.next_query = self.feedback.next_query_id()
@@ -222,7 +229,7 @@ class FramePreferenceRun(FrameRun):
     # ------------------------------------------------------------------ the A2C loop's hooks
     @property
     def title(self) -> str:
-        return "A2C from preferences"
+        return f"{self.config.algo.upper()} from preferences"
 
     def begin(self, metrics: MetricsLogger) -> bool:
         """Random-policy clips and the initial queries about them; their labels and the reward
@@ -280,7 +287,7 @@ class FramePreferenceRun(FrameRun):
         """Every `fit_every` updates: new labels (the budget left, spread evenly over the fits
         left), then a fit."""
         cfg = self.config
-        per_update = cfg.a2c.n_steps * cfg.a2c.n_envs
+        per_update = cfg.agent.n_steps * cfg.agent.n_envs
         update = self.step // per_update + 1  # (called before the step count moves on)
         if update % cfg.fit_every:
             return
@@ -312,7 +319,7 @@ def train_frames_from_preferences(config: FramePreferenceConfig):
     """Run (or resume) the workflow; returns an `RLResult` (its final evaluation on the true
     reward)."""
     if config.name is None:
-        config = dataclasses.replace(config, name=run_name(config.env, "a2c-prefs", config.seed))
+        config = dataclasses.replace(config, name=run_name(config.env, f"{config.algo}-prefs", config.seed))
     if config.load_labels is not None and config.resume is None:  # (before the run starts)
         shared = read_labels(config.load_labels)
         check_same_env(shared, config.env, "this run", f"--load-labels {config.load_labels}")
