@@ -100,11 +100,16 @@ def run_faults(workdir: Path, kills: int, seed: int = 0, log=print) -> dict:
     trainer = _prefrl("train", *TRAIN, "--runs-dir", str(workdir), "--name", "run",
                       log=logs / "trainer.log")  # fmt: skip
     deadline = time.time() + 300
-    while not (run_dir / "feedback.db").exists():
-        assert time.time() < deadline and trainer.poll() is None, "the trainer did not start"
-        time.sleep(0.2)
-    with FeedbackStore(run_dir) as store:
-        tokens = [store.add_annotator(name) for name in ("ana", "ben")]
+    try:  # (the trainer is not left running when it cannot be reached)
+        while not (run_dir / "feedback.db").exists():
+            assert time.time() < deadline and trainer.poll() is None, "the trainer did not start"
+            time.sleep(0.2)
+        with FeedbackStore(run_dir) as store:
+            tokens = [store.add_annotator(name) for name in ("ana", "ben")]
+    except BaseException:
+        trainer.kill()
+        trainer.wait()
+        raise
     port = _free_port()
 
     def serve():
