@@ -159,6 +159,7 @@ def test_the_run_page_updates_itself_in_chromium(tmp_path):
                                timeout=15000)  # fmt: skip
         page.wait_for_function("document.querySelectorAll('#scatter circle').length === 3")
         assert page.text_content("#counts") == "1 / 2 / 0 / 0"
+        assert page.text_content("#step") == "3000 (the run has finished)"  # (of 1000 steps)
         assert page.locator("#accuracy-chart circle").count() == 1
         page.screenshot(path=str(tmp_path / "run.png"))
         browser.close()

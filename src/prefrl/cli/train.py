@@ -187,8 +187,10 @@ def cmd_frames(args: list[str]) -> int:
               f"--resume {result.run_dir} --stop-after None")  # fmt: skip
         return 0
     return _report_rl(
-        result, config.steps, "prefrl frames",
-        f"{config.algo.upper()} from preferences on {config.env}"
+        result,
+        config.steps,
+        "prefrl frames",
+        f"{config.algo.upper()} from preferences on {config.env}",
     )
 
 

@@ -319,7 +319,9 @@ def train_frames_from_preferences(config: FramePreferenceConfig):
     """Run (or resume) the workflow; returns an `RLResult` (its final evaluation on the true
     reward)."""
     if config.name is None:
-        config = dataclasses.replace(config, name=run_name(config.env, f"{config.algo}-prefs", config.seed))
+        config = dataclasses.replace(
+            config, name=run_name(config.env, f"{config.algo}-prefs", config.seed)
+        )
     if config.load_labels is not None and config.resume is None:  # (before the run starts)
         shared = read_labels(config.load_labels)
         check_same_env(shared, config.env, "this run", f"--load-labels {config.load_labels}")

@@ -97,7 +97,8 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
     store = FeedbackStore(run.store, create=False)
     run_id = store.run_id(run.uid, create=False)
     local_token = store.add_annotator(LOCAL_ANNOTATOR)
-    online = "steps" in run_kind(run.run_dir)
+    total_steps = run_kind(run.run_dir).get("steps")
+    online = total_steps is not None
     templates = Jinja2Templates(directory=HERE / "templates")
 
     @contextlib.asynccontextmanager
@@ -191,6 +192,7 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             ],
             "fit_scatter": read_fit_scatter(run.run_dir),
             "step": rows[-1]["step"] if rows else 0,
+            "finished": bool(online and rows and rows[-1]["step"] >= total_steps),
             "curve": [
                 {
                     "step": r["step"],

@@ -78,7 +78,7 @@ function render(st) {
   show("agreement", st.agreement === null ? "–" : `${Math.round(100 * st.agreement)}%`);
   show("fits", st.reward_fits);
   show("accuracy", st.reward_val_accuracy === null ? "–" : st.reward_val_accuracy.toFixed(2));
-  show("step", st.step);
+  show("step", st.finished ? `${st.step} (the run has finished)` : st.step);
   const body = document.querySelector("#annotators tbody");
   body.replaceChildren(...st.annotators.map((a) => {
     const row = document.createElement("tr");
