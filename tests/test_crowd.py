@@ -117,6 +117,7 @@ def test_the_overlap_share_reaches_a_second_annotator_and_the_status_counts_agre
                     r = client.post(f"/api/label?token={token}",
                                     json={"query_id": q["id"], "label": label})  # fmt: skip
                     assert r.status_code == 200 and r.json()["created"]
+                    assert r.json()["second"] == (token == ben)  # (ana answers first)
         status = client.get(f"/api/status?token={ana}").json()
     assert status["labels"] == len(rows)  # first labels: what the trainer learns from
     assert status["doubly_labelled"] == len(twice) and status["agreement"] == 0.0

@@ -149,7 +149,7 @@ def test_an_overlap_share_is_labelled_by_two_annotators_and_their_agreement_coun
     with pytest.raises(LabelConflict, match="already labelled left"):
         store.add_label(once[0], "right", "web", annotator_id=ben, overlap=0.5)
     second, created = store.add_label(twice[0], "right", "web", annotator_id=ben, overlap=0.5)
-    assert created and second.annotator == "ben" and second.label == Label.RIGHT
+    assert created and second.annotator == "ben" and second.label == Label.RIGHT and second.second
     again, created = store.add_label(twice[0], "right", "web", annotator_id=ben, overlap=0.5)
     assert not created and again.id == second.id
     with pytest.raises(LabelConflict, match="already labelled right"):

@@ -293,7 +293,7 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
         return {"saved": True, "created": created, "label_id": stored.id,
-                "label": stored.label.name.lower()}  # fmt: skip
+                "label": stored.label.name.lower(), "second": stored.second}  # fmt: skip
 
     @app.get("/api/rate/next")
     def next_to_rate(who: Who, n: Annotated[int, Query(ge=1, le=20)] = 4) -> dict:

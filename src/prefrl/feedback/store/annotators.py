@@ -250,10 +250,11 @@ class AnnotatorSide(StoreBase):
             if second is None and q.second_wanted:
                 row_id = c.execute(st["add_second"], new).scalar_one()
                 c.execute(st["second_given"], {"q": query_id})
-                return self._stored(c, row_id, q.key, new), True
+                return self._stored(c, row_id, q.key, new, second=True), True
             if second is not None and second.annotator_id == annotator_id:
                 stored = second
-        out = self._stored(c, stored.id, q.key, stored._asdict() | {"query_id": query_id})
+        out = self._stored(c, stored.id, q.key, stored._asdict() | {"query_id": query_id},
+                           second=stored is not first)  # fmt: skip
         if out.label != label:
             raise LabelConflict(
                 f"query {query_id} is already labelled {out.label.name.lower()}; "
@@ -292,12 +293,12 @@ class AnnotatorSide(StoreBase):
         }
         return cache["label"]
 
-    def _stored(self, s: Session, row_id: int, key: int, row: dict) -> StoredLabel:
+    def _stored(self, s, row_id: int, key: int, row: dict, second: bool = False) -> StoredLabel:
         who = row["annotator_id"]
         return StoredLabel(
             row_id, row["query_id"], key, Label.parse(row["value"]), row["source"],
             self._annotator_name(s, who) if who is not None else None, row["response_ms"],
-            row["created_at"],
+            row["created_at"], second,
         )  # fmt: skip
 
     def _annotator_name(self, s: Session, annotator_id: int) -> str:
@@ -315,6 +316,7 @@ class AnnotatorSide(StoreBase):
         return StoredLabel(
             row.id, row.query_id, q.key, Label.parse(row.value), row.source,
             who.name if who else None, row.response_ms, row.created_at,
+            isinstance(row, SecondLabelRow),
         )  # fmt: skip
 
     def second_labels(self, run_id: int) -> list[StoredLabel]:

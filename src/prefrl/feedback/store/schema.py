@@ -195,6 +195,8 @@ class StoredLabel:
     annotator: str | None
     response_ms: int | None
     created_at: dt.datetime
+    second: bool = False
+    """A second annotator's label (`--overlap`; its id counts in another table than the first's)."""
 
 
 @dataclass(frozen=True)
