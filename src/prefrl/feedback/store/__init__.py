@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store.annotators import LEASE_SECONDS, AnnotatorSide, wants_second_label
+from prefrl.feedback.store.clips import ClipsAndRatings
 from prefrl.feedback.store.location import (
     RUN_FILE,
     STORE_FILE,
@@ -37,9 +38,10 @@ from prefrl.feedback.store.schema import (
 from prefrl.feedback.store.trainer import SEGMENT_DIR, TrainerSide
 
 
-class FeedbackStore(TrainerSide, AnnotatorSide):
-    """The store: `TrainerSide` (runs, segments, queries, labels read back) and `AnnotatorSide`
-    (annotators, leases, labels given, clips, ratings) over one database (`StoreBase`)."""
+class FeedbackStore(TrainerSide, AnnotatorSide, ClipsAndRatings):
+    """The store: `TrainerSide` (runs, segments, queries, labels read back), `AnnotatorSide`
+    (annotators, leases, labels given, agreement) and `ClipsAndRatings` over one database
+    (`StoreBase`)."""
 
 
 __all__ = [
