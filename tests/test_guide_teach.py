@@ -68,8 +68,12 @@ def trainer_output(tmp_path: Path) -> str:
 
 def finish(trainer: subprocess.Popen, tmp_path: Path, source: str) -> None:
     """The trainer trains on the first session's labels to its last step and ends well."""
-    try:
-        assert trainer.wait(timeout=600) == 0, trainer_output(tmp_path)
+    try:  # (well inside pytest's 600 s, so that a stuck trainer shows its output)
+        code = trainer.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the trainer did not end within 240 s:\n{trainer_output(tmp_path)}")
+    else:
+        assert code == 0, trainer_output(tmp_path)
     finally:
         if trainer.poll() is None:
             trainer.kill()
@@ -113,6 +117,13 @@ def test_teach_it_in_the_browser_as_the_readme_says(tmp_path):
                 assert "making them" not in status and "Pairs left to label" in status
                 last = page.evaluate("window.prefrlPair")
                 page.keyboard.press("ArrowLeft" if i % 2 else "ArrowRight")
+            # The last answer is on its way when the key is pressed: closing the browser then
+            # could drop it (unacknowledged, so rightly not stored) and leave the trainer waiting.
+            page.wait_for_function(
+                f"/Labels given: {FIRST_SESSION}\\b/.test(document.getElementById('status')"
+                ".textContent)",
+                timeout=120_000,
+            )
             browser.close()
         finish(trainer, tmp_path, "web")
     finally:
