@@ -9,7 +9,9 @@ For each env, the medium-replay dataset is made (once) from the SAC run
 runs/datasets/<env>_sac_s0 (`prefrl rl --env <env> --steps 300000 --keep-checkpoints 0
 --checkpoint-interval 25000 --runs-dir runs/datasets --name <env>_sac_s0`) into
 datasets/bench/<env>-medium-replay; 500 queries of 100 steps are sampled (seed 0) and labelled
-by each teacher. Runs go to runs/bench-offline/ and are reused when finished (resumed when not).
+by each teacher. The runs are a sweep on Ray (`prefrl.sweep`; --jobs N side by side here,
+--address a cluster, --gpus-per-run a share of a GPU), each a run directory under
+runs/bench-offline/runs/: started again, finished runs are skipped and stopped IQL runs resume.
 Results are merged into benchmarks/results/offline.json, one row per dataset, teacher and reward.
 
 `--plot` draws the rows of one IQL budget (`--iql-steps`) from the results file: per dataset,
@@ -42,12 +44,12 @@ from prefrl.data.dataset import OfflineDataset
 from prefrl.feedback.dataset_queries import label_queries, sample_queries
 from prefrl.feedback.teachers import TeacherConfig
 from prefrl.loops.datasets import collect_dataset
-from prefrl.loops.offline import OfflineConfig, train_offline
-from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
+from prefrl.loops.offline import OfflineConfig
+from prefrl.loops.offline_cpl import OfflineCPLConfig
 from prefrl.reward.segment_models import SegmentRewardConfig
-from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
+from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
@@ -84,88 +86,78 @@ def queries_for(dataset_dir: Path, teacher: str, num: int, length: int) -> Path:
     return path
 
 
-def finished_score(run_dir: Path, steps: int) -> float | None:
-    """The final evaluation's score of a run that reached `steps`, else None. Read from the
-    metrics alone, so a finished run's metrics are enough to count it (runs made on a GPU machine
-    come back without their checkpoints)."""
-    rows = [r for r in read_metrics(run_dir) if "eval/score_mean" in r] if run_dir.exists() else []
-    if not rows or rows[-1]["step"] < steps:
-        return None
-    return float(rows[-1]["eval/score_mean"])
-
-
 def run_devices(run_dir: Path) -> set[str]:
     """The devices a run was trained on, from its sessions.jsonl (empty for runs made before it)."""
     return {d for s in read_sessions(run_dir) for d in s.get("devices", [])[:1]}
 
 
-def run_one(dataset: Path, labels: Path | None, reward: str, seed: int, args) -> tuple[float, dict]:
-    name = f"{dataset.name}_{args_teacher(labels)}_{reward}_s{seed}"
-    if args.as_learned and reward in LEARNED:
-        name += "_as-learned"
-    run_dir = Path(args.runs_dir) / name
+def run_label(dataset: Path, labels: Path | None, reward: str, args) -> str:
+    """A config's name in the sweep (its runs: <label>_s<seed>); the IQL budget is in it, so
+    that another --iql-steps makes other runs rather than clash with these."""
+    label = f"{dataset.name}_{args_teacher(labels)}_{reward}"
     if reward == "cpl":
-        return run_cpl(dataset, labels, seed, run_dir, args)
-    score = finished_score(run_dir, args.iql_steps)
-    if score is None:
-        true = reward in ("true", "true-like-learned")
-        config = OfflineConfig(
-            dataset=dataset,
-            labels=None if true else labels,
-            reward="true" if true else reward,
-            reward_model=SegmentRewardConfig(
-                kind="pt" if true else reward, epochs=args.reward_epochs
-            ),
-            center_reward=not args.as_learned,
-            true_like_learned=reward == "true-like-learned",
-            steps=args.iql_steps,
-            eval_interval=args.eval_interval,
-            checkpoint_interval=args.eval_interval,
-            seed=seed,
-            runs_dir=Path(args.runs_dir),
-            name=name,
-            resume=run_dir if latest_checkpoint(run_dir) else None,
-            progress=False,
-        )
-        if config.resume is None and run_dir.exists():
-            import shutil
+        return label + (f"_bc{args.bc_steps}_cpl{args.cpl_steps}"
+                        if (args.bc_steps, args.cpl_steps) != (20_000, 1000) else "")  # fmt: skip
+    label += f"_iql{args.iql_steps}"
+    if args.as_learned and reward in LEARNED:
+        label += "_as-learned"
+    return label
 
-            shutil.rmtree(run_dir)  # a run stopped before its first checkpoint: start over
-        result = train_offline(config)
-        if result.stopped:
-            raise SystemExit("interrupted; run the same command again to continue")
-        score = result.score_mean
-    info_path = run_dir / "reward_metrics.json"
-    info = json.loads(info_path.read_text()) if info_path.exists() else {}
-    # IQL's score moves a lot between evaluations at this budget: the last three say how much.
-    evals = [float(r["eval/score_mean"]) for r in read_metrics(run_dir) if "eval/score_mean" in r]
-    info["score_last3"] = float(np.mean(evals[-3:]))
+
+def run_config(dataset: Path, labels: Path | None, reward: str, args):
+    """The training config of one planned run (its seed is the sweep's)."""
+    if reward == "cpl":
+        return OfflineCPLConfig(dataset=dataset, labels=labels, bc_steps=args.bc_steps,
+                                steps=args.cpl_steps)  # fmt: skip
+    true = reward in ("true", "true-like-learned")
+    return OfflineConfig(
+        dataset=dataset,
+        labels=None if true else labels,
+        reward="true" if true else reward,
+        reward_model=SegmentRewardConfig(kind="pt" if true else reward, epochs=args.reward_epochs),
+        center_reward=not args.as_learned,
+        true_like_learned=reward == "true-like-learned",
+        steps=args.iql_steps,
+        eval_interval=args.eval_interval,
+        checkpoint_interval=args.eval_interval,
+    )
+
+
+def run_score(run_dir: Path, reward: str) -> tuple[float, dict]:
+    """A finished run's final score and what else its row reports, read from its directory."""
+    if reward == "cpl":
+        info = json.loads((run_dir / "summary.json").read_text())
+        score = info["eval/score_mean"]
+    else:
+        info_path = run_dir / "reward_metrics.json"
+        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        # IQL's score moves a lot between evaluations at this budget: the last three say how much.
+        evals = [float(r["eval/score_mean"]) for r in read_metrics(run_dir)
+                 if "eval/score_mean" in r]  # fmt: skip
+        score = evals[-1]
+        info["score_last3"] = float(np.mean(evals[-3:]))
     info["devices"] = sorted(run_devices(run_dir))
     return score, info
 
 
-def run_cpl(dataset: Path, labels: Path, seed: int, run_dir: Path, args) -> tuple[float, dict]:
-    """Offline CPL (a few minutes: rerun whole when unfinished)."""
-    summary = run_dir / "summary.json"
-    if not summary.exists():
-        import shutil
-
-        shutil.rmtree(run_dir, ignore_errors=True)
-        train_offline_cpl(
-            OfflineCPLConfig(
-                dataset=dataset,
-                labels=labels,
-                bc_steps=args.bc_steps,
-                steps=args.cpl_steps,
-                seed=seed,
-                runs_dir=run_dir.parent,
-                name=run_dir.name,
-                progress=False,
-            )
-        )
-    info = json.loads(summary.read_text())
-    info["devices"] = sorted(run_devices(run_dir))
-    return info["eval/score_mean"], info
+def run_all(plan: dict[tuple, tuple], args) -> dict[tuple, tuple[float, dict]]:
+    """Every planned run as a sweep on Ray (`prefrl.sweep`): `--jobs` side by side here (or on
+    the cluster at `--address`), `--gpus-per-run` of a GPU each where there is one. Started
+    again, finished runs are skipped and stopped IQL runs resume from their checkpoints."""
+    configs = {run_label(*job, args): run_config(*job, args) for job in plan.values()}
+    seeds = sorted({key[-1] for key in plan})
+    sweep = run_sweep(configs, seeds, args.runs_dir, address=args.address,
+                      gpus_per_run=args.gpus_per_run,
+                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+    if sweep.failed:
+        for o in sweep.failed:
+            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
+        raise SystemExit(f"{len(sweep.failed)} runs failed; their errors are above")
+    if not sweep.complete:
+        raise SystemExit("interrupted; run the same command again to continue")
+    runs = Path(args.runs_dir) / "runs"
+    return {key: run_score(runs / f"{run_label(*job, args)}_s{key[-1]}", job[2])
+            for key, job in plan.items()}  # fmt: skip
 
 
 def row_key(row: dict) -> tuple:
@@ -177,20 +169,6 @@ def row_key(row: dict) -> tuple:
         row.get("reward_offset"),
         row.get("iql_steps"),
     )
-
-
-def run_all(plan: dict[tuple, tuple], args) -> dict[tuple, tuple[float, dict]]:
-    """Run every planned run, `--jobs` at a time (each in its own process when more than one:
-    on a GPU machine the runs share the accelerator, on this CPU they would share two cores)."""
-    if args.jobs == 1:
-        return {key: run_one(*job, args) for key, job in plan.items()}
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-        futures = {key: pool.submit(run_one, *job, args) for key, job in plan.items()}
-        return {key: future.result() for key, future in futures.items()}
 
 
 def covered_by(old: dict | None, new: dict) -> bool:
@@ -224,13 +202,13 @@ def benchmark(args) -> None:
     plan: dict[tuple, tuple] = {}
     for env, dataset in datasets.items():
         for seed in args.seeds:
-            plan[(env, "true", "none", seed)] = (dataset, None, "true", seed)
+            plan[(env, "true", "none", seed)] = (dataset, None, "true")
         for teacher in args.teachers:
             labels = queries_for(dataset, teacher, args.queries, args.length)
             for reward in args.rewards:
                 used = None if reward.startswith("true") else labels
                 for seed in args.seeds:
-                    plan[(env, reward, args_teacher(used), seed)] = (dataset, used, reward, seed)
+                    plan[(env, reward, args_teacher(used), seed)] = (dataset, used, reward)
     done = run_all(plan, args)
     here = device_kind()
     for env, dataset in datasets.items():
@@ -436,8 +414,10 @@ def main() -> None:
     )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
     parser.add_argument("--results", default=str(RESULTS), help="the JSON file rows merge into")
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
+    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
     parser.add_argument(
-        "--jobs", type=int, default=1, help="runs at a time, each in its own process (GPU machines)"
+        "--gpus-per-run", type=float, default=0.0, help="a share of a GPU per run (GPU machines)"
     )
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument(

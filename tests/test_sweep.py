@@ -88,6 +88,35 @@ def test_a_failing_run_is_reported_with_its_error_and_the_others_finish(tmp_path
     assert not (tmp_path / "sw" / "runs" / "bad_s0" / DONE_FILE).exists()
 
 
+def test_cpl_runs_sweep_and_a_stopped_one_starts_again(tmp_path, local_ray):
+    """offline-cpl (no presets, no resume: minutes long) through the CLI's grid; a run stopped
+    after its end-of-run checkpoint but before it was marked finished starts again afresh."""
+    from test_offline import synthetic
+
+    from prefrl.feedback.dataset_queries import label_queries, sample_queries
+    from prefrl.feedback.teachers import TeacherConfig
+
+    data = synthetic(n_episodes=10, length=30, obs_dim=6)
+    data.save(tmp_path / "ds")
+    queries = sample_queries(data, 40, length=5, seed=0)
+    label_queries(queries, data, TeacherConfig("oracle")).save(tmp_path / "q.json")
+    base = ["--dataset", str(tmp_path / "ds"), "--labels", str(tmp_path / "q.json"),
+            "--hidden-dims", "16", "--bc-steps", "50", "--steps", "20", "--eval-episodes", "1"]  # fmt: skip
+    configs = build_configs("offline-cpl", base, ["cpl.conservative_weight=0.1,0.0"], [])
+    assert sorted(configs) == ["cpl.conservative_weight=0.0", "cpl.conservative_weight=0.1"]
+    result = run_sweep(configs, seeds=[0], directory=tmp_path / "sw", progress=False)
+    assert result.complete, [o.error for o in result.outcomes]
+    row = result.table["configs"]["cpl.conservative_weight-0.1"]["metrics"]
+    assert np.isfinite(row["eval/score_mean"]["mean"]) and "eval/bc_score_mean" in row
+    run = tmp_path / "sw" / "runs" / "cpl.conservative_weight-0.1_s0"
+    (run / DONE_FILE).unlink()  # stopped between its last checkpoint and being marked done
+    again = run_sweep(configs, seeds=[0], directory=tmp_path / "sw", progress=False)
+    assert sorted(o.status for o in again.outcomes) == ["done", "finished"]
+    assert len((run / "sessions.jsonl").read_text().splitlines()) == 1  # started afresh
+    steps = [r["step"] for r in read_metrics(run) if "eval/score_mean" in r]
+    assert steps == [70]  # (50 BC + 20 CPL steps, evaluated once: not twice over)
+
+
 def test_bad_input_fails_before_any_run_starts(tmp_path):
     with pytest.raises(ValueError, match="RLConfig has no field 'sac.batch_sise'"):
         grid(tiny(), {"sac.batch_sise": [32]})

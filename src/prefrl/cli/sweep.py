@@ -10,12 +10,13 @@ USAGE = """prefrl sweep COMMAND [--grid FIELD=V1,V2 ...] [--config LABEL='FLAGS'
                     [--dir DIR] [--address HOST:PORT] [--cpus-per-run N] [--gpus-per-run F]
                     [-- FLAGS OF COMMAND]"""
 
-DESCRIPTION = """Run a training command (train, rl, offline, frames, rfcl) for every combination
-of --grid values (and every --config, a named set of flags), each with every seed, as Ray tasks:
-on this machine by default, on a cluster with --address (or RAY_ADDRESS). Each run is a normal
-run directory, DIR/runs/<config>_s<seed>. Started again, a sweep skips finished runs and resumes
-stopped ones from their checkpoints. At the end: DIR/results.md (mean ± std over seeds per config),
-results.json and curves.png. Flags after -- go to every run, e.g.
+DESCRIPTION = """Run a training command (train, rl, offline, offline-cpl, finetune, frames, rfcl)
+for every combination of --grid values (and every --config, a named set of flags), each with
+every seed, as Ray tasks: on this machine by default, on a cluster with --address (or
+RAY_ADDRESS). Each run is a normal run directory, DIR/runs/<config>_s<seed>. Started again, a
+sweep skips finished runs and resumes stopped ones from their checkpoints (offline-cpl and
+finetune runs, minutes long, start again). At the end: DIR/results.md (mean ± std over seeds per
+config), results.json and curves.png. Flags after -- go to every run, e.g.
   prefrl sweep train --grid teacher.preset=oracle,mistake --seeds 0 1 2 --dir runs/teachers \\
       -- --preset quickstart --steps 20000"""
 
@@ -23,7 +24,7 @@ results.json and curves.png. Flags after -- go to every run, e.g.
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prefrl sweep", usage=USAGE, description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("command", help="train, rl, offline, frames or rfcl")
+    p.add_argument("command", help="train, rl, offline, offline-cpl, finetune, frames or rfcl")
     p.add_argument(
         "--grid",
         action="append",
@@ -74,7 +75,9 @@ def build_configs(command: str, base: list[str], grid: list[str], named: list[st
         raise ValueError(f"prefrl sweep {command!r}: expected one of {', '.join(TRAINERS)}")
     module, cls_name, _, presets_name = TRAINERS[command]
     cls = getattr(importlib.import_module(module), cls_name)
-    presets = getattr(importlib.import_module("prefrl.presets"), presets_name)
+    presets = (
+        getattr(importlib.import_module("prefrl.presets"), presets_name) if presets_name else {}
+    )
     axes = []
     for item in grid:
         field, sep, values = item.partition("=")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.config import config_to_dict
-from prefrl.sweep.spec import SweepRun, expand_runs, trainer_of
+from prefrl.sweep.spec import SweepRun, expand_runs, resumable, trainer_of
 
 DONE_FILE = "sweep_done.json"
 """Written into a run's directory when it finished: a sweep started again skips it."""
@@ -71,9 +71,9 @@ def execute_run(config, cwd: str | None = None) -> dict:
     if run_dir.exists():
         from prefrl.rundir.checkpoints import latest_checkpoint
 
-        if latest_checkpoint(run_dir) is not None:
+        if resumable(config) and latest_checkpoint(run_dir) is not None:
             config = dataclasses.replace(config, resume=run_dir)
-        else:  # stopped before its first checkpoint: nothing to resume
+        else:  # stopped before its first checkpoint (or a run that keeps none): start again
             shutil.rmtree(run_dir)
     t0 = time.perf_counter()
     try:
@@ -227,8 +227,8 @@ def run_sweep(
                 todo.append(r)
         from prefrl.rundir.checkpoints import latest_checkpoint
 
-        resumed = sum(latest_checkpoint(directory / "runs" / r.name) is not None
-                      for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
+        resumed = sum(resumable(r.config) and latest_checkpoint(directory / "runs" / r.name)
+                      is not None for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
         if progress and (len(todo) < len(runs) or resumed):
             print(f"sweep: {len(runs) - len(todo)} finished runs skipped; {len(todo)} to run, "
                   f"{resumed} of them from a checkpoint", flush=True)  # fmt: skip

@@ -12,16 +12,24 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-# command -> (module, config class, training function, presets in prefrl.presets)
+# command -> (module, config class, training function, presets in prefrl.presets or None)
 TRAINERS = {
     "train": ("prefrl.loops.online", "OnlineConfig", "train_online", "ONLINE_PRESETS"),
     "rl": ("prefrl.loops.rl", "RLConfig", "train_rl", "RL_PRESETS"),
     "offline": ("prefrl.loops.offline", "OfflineConfig", "train_offline", "OFFLINE_PRESETS"),
+    "offline-cpl": ("prefrl.loops.offline_cpl", "OfflineCPLConfig", "train_offline_cpl", None),
+    "finetune": ("prefrl.loops.finetune", "FinetuneConfig", "finetune", None),
     "frames": ("prefrl.loops.frames_prefs", "FramePreferenceConfig",
                "train_frames_from_preferences", "FRAME_PRESETS"),
     "rfcl": ("prefrl.loops.rfcl", "RFCLConfig", "train_rfcl", "RFCL_PRESETS"),
 }  # fmt: skip
-"""The training commands a sweep can run: each resumes from its run directory."""
+"""The training commands a sweep can run. Those with a `resume` field resume from their run
+directory; the CPL ones (minutes long, no checkpoint until their end) start again when stopped."""
+
+
+def resumable(config) -> bool:
+    """Whether runs of this config resume from their checkpoints (else a stopped one restarts)."""
+    return any(f.name == "resume" for f in dataclasses.fields(config))
 
 
 def trainer_of(config) -> tuple[str, Any]:
@@ -72,10 +80,11 @@ def expand_runs(configs: dict[str, Any], seeds, runs_dir: Path) -> list[SweepRun
         trainer_of(config)  # (refuses what a sweep cannot run, before anything starts)
         for seed in seeds:
             run = SweepRun(safe, seed, None)
-            cfg = dataclasses.replace(
-                config, seed=seed, name=run.name, runs_dir=Path(runs_dir), progress=False,
-                resume=None,
-            )  # fmt: skip
+            quiet = {"progress": False} if hasattr(config, "progress") else {}
+            if resumable(config):
+                quiet["resume"] = None
+            cfg = dataclasses.replace(config, seed=seed, name=run.name, runs_dir=Path(runs_dir),
+                                      **quiet)  # fmt: skip
             runs.append(SweepRun(safe, seed, cfg))
     return runs
 
