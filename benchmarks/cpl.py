@@ -13,7 +13,9 @@ by training progress and cloning the better ones cannot pass for learning the pr
 each, paired only inside a family, so that the pairs are about actions, not states). Each
 seed fine-tunes with the conservative term (MSE to the original, weight 0.01) and without it;
 returns are over 10 evaluation episodes on the same seeds for the start and fine-tuned policies.
-Results are merged into benchmarks/results/cpl.json.
+The fine-tuning runs are a sweep on Ray (`prefrl.sweep`; --jobs N side by side here, --address a
+cluster), each a run directory under runs/bench-cpl/runs/: started again, finished runs are
+skipped. Results are merged into benchmarks/results/cpl.json.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from prefrl.envs import make_env
 from prefrl.feedback.raters import rate_scripted
 from prefrl.loops.collect import make_rating_run, policy_segments
 from prefrl.loops.datasets import eval_returns
-from prefrl.loops.finetune import FinetuneConfig, finetune
+from prefrl.loops.finetune import FinetuneConfig
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import checkpoint_root
+from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/cpl.json"
@@ -157,6 +160,11 @@ def main() -> None:
     )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-cpl"))
     parser.add_argument(
+        "--results", type=Path, default=RESULTS, help="the JSON file rows merge into"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
+    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    parser.add_argument(
         "--conservative",
         choices=["both", "on", "off"],
         default="both",
@@ -195,6 +203,7 @@ def main() -> None:
             variant += f"_{args.pair_within}"
         if args.mean_only:
             variant += "_mean-only"
+        configs = {}
         for conservative in settings:
             cpl = CPLConfig(
                 conservative=args.regulariser if conservative else "none",
@@ -203,38 +212,32 @@ def main() -> None:
                 bias=args.bias,
                 mean_only=args.mean_only,
             )
+            label = f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
+            configs[label] = (conservative, FinetuneConfig(
+                policy=start, ratings=ratings, pairs=args.pair_within, cpl=cpl, steps=args.steps,
+                max_pairs=args.pairs, eval_episodes=args.eval_episodes,
+            ))  # fmt: skip
+        sweep = run_sweep({k: c for k, (_, c) in configs.items()}, args.seeds, runs,
+                          address=args.address, num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+        if sweep.failed:
+            for o in sweep.failed:
+                print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
+            raise SystemExit(f"{len(sweep.failed)} runs failed; their errors are above")
+        for label, (conservative, config) in configs.items():
+            cpl = config.cpl
             starts, finals, props, episodes = [], [], [], []
             for seed in args.seeds:
-                name = (
-                    f"{env}_{tag}_{'cons' if conservative else 'free'}_{args.steps}{variant}"
-                    f"_s{seed}"
-                )
-                shutil.rmtree(runs / name, ignore_errors=True)
-                result = finetune(
-                    FinetuneConfig(
-                        policy=start,
-                        ratings=ratings,
-                        pairs=args.pair_within,
-                        cpl=cpl,
-                        steps=args.steps,
-                        max_pairs=args.pairs,
-                        eval_episodes=args.eval_episodes,
-                        seed=seed,
-                        runs_dir=runs,
-                        name=name,
-                    )
-                )
-                starts.append(float(result.start_returns.mean()))
-                episodes.append(
-                    {
-                        "start": np.round(result.start_returns, 1).tolist(),
-                        "finetuned": np.round(result.finetuned_returns, 1).tolist(),
-                    }
-                )
-                finals.append(float(result.finetuned_returns.mean()))
+                run_dir = runs / "runs" / f"{label}_s{seed}"
+                summary = json.loads((run_dir / "summary.json").read_text())
+                start_returns = np.asarray(summary["start_returns"])
+                finetuned = np.asarray(summary["finetuned_returns"])
+                starts.append(float(start_returns.mean()))
+                episodes.append({"start": np.round(start_returns, 1).tolist(),
+                                 "finetuned": np.round(finetuned, 1).tolist()})  # fmt: skip
+                finals.append(float(finetuned.mean()))
                 # For every rater: the return rater's runs are the baseline a property rater's
                 # change in action size is judged against.
-                props.append(behaviour(result.run_dir))
+                props.append(behaviour(run_dir))
                 print(
                     f"{env} {'conservative' if conservative else 'no conservative term'} seed "
                     f"{seed}: {starts[-1]:.1f} -> {finals[-1]:.1f}"
@@ -274,11 +277,13 @@ def main() -> None:
                 row["mean_observation_start"] = start_props["mean_observation"]
                 row["mean_observation_finetuned"] = [p["mean_observation"] for p in props]
             # Read at write time: runs side by side each add their rows, none drops another's.
-            existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {"results": []}
+            existing = (
+                json.loads(args.results.read_text()) if args.results.exists() else {"results": []}
+            )
             rows = {row_key(r): r for r in existing["results"]}
             rows[row_key(row)] = row
-            RESULTS.parent.mkdir(parents=True, exist_ok=True)
-            RESULTS.write_text(
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            args.results.write_text(
                 json.dumps({"command": command, "results": list(rows.values())}, indent=2) + "\n"
             )
             print(
