@@ -104,7 +104,7 @@ class AnnotatorArgs:
 
 def cmd_annotators(args: list[str]) -> int:
     from prefrl.feedback.store import FeedbackStore, run_info
-    from prefrl.web.app import served_at
+    from prefrl.web.app import LOCAL_ANNOTATOR, served_at
 
     opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
     run = run_info(opts.run_dir, opts.store)
@@ -116,7 +116,10 @@ def cmd_annotators(args: list[str]) -> int:
             print(f"{opts.name}: {url}/compare?token={store.add_annotator(opts.name)}")
         elif opts.action == "list":
             for name, token in store.annotators():
-                print(f"{name}: {url}/compare?token={token}")
+                if name == LOCAL_ANNOTATOR:  # (made by the server: nobody was given its link)
+                    print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")
+                else:
+                    print(f"{name}: {url}/compare?token={token}")
         else:
             raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
     return 0

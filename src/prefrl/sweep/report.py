@@ -107,7 +107,7 @@ def plot_curves(curves: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(9, 4.2))
     for label, runs in curves.items():
         common = sorted(set.intersection(*(set(s.tolist()) for s, _ in runs)))
         if not common:
@@ -118,8 +118,9 @@ def plot_curves(curves: dict, path: Path) -> None:
         ax.fill_between(common, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("environment step")
     ax.set_ylabel("evaluation return")
-    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    if ax.lines:  # beside the axes, not over the bands (grids make many configs)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
     with atomic_write(path, "wb") as f:
         fig.savefig(f, format="png", dpi=110)
