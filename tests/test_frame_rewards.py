@@ -1,6 +1,8 @@
 """Clips of pixel envs stored as frames, and the CNN reward model on them."""
 
+import jax
 import numpy as np
+import pytest
 
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import Label, PreferenceData, SegmentPool, Segments
@@ -54,11 +56,14 @@ def _clips(brightness: float, n: int, rng) -> Segments:
                     start=np.zeros(n, np.int64))  # fmt: skip
 
 
-def test_reward_model_learns_a_preference_and_scales_its_output():
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_reward_model_learns_a_preference_and_scales_its_output(batch_norm):
     rng = np.random.default_rng(0)
     model = FrameRewardModel(
-        FrameRewardConfig(batch_size=8, steps_per_fit=40, val_fraction=0.0, lr=1e-3), seed=0
-    )
+        FrameRewardConfig(batch_size=8, steps_per_fit=40, val_fraction=0.0, lr=1e-3,
+                          batch_norm=batch_norm), seed=0,
+    )  # fmt: skip
+    stats_before = jax.tree.map(np.asarray, model.params.get("batch_stats"))
     data = PreferenceData()
     bright, dark = _clips(250, 32, rng), _clips(0, 32, rng)
     flip = rng.random(32) < 0.5  # bright on either side
@@ -77,11 +82,24 @@ def test_reward_model_learns_a_preference_and_scales_its_output():
     assert abs(rewards.std() - 0.05) < 0.02 and abs(rewards.mean()) < 0.02
     stacks = np.asarray(frame_stacks(left.obs[:2]))  # the agent's stacks give the same rewards
     np.testing.assert_allclose(model.predict(stacks, None), rewards[0, :2], rtol=1e-4, atol=1e-5)
+    if batch_norm:  # read with the running statistics, which training moved
+        stats = model.params["batch_stats"]
+        mean = stats["BatchNorm_0"]["mean"]
+        assert not np.allclose(mean, stats_before["BatchNorm_0"]["mean"])
+        assert mean.shape == (1, 16) and len(stats) == 4
+        # so a clip's reward does not depend on what else is in the batch it is read with
+        alone = model.predict(stacks[:1], None)
+        np.testing.assert_allclose(alone, rewards[0, :1], rtol=1e-4, atol=1e-5)
+    else:
+        assert stats_before is None and "batch_stats" not in model.params
 
 
-def test_reward_model_saves_and_loads(tmp_path):
+@pytest.mark.parametrize("batch_norm", [False, True])
+def test_reward_model_saves_and_loads(tmp_path, batch_norm):
     rng = np.random.default_rng(1)
-    model = FrameRewardModel(FrameRewardConfig(batch_size=4, steps_per_fit=2), seed=3)
+    model = FrameRewardModel(
+        FrameRewardConfig(batch_size=4, steps_per_fit=2, batch_norm=batch_norm), seed=3
+    )
     data = PreferenceData()
     data.add(_clips(200, 8, rng), _clips(10, 8, rng), [Label.LEFT] * 8)
     model.fit(data)

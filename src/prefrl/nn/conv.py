@@ -39,16 +39,21 @@ class FrameActorCritic(nn.Module):
 
 class FrameRewardNet(nn.Module):
     """The reward network of Christiano et al. (2017) for Atari: 4 convolutions of 16 filters
-    (7x7 stride 3, 5x5 stride 2, 3x3, 3x3; valid padding), leaky ReLU (0.01) and dropout after
-    each, a dense layer of 64, one reward per frame stack."""
+    (7x7 stride 3, 5x5 stride 2, 3x3, 3x3; valid padding), each followed by batch norm (when
+    `batch_norm`), leaky ReLU (0.01) and dropout, a dense layer of 64, one reward per frame
+    stack. Batch norm normalises by the training batch's statistics (`train`), else by their
+    running averages (kept in the `batch_stats` collection)."""
 
     dropout_rate: float = 0.5
+    batch_norm: bool = False
 
     @nn.compact
     def __call__(self, frames: jax.Array, train: bool = False) -> jax.Array:
         x = _scaled(frames)
         for kernel, stride in ((7, 3), (5, 2), (3, 1), (3, 1)):
             x = nn.Conv(16, (kernel, kernel), stride, padding="VALID")(x)
+            if self.batch_norm:
+                x = nn.BatchNorm(use_running_average=not train, momentum=0.99)(x)
             x = nn.Dropout(self.dropout_rate)(nn.leaky_relu(x, 0.01), deterministic=not train)
         x = nn.leaky_relu(nn.Dense(64)(x.reshape(*x.shape[:-3], -1)), 0.01)
         return nn.Dense(1)(x)[..., 0]

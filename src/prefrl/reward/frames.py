@@ -33,6 +33,9 @@ class FrameRewardConfig:
 
     members: int = 1
     dropout: float = 0.0
+    batch_norm: bool = False
+    """Batch norm after each convolution (the paper's regulariser beside dropout; the seed's
+    option): each training batch's statistics, their running averages when rewards are read."""
     lr: float = 2e-4
     batch_size: int = 32
     """Pairs per gradient step."""
@@ -66,7 +69,7 @@ class FrameRewardModel(RewardModel):
         self.config = config or FrameRewardConfig()
         self.num_members = self.config.members
         self.seed = seed
-        self.net = FrameRewardNet(self.config.dropout)
+        self.net = FrameRewardNet(self.config.dropout, self.config.batch_norm)
         self.tx = optax.adam(self.config.lr)
         keys = jax.random.split(jax.random.key(seed), self.num_members)
         dummy = jnp.zeros((1, 84, 84, STACK), jnp.uint8)
@@ -95,29 +98,32 @@ class FrameRewardModel(RewardModel):
         return raw.reshape(self.num_members, *np.shape(stacks)[:-3])
 
     def _loss(self, params, left, right, target, key):
-        """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member."""
+        """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member. Both
+        sides go through the network as one batch (one set of batch-norm statistics)."""
+        both = frame_stacks(jnp.concatenate([left, right]))
 
         def member(p, k):
-            k1, k2 = jax.random.split(k)
-            r_left = self.net.apply(p, frame_stacks(left), train=True, rngs={"dropout": k1})
-            r_right = self.net.apply(p, frame_stacks(right), train=True, rngs={"dropout": k2})
+            r, new_stats = self.net.apply(p, both, train=True, rngs={"dropout": k},
+                                          mutable=["batch_stats"])  # fmt: skip
+            r_left, r_right = jnp.split(r, 2)
             logit = r_right.sum(-1) - r_left.sum(-1)
             loss = optax.sigmoid_binary_cross_entropy(logit, target).mean()
-            return loss, logit
+            return loss, (logit, new_stats)
 
         keys = jax.random.split(key, self.num_members)
-        losses, logits = jax.vmap(member)(params, keys)
-        return losses.sum(), (losses, logits)
+        losses, (logits, new_stats) = jax.vmap(member)(params, keys)
+        return losses.sum(), (losses, logits, new_stats)
 
     def _step(self, params, opt_state, left, right, target, key):
-        grads, (losses, logits) = jax.grad(self._loss, has_aux=True)(
+        grads, (losses, logits, new_stats) = jax.grad(self._loss, has_aux=True)(
             params, left, right, target, key
         )
         updates, opt_state = self.tx.update(grads, opt_state, params)
+        params = {**optax.apply_updates(params, updates), **new_stats}  # (running averages)
         decided = target != 0.5
         correct = ((logits > 0) == (target > 0.5)) & decided
         accuracy = correct.sum(-1) / jnp.maximum(decided.sum(), 1)
-        return optax.apply_updates(params, updates), opt_state, losses.mean(), accuracy.mean()
+        return params, opt_state, losses.mean(), accuracy.mean()
 
     # ------------------------------------------------------------------ the interface
     def fit(self, data: PreferenceData) -> dict[str, float]:
