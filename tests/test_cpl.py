@@ -372,6 +372,9 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     other = short_sac_run(tmp_path, "pendulum", env="Pendulum-v1", steps=300)
     with pytest.raises(ValueError, match="different environments"):
         policy_segments([ckpts[0], other], [0.0], count=2, length=5)
+    # Episodes that never last a segment's length fail, rather than roll out for ever.
+    with pytest.raises(ValueError, match=r"50 episodes in a row .* ended before --length 100000"):
+        policy_segments([ckpts[0]], [0.0], count=2, length=100_000)
     # The regret rater: the judge's own noise-free actions have no regret, noisy ones do; the
     # judge must be of the segments' env.
     from prefrl.feedback.raters import segment_scores

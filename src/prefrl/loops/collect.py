@@ -45,6 +45,10 @@ def random_segments(
     return Segments.concatenate(parts)
 
 
+MAX_SHORT_EPISODES = 50
+"""Episodes in a row without a segment (all shorter than its length) before collecting gives up."""
+
+
 def policy_segments(
     checkpoints: list[Path],
     noises: list[float],
@@ -103,14 +107,16 @@ def policy_segments(
         u = np.arctanh(np.clip(action, -1 + 1e-6, 1 - 1e-6))
         return np.tanh(u + noise * rng.normal(size=action.shape)).astype(np.float32)
 
-    def rollout(policy, noise, obs, steps: int | None) -> None:
-        """Record up to `steps` steps (None: to the episode's end) into `recorder`."""
+    def rollout(policy, noise, obs, steps: int | None) -> int:
+        """Record up to `steps` steps (None: to the episode's end) into `recorder`; returns the
+        steps taken."""
         done, taken = False, 0
         while not done and (steps is None or taken < steps):
             state, action = env.get_state(), act(policy, noise, obs)
             nxt, reward, term, trunc, _ = env.step(action)
             recorder.record(0, obs, action, reward, state)
             obs, done, taken = nxt, term or (trunc and steps is None), taken + 1
+        return taken
 
     def add(part: Segments, policy, noise: float, family: int | None) -> None:
         parts.append(part)
@@ -120,13 +126,24 @@ def policy_segments(
             for _ in range(len(part))
         )  # fmt: skip
 
+    short = []  # lengths of the episodes in a row too short for a segment
+
     def parent_episode(policy, noise) -> Segments | None:
-        """One whole episode; its segments (None if it was shorter than one)."""
+        """One whole episode; its segments (None if it was shorter than one). Too many short
+        episodes in a row fail, rather than roll out for ever."""
         nonlocal episode
         obs, _ = env.reset(seed=seed + episode)
-        rollout(policy, noise, obs, None)
+        taken = rollout(policy, noise, obs, None)
         episode += 1
-        return recorder.end_episode(rng, episode)
+        segments = recorder.end_episode(rng, episode)
+        short[:] = [] if segments is not None else [*short, taken]
+        if len(short) == MAX_SHORT_EPISODES:
+            raise ValueError(
+                f"{len(short)} episodes in a row of {policy.checkpoint} (noise {noise:g}) ended "
+                f"before --length {length} steps (the longest lasted {max(short)}): give a "
+                "shorter --length, or a checkpoint whose episodes last longer"
+            )
+        return segments
 
     try:
         if siblings == 1:
