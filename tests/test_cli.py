@@ -246,6 +246,8 @@ def test_annotator_links_point_where_the_run_is_served(tmp_path, capsys):
 
     (tmp_path / "config.json").write_text(json.dumps({"env": "toy:point-reach"}))
     FeedbackStore(tmp_path).close()
+    assert main(["annotators", "list", "--run-dir", str(tmp_path)]) == 0
+    assert "no annotators yet: prefrl annotators add NAME" in capsys.readouterr().out
     assert main(["annotators", "add", "alice", "--run-dir", str(tmp_path)]) == 0
     assert "http://127.0.0.1:8000/compare?token=" in capsys.readouterr().out
     record_address(tmp_path, "http://127.0.0.1:8123")  # what `prefrl serve --port 8123` does

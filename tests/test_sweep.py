@@ -108,6 +108,8 @@ def test_cpl_runs_sweep_and_a_stopped_one_starts_again(tmp_path, local_ray):
     assert result.complete, [o.error for o in result.outcomes]
     row = result.table["configs"]["cpl.conservative_weight-0.1"]["metrics"]
     assert np.isfinite(row["eval/score_mean"]["mean"]) and "eval/bc_score_mean" in row
+    assert 0 <= row["cpl/val_accuracy"]["mean"] <= 1  # (CPL's own fit is reported too)
+    assert row["eval/score_mean"]["std"] is None  # (one seed: no spread)
     run = tmp_path / "sw" / "runs" / "cpl.conservative_weight-0.1_s0"
     (run / DONE_FILE).unlink()  # stopped between its last checkpoint and being marked done
     again = run_sweep(configs, seeds=[0], directory=tmp_path / "sw", progress=False)
@@ -170,4 +172,7 @@ def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
     steps = [r["step"] for r in read_metrics(run) if "eval/return_mean" in r]
     assert steps[-1] == 3000 and len(steps) == len(set(steps))
     assert "| rl | 1 |" in second.stdout
-    assert "0 finished runs skipped; 1 to run, 1 of them from a checkpoint" in second.stdout
+    assert (
+        "0 runs finished (skipped); 1 run to go (resuming from a checkpoint: 1, starting over: 0)"
+        in second.stdout
+    )

@@ -115,6 +115,8 @@ def cmd_annotators(args: list[str]) -> int:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
             print(f"{opts.name}: {url}/compare?token={store.add_annotator(opts.name)}")
         elif opts.action == "list":
+            if not store.annotators():
+                print(f"no annotators yet: prefrl annotators add NAME --run-dir {opts.run_dir}")
             for name, token in store.annotators():
                 if name == LOCAL_ANNOTATOR:  # (made by the server: nobody was given its link)
                     print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")

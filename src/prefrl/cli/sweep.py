@@ -8,7 +8,7 @@ import itertools
 
 USAGE = """prefrl sweep COMMAND [--grid FIELD=V1,V2 ...] [--config LABEL='FLAGS' ...] [--seeds S ...]
                     [--dir DIR] [--address HOST:PORT] [--cpus-per-run N] [--gpus-per-run F]
-                    [-- FLAGS OF COMMAND]"""
+                    [--num-cpus N] [--max-retries N] [-- FLAGS OF COMMAND]"""
 
 DESCRIPTION = """Run a training command (train, rl, offline, offline-cpl, finetune, frames, rfcl)
 for every combination of --grid values (and every --config, a named set of flags), each with
@@ -16,7 +16,10 @@ every seed, as Ray tasks: on this machine by default, on a cluster with --addres
 RAY_ADDRESS). Each run is a normal run directory, DIR/runs/<config>_s<seed>. Started again, a
 sweep skips finished runs and resumes stopped ones from their checkpoints (offline-cpl and
 finetune runs, minutes long, start again). At the end: DIR/results.md (mean ± std over seeds per
-config), results.json and curves.png. Flags after -- go to every run, e.g.
+config), results.json and curves.png; a run that fails is reported with its error, the others go
+on, and the exit code is 1. Ctrl-C stops the sweep; the same command again goes on. A directory
+remembers each run's config (another config under a run's name is refused) and takes one sweep at
+a time. Flags after -- go to every run, e.g.
   prefrl sweep train --grid teacher.preset=oracle,mistake --seeds 0 1 2 --dir runs/teachers \\
       -- --preset quickstart --steps 20000"""
 
@@ -24,7 +27,11 @@ config), results.json and curves.png. Flags after -- go to every run, e.g.
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="prefrl sweep", usage=USAGE, description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("command", help="train, rl, offline, offline-cpl, finetune, frames or rfcl")
+    p.add_argument(
+        "command",
+        help="train, rl, offline, offline-cpl, finetune, frames or rfcl (its fields, the grid's "
+        "names: prefrl COMMAND --help)",
+    )
     p.add_argument(
         "--grid",
         action="append",
@@ -39,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="LABEL='FLAGS'",
         help="a named config: flags of the command (a list instead of, or times, a grid)",
     )
-    p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument(
+        "--seeds", type=int, nargs="+", default=[0], help="every config runs with each (default: 0)"
+    )
     p.add_argument("--dir", default=None, help="sweep directory (default: runs/sweep-COMMAND)")
     p.add_argument(
         "--address",
@@ -47,8 +56,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a Ray cluster (default: RAY_ADDRESS, else "
         "a Ray started on this machine for the sweep)",
     )
-    p.add_argument("--cpus-per-run", type=float, default=1.0)
-    p.add_argument("--gpus-per-run", type=float, default=0.0, help="e.g. 0.25: four runs a GPU")
+    p.add_argument(
+        "--cpus-per-run", type=float, default=1.0, help="Ray's CPUs per run (default: 1)"
+    )
+    p.add_argument(
+        "--gpus-per-run", type=float, default=0.0, help="e.g. 0.25: four runs a GPU (default: 0)"
+    )
     p.add_argument(
         "--num-cpus",
         type=int,
@@ -59,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--max-retries",
         type=int,
         default=3,
-        help="times a run is started again elsewhere when its node dies",
+        help="times a run is started again elsewhere when its node dies (default: 3)",
     )
     return p  # fmt: skip
 

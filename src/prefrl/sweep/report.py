@@ -17,8 +17,10 @@ RESULTS_FILE = "results.json"
 TABLE_FILE = "results.md"
 CURVES_FILE = "curves.png"
 CURVE_METRIC = "eval/return_mean"
-REPORTED = ("reward/val_accuracy", "reward/segment_return_corr", "feedback/labels")
-"""Besides every eval/* metric: the reward model's fit and the labels, where a run has them."""
+REPORTED = ("reward/val_accuracy", "reward/segment_return_corr", "feedback/labels",
+            "cpl/val_accuracy", "start_return_mean")  # fmt: skip
+"""Besides every eval/* metric: the reward model's fit and the labels, CPL's held-out accuracy
+and a fine-tuned policy's return before fine-tuning, where a run has them."""
 
 
 def final_metrics(run_dir: Path) -> dict[str, float]:
@@ -58,7 +60,7 @@ def summarise(directory: Path, runs, outcomes) -> dict:
         for m in entry["metrics"].values():
             v = np.asarray(m["values"], float)
             m["mean"] = float(v.mean())
-            m["std"] = float(v.std(ddof=1)) if len(v) > 1 else 0.0
+            m["std"] = float(v.std(ddof=1)) if len(v) > 1 else None  # (no spread from one)
     failed = [{"run": o.name, "error": o.error} for o in outcomes if o.status == "failed"]
     stopped = [o.name for o in outcomes if o.status in ("stopped", "running", "pending")]
     report = {"configs": table, "failed": failed, "unfinished": stopped}
@@ -114,9 +116,11 @@ def plot_curves(curves: dict, path: Path) -> None:
             continue
         ys = np.stack([np.interp(common, s, y) for s, y in runs])
         mean, std = ys.mean(0), ys.std(0)
-        ax.plot(common, mean, label=f"{label} ({len(runs)} seeds)")
+        seeds = f"{len(runs)} seed" + ("s" if len(runs) > 1 else "")
+        ax.plot(common, mean, marker="o" if len(common) < 20 else None, markersize=3,
+                label=f"{label} ({seeds})")  # fmt: skip
         ax.fill_between(common, mean - std, mean + std, alpha=0.2)
-    ax.set_xlabel("environment step")
+    ax.set_xlabel("step (of the environment; of training for offline and CPL runs)")
     ax.set_ylabel("evaluation return")
     ax.grid(alpha=0.3)
     if ax.lines:  # beside the axes, not over the bands (grids make many configs)

@@ -227,17 +227,23 @@ def run_sweep(
                 todo.append(r)
         from prefrl.rundir.checkpoints import latest_checkpoint
 
+        begun = [r for r in todo if (directory / "runs" / r.name).exists()]
         resumed = sum(resumable(r.config) and latest_checkpoint(directory / "runs" / r.name)
-                      is not None for r in todo if (directory / "runs" / r.name).exists())  # fmt: skip
-        if progress and (len(todo) < len(runs) or resumed):
-            print(f"sweep: {len(runs) - len(todo)} finished runs skipped; {len(todo)} to run, "
-                  f"{resumed} of them from a checkpoint", flush=True)  # fmt: skip
+                      is not None for r in begun)  # fmt: skip
+        if progress and (len(todo) < len(runs) or begun):
+            print(f"sweep: {_runs(len(runs) - len(todo))} finished (skipped); {_runs(len(todo))} "
+                  f"to go (resuming from a checkpoint: {resumed}, starting over: "
+                  f"{len(begun) - resumed})", flush=True)  # fmt: skip
         if todo:
             _run_on_ray(todo, outcomes, address, cpus_per_run, gpus_per_run, max_retries,
                         progress, num_cpus)  # fmt: skip
         result = SweepResult(directory, list(outcomes.values()))
         result.table = summarise(directory, runs, result.outcomes)
     return result
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" + ("s" if n != 1 else "")
 
 
 def _facts(d: dict) -> dict:
