@@ -47,9 +47,9 @@ class StoreBase:
         self.is_sqlite = url.get_backend_name() == "sqlite"
         if self.is_sqlite and not create and not Path(url.database or "").exists():
             raise StoreError(
-                f"no feedback store at {url.database}: the run's queries and labels are kept "
-                "there. Put the file back (from a backup or a copy of the run), or name the "
-                "run's store with --store"
+                f"no feedback store at {url.database}: runs that ask for labels or ratings "
+                "keep them there (runs of prefrl rl have none). Put the file back (from a backup "
+                "or a copy of the run), or name the run's store with --store"
             )
         kwargs = (
             {}
