@@ -297,3 +297,39 @@ def test_unreachable_and_malformed_stores_fail_clearly(tmp_path):
         FeedbackStore("mysql://localhost/x")
     with pytest.raises(StoreError, match="no feedback store at"):
         FeedbackStore(tmp_path / "nothing.db", create=False)
+
+
+def _open_store_at(path, start, out) -> None:
+    import time
+
+    from prefrl.feedback.store import FeedbackStore
+
+    time.sleep(max(0.0, start - time.time()))
+    try:
+        FeedbackStore(path).close()
+        out.put("ok")
+    except Exception as e:  # noqa: BLE001 (reported to the test)
+        out.put(repr(e))
+
+
+def test_processes_opening_a_new_store_at_once_all_find_it_whole(tmp_path):
+    """The trainer, a server and a labeller may all open a run's store before it exists: each
+    either makes it or finds it, with its version (seen failing without the fix: a table made
+    by another, or the tables without their version row)."""
+    import multiprocessing
+    import time
+
+    ctx = multiprocessing.get_context("spawn")
+    for round_ in range(3):
+        out = ctx.Queue()
+        start = time.time() + 4  # (after every process has imported prefrl)
+        procs = [ctx.Process(target=_open_store_at, args=(tmp_path / f"r{round_}.db", start, out))
+                 for _ in range(6)]  # fmt: skip
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join()
+        assert results == ["ok"] * 6, results
+        with FeedbackStore(tmp_path / f"r{round_}.db") as store:
+            assert store.schema_version() == SCHEMA_VERSION

@@ -27,6 +27,9 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur.close()
 
 
+CREATE_LOCK_KEY = 0x7072_6566  # ("pref"): PostgreSQL's advisory lock while a store is made
+
+
 class StoreBase:
     """One database, opened (and created or upgraded); thread-safe (one session per call)."""
 
@@ -120,11 +123,17 @@ class StoreBase:
         if not exists:
             if not create:
                 raise StoreError(f"{redacted(self.url)} holds no prefrl feedback store")
-            # One transaction (DDL is transactional in SQLite and PostgreSQL): another process
-            # opening the store meanwhile sees no store, or the whole one with its version.
+            # One transaction: another process opening the store meanwhile sees no store, or
+            # the whole one with its version; one that created it first is found inside it.
             with self._write_lock, self.engine.begin() as c:
-                Base.metadata.create_all(c)
-                c.execute(insert(MetaRow).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                if self.is_sqlite:  # (pysqlite runs DDL outside any transaction unless told)
+                    c.exec_driver_sql("BEGIN IMMEDIATE")
+                else:  # (creators queue here; the first one's tables are then seen)
+                    c.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": CREATE_LOCK_KEY})
+                if not self.engine.dialect.has_table(c, MetaRow.__tablename__):
+                    Base.metadata.create_all(c)
+                    c.execute(insert(MetaRow).values(key="schema_version",
+                                                     value=str(SCHEMA_VERSION)))  # fmt: skip
             return
         version = self.schema_version()
         if version > SCHEMA_VERSION:
