@@ -131,7 +131,7 @@ def test_teach_it_in_the_browser_as_the_readme_says(tmp_path):
             trainer.kill()
 
 
-def label_through_a_terminal(args: list[str], answers: int, timeout: float = 400) -> str:
+def label_through_a_terminal(args: list[str], answers: int, timeout: float = 600) -> str:
     """Run `prefrl label ...` on a pseudo-terminal; answer L or R to `answers` pairs, then quit:
     Q at the next prompt, or Ctrl-C while it waits for a pair."""
     master, slave = pty.openpty()
@@ -167,7 +167,7 @@ def label_through_a_terminal(args: list[str], answers: int, timeout: float = 400
     return screen.decode(errors="replace")
 
 
-@pytest.mark.timeout(1200)  # (each wait below has its own deadline, which shows the screen)
+@pytest.mark.timeout(1800)  # (each wait below has its own deadline, which shows the screen)
 def test_teach_it_in_the_terminal_as_the_readme_says(tmp_path):
     trainer = start_trainer(readme_command("train", "--teacher", "terminal"), tmp_path, [])
     run = tmp_path / "run"
