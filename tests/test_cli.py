@@ -258,3 +258,10 @@ def test_annotator_links_point_where_the_run_is_served(tmp_path, capsys):
     assert "alice: http://127.0.0.1:8123/compare?token=" in out
     assert "local: whoever labels on the page served on 127.0.0.1 (no link)" in out
     assert "local: http" not in out
+    rating_run = tmp_path / "ratings"  # (a rating run's page is /rate)
+    rating_run.mkdir()
+    (rating_run / "config.json").write_text(json.dumps({"env": "toy:point-reach",
+                                                        "kind": "ratings"}))  # fmt: skip
+    FeedbackStore(rating_run).close()
+    assert main(["annotators", "add", "cleo", "--run-dir", str(rating_run)]) == 0
+    assert "cleo: http://127.0.0.1:8000/rate?token=" in capsys.readouterr().out

@@ -104,16 +104,19 @@ class AnnotatorArgs:
 
 def cmd_annotators(args: list[str]) -> int:
     from prefrl.feedback.store import FeedbackStore, run_info
+    from prefrl.feedback.waiting import run_kind
     from prefrl.web.app import LOCAL_ANNOTATOR, served_at
 
     opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
     run = run_info(opts.run_dir, opts.store)
     url = opts.url or served_at(run.run_dir) or "http://127.0.0.1:8000"
+    # (a rating run's clips are rated one by one on /rate; other runs' pairs compared)
+    page = "rate" if run_kind(run.run_dir).get("kind") == "ratings" else "compare"
     with FeedbackStore(run.store, create=False) as store:
         if opts.action == "add":
             if not opts.name:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
-            print(f"{opts.name}: {url}/compare?token={store.add_annotator(opts.name)}")
+            print(f"{opts.name}: {url}/{page}?token={store.add_annotator(opts.name)}")
         elif opts.action == "list":
             if not store.annotators():
                 print(f"no annotators yet: prefrl annotators add NAME --run-dir {opts.run_dir}")
@@ -121,7 +124,7 @@ def cmd_annotators(args: list[str]) -> int:
                 if name == LOCAL_ANNOTATOR:  # (made by the server: nobody was given its link)
                     print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")
                 else:
-                    print(f"{name}: {url}/compare?token={token}")
+                    print(f"{name}: {url}/{page}?token={token}")
         else:
             raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
     return 0
