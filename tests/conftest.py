@@ -4,6 +4,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -105,3 +106,13 @@ def launch_chromium(playwright, *args: str):
         args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
               "--disable-component-update", "--disable-sync", "--no-first-run", *args],
     )  # fmt: skip
+
+
+PREFRL_WITH_CTRL_C = [
+    sys.executable, "-c",
+    ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+     "runpy.run_module('prefrl', run_name='__main__', alter_sys=True)"),
+]  # fmt: skip
+"""`python -m prefrl` for a child that a test stops with SIGINT, as Ctrl-C would: with Python's
+own SIGINT handler, which a test run started as a shell's background job (`make test &`) would
+otherwise hand down as ignored."""

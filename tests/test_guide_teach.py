@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import free_port, launch_chromium
+from conftest import PREFRL_WITH_CTRL_C, free_port, launch_chromium
 
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.rundir.metrics import read_metrics
@@ -135,7 +135,8 @@ def label_through_a_terminal(args: list[str], answers: int, timeout: float = 600
     """Run `prefrl label ...` on a pseudo-terminal; answer L or R to `answers` pairs, then quit:
     Q at the next prompt, or Ctrl-C while it waits for a pair."""
     master, slave = pty.openpty()
-    labeller = prefrl(args, stdin=slave, stdout=slave, stderr=slave)
+    labeller = subprocess.Popen([*PREFRL_WITH_CTRL_C, *args], env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                                stdin=slave, stdout=slave, stderr=slave)  # fmt: skip
     os.close(slave)
     screen, given = b"", 0
     deadline = time.time() + timeout
