@@ -6,7 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -92,11 +92,14 @@ def cmd_serve(args: list[str]) -> int:
 class AnnotatorArgs:
     """Add an annotator to a run's store (or show an existing one's link): `add NAME`, `list`."""
 
-    action: Annotated[str, tyro.conf.Positional]
-    """add or list."""
-    name: Annotated[str | None, tyro.conf.Positional] = None
+    action: Annotated[Literal["add", "list"], tyro.conf.Positional, tyro.conf.arg(metavar="ACTION")]
+    """add (NAME) or list."""
+    name: Annotated[str | None, tyro.conf.Positional, tyro.conf.arg(metavar="NAME")] = None
+    """The annotator's name (add)."""
     run_dir: Path = Path(".")
+    """The run whose pairs they label."""
     store: str | None = None
+    """Feedback store URL (default: the one in the run's config, else its SQLite file)."""
     url: str | None = None
     """Where the web app is reached, for the printed link (default: where `prefrl serve` of
     this run last said it serves, else http://127.0.0.1:8000)."""
@@ -117,7 +120,7 @@ def cmd_annotators(args: list[str]) -> int:
             if not opts.name:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
             print(f"{opts.name}: {url}/{page}?token={store.add_annotator(opts.name)}")
-        elif opts.action == "list":
+        else:  # list
             if not store.annotators():
                 print(f"no annotators yet: prefrl annotators add NAME --run-dir {opts.run_dir}")
             for name, token in store.annotators():
@@ -125,8 +128,6 @@ def cmd_annotators(args: list[str]) -> int:
                     print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")
                 else:
                     print(f"{name}: {url}/{page}?token={token}")
-        else:
-            raise ValueError(f"prefrl annotators {opts.action!r}: expected add or list")
     return 0
 
 
