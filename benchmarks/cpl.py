@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.agents.cpl import CPLConfig
 from prefrl.envs import make_env
@@ -36,7 +37,6 @@ from prefrl.loops.datasets import eval_returns
 from prefrl.loops.finetune import FinetuneConfig
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import checkpoint_root
-from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/cpl.json"
@@ -162,8 +162,7 @@ def main() -> None:
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help="the JSON file rows merge into"
     )
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
-    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    add_grid_flags(parser)
     parser.add_argument(
         "--conservative",
         choices=["both", "on", "off"],
@@ -217,12 +216,7 @@ def main() -> None:
                 policy=start, ratings=ratings, pairs=args.pair_within, cpl=cpl, steps=args.steps,
                 max_pairs=args.pairs, eval_episodes=args.eval_episodes,
             ))  # fmt: skip
-        sweep = run_sweep({k: c for k, (_, c) in configs.items()}, args.seeds, runs,
-                          address=args.address, num_cpus=args.jobs if args.address is None else None)  # fmt: skip
-        if sweep.failed:
-            for o in sweep.failed:
-                print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
-            raise SystemExit(f"{len(sweep.failed)} runs failed; their errors are above")
+        run_grid({k: c for k, (_, c) in configs.items()}, args.seeds, runs, args)
         for label, (conservative, config) in configs.items():
             cpl = config.cpl
             starts, finals, props, episodes = [], [], [], []

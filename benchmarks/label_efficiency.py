@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.agents import SACConfig
 from prefrl.feedback import ScheduleConfig, TeacherConfig
@@ -34,7 +35,6 @@ from prefrl.loops.rl import RLConfig
 from prefrl.presets import ONLINE_PRESETS
 from prefrl.reward import RewardConfig
 from prefrl.rundir.metrics import read_metrics
-from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/label_efficiency.json"
@@ -204,8 +204,7 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=None, help="override the budget's steps")
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
-    parser.add_argument("--jobs", type=int, default=1, help="runs side by side on this machine")
-    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    add_grid_flags(parser)
     parser.add_argument("--out", type=Path, default=RESULTS, help="results file to merge into")
     parser.add_argument(
         "--variant",
@@ -241,14 +240,7 @@ def main() -> None:
             configs[sides[env][1]] = p
         if args.only != "pref":
             configs[sides[env][2]] = true
-    sweep = run_sweep(configs, args.seeds, runs, address=args.address,
-                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
-    if sweep.failed:
-        for o in sweep.failed:
-            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
-        raise SystemExit("some runs failed; start the script again to resume the others")
-    if not sweep.complete:
-        raise SystemExit("interrupted; start the script again to resume")
+    run_grid(configs, args.seeds, runs, args)
     if args.only:
         return  # one side only: nothing to compare yet
     rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written

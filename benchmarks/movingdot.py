@@ -27,13 +27,13 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.agents.a2c import A2CConfig
 from prefrl.loops.rl import RLConfig
 from prefrl.presets import FRAME_PRESETS
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
-from prefrl.sweep import run_sweep
 
 RESULTS = Path(__file__).parent / "results" / "pixels.json"
 
@@ -67,18 +67,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=150_000, help="agent steps a run")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, default=Path("logs/movingdot-bench"))
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
-    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    add_grid_flags(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
     grid = configs(args.steps)
-    sweep = run_sweep(grid, args.seeds, args.runs, address=args.address,
-                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
-    if sweep.failed:
-        for o in sweep.failed:
-            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
-        return 1
+    run_grid(grid, args.seeds, args.runs, args)
     rows = []
     for label in grid:
         runs = [args.runs / "runs" / f"{label}_s{seed}" for seed in args.seeds]

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from device_results import device_kind, results_path
+from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
@@ -49,7 +50,6 @@ from prefrl.loops.offline_cpl import OfflineCPLConfig
 from prefrl.reward.segment_models import SegmentRewardConfig
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
-from prefrl.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/offline.json"
@@ -146,15 +146,7 @@ def run_all(plan: dict[tuple, tuple], args) -> dict[tuple, tuple[float, dict]]:
     again, finished runs are skipped and stopped IQL runs resume from their checkpoints."""
     configs = {run_label(*job, args): run_config(*job, args) for job in plan.values()}
     seeds = sorted({key[-1] for key in plan})
-    sweep = run_sweep(configs, seeds, args.runs_dir, address=args.address,
-                      gpus_per_run=args.gpus_per_run,
-                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
-    if sweep.failed:
-        for o in sweep.failed:
-            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
-        raise SystemExit(f"{len(sweep.failed)} runs failed; their errors are above")
-    if not sweep.complete:
-        raise SystemExit("interrupted; run the same command again to continue")
+    run_grid(configs, seeds, Path(args.runs_dir), args)
     runs = Path(args.runs_dir) / "runs"
     return {key: run_score(runs / f"{run_label(*job, args)}_s{key[-1]}", job[2])
             for key, job in plan.items()}  # fmt: skip
@@ -414,11 +406,7 @@ def main() -> None:
     )
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-offline"))
     parser.add_argument("--results", default=str(RESULTS), help="the JSON file rows merge into")
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
-    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
-    parser.add_argument(
-        "--gpus-per-run", type=float, default=0.0, help="a share of a GPU per run (GPU machines)"
-    )
+    add_grid_flags(parser)
     parser.add_argument("--throughput", action="store_true")
     parser.add_argument(
         "--plot", action="store_true", help="draw the --iql-steps rows, run nothing"

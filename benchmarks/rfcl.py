@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
 from prefrl.rundir.metrics import read_metrics
-from prefrl.sweep import run_sweep
 
 METHODS = {
     "rfcl": {},
@@ -106,8 +106,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
-    parser.add_argument("--jobs", type=int, default=1, help="runs trained side by side here")
-    parser.add_argument("--address", default=None, help="a Ray cluster to run the grid on")
+    add_grid_flags(parser)
     args = parser.parse_args()
 
     args.runs.mkdir(parents=True, exist_ok=True)
@@ -129,12 +128,7 @@ def main() -> int:
             eval_interval=max(args.steps // 12, 1000), eval_episodes=args.eval_episodes,
             checkpoint_interval=max(args.steps // 6, 1000), **METHODS[method],
         )  # fmt: skip
-    sweep = run_sweep(configs, args.seeds, args.runs, address=args.address,
-                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
-    if sweep.failed:
-        for o in sweep.failed:
-            print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
-        return 1
+    run_grid(configs, args.seeds, args.runs, args)
     rows = []
     for method in args.methods:
         runs = [run_dir(args, method, seed) for seed in args.seeds]

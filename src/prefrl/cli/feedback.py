@@ -121,9 +121,10 @@ def cmd_annotators(args: list[str]) -> int:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
             print(f"{opts.name}: {url}/{page}?token={store.add_annotator(opts.name)}")
         else:  # list
-            if not store.annotators():
+            annotators = store.annotators()
+            if not annotators:
                 print(f"no annotators yet: prefrl annotators add NAME --run-dir {opts.run_dir}")
-            for name, token in store.annotators():
+            for name, token in annotators:
                 if name == LOCAL_ANNOTATOR:  # (made by the server: nobody was given its link)
                     print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")
                 else:

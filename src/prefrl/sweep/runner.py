@@ -171,8 +171,8 @@ def _check_manifest(directory: Path, runs: list[SweepRun]) -> None:
         for r in runs
     }  # fmt: skip
     for name, spec in new.items():
-        if name in old and old[name] != json.loads(json.dumps(spec)):
-            changed = _first_difference(old[name], json.loads(json.dumps(spec)))
+        changed = name in old and _first_difference(old[name], json.loads(json.dumps(spec)))
+        if changed:
             raise ValueError(
                 f"{directory} holds a sweep whose run {name} has another config ({changed}); "
                 "give this sweep another directory (or delete that run to redo it)"
@@ -181,14 +181,17 @@ def _check_manifest(directory: Path, runs: list[SweepRun]) -> None:
         json.dump({"runs": {**old, **new}}, f, indent=1)
 
 
-def _first_difference(old, new, path: str = "") -> str:
+def _first_difference(old, new, path: str = "") -> str | None:
+    """The first field whose stored value differs from the new one, said; None when none does.
+    Fields the stored config lacks are left out: prefrl added them since, and the run stored
+    there ran without them."""
     if isinstance(old, dict) and isinstance(new, dict):
-        for key in sorted(set(old) | set(new)):
-            if old.get(key) != new.get(key):
-                return _first_difference(
-                    old.get(key), new.get(key), f"{path}.{key}" if path else key
-                )
-    return f"{path.removeprefix('config.')}: {old!r} there, {new!r} now"
+        for key in sorted(old):
+            found = _first_difference(old[key], new.get(key), f"{path}.{key}" if path else key)
+            if found:
+                return found
+        return None
+    return None if old == new else f"{path.removeprefix('config.')}: {old!r} there, {new!r} now"
 
 
 def run_sweep(
