@@ -12,6 +12,7 @@ let sending = false;
 let waiting = null;   // why no pair came, as the server said
 let labels = 0;
 let open = null;      // the run's unanswered pairs, as the server last said
+const answered = new Set();  // pairs this page answered: a fetch that crossed the answer may bring one back
 // Playback speed: "auto" slows short clips down so that each plays for at least MIN_SECONDS (a
 // 100-step Hopper clip is 0.8 s at the simulator's rate: too fast to judge); or a fixed rate.
 const MIN_SECONDS = 3;
@@ -50,7 +51,7 @@ async function fetchPairs() {
   const data = await r.json();
   open = data.open;
   waiting = data.waiting;
-  const known = new Set([current && current.id, ...upcoming.map(q => q.id)]);
+  const known = new Set([current && current.id, ...upcoming.map(q => q.id), ...answered]);
   for (const q of data.queries) {
     if (!known.has(q.id)) upcoming.push({ ...q, videos: [video(q.left), video(q.right)] });
   }
@@ -112,8 +113,8 @@ async function answer(label) {
     try { r = await fetch("/api/label", { method: "POST", headers, body }); }
     catch (e) { say("Not saved yet (server unreachable); retrying…"); await new Promise(ok => setTimeout(ok, 1000)); continue; }
     const data = await r.json();
-    if (r.ok) { labels += data.created ? 1 : 0; break; }
-    if (r.status === 409 || r.status === 404) break;  // answered elsewhere, or gone: move on
+    if (r.ok) { labels += data.created ? 1 : 0; answered.add(current.id); break; }
+    if (r.status === 409 || r.status === 404) { answered.add(current.id); break; }  // answered elsewhere, or gone: move on
     say(data.detail || `error ${r.status}`);
     sending = false;
     return;
