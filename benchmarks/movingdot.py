@@ -1,7 +1,8 @@
 """MovingDot from synthetic preferences against the same agent on the true reward, in one run:
 
-- `prefs`: `prefrl frames --preset movingdot` (500 random-policy labels, the reward CNN
-  pre-trained on them, then A2C on the learned reward while labels keep coming, 1500 in all);
+- `prefs`: `prefrl frames --preset movingdot` (500 random-policy labels, the seed's MovingDot
+  reward network pre-trained on them, then A2C on the learned reward while labels keep coming,
+  1500 in all);
 - `true`: `prefrl rl --env movingdot --algo a2c` with the same A2C settings and budget.
 
     python benchmarks/movingdot.py --seeds 0 1 2
@@ -10,9 +11,9 @@ The grid (2 methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N t
 by side here, --address on a cluster. Each run is a normal run directory under --runs
 (logs/movingdot-bench by default)/runs: stop the script and start it again with the same
 arguments; finished runs are skipped, stopped ones resume from their checkpoints. Writes
-benchmarks/results/pixels.json ("movingdot"): each method's last evaluation return (true game
+benchmarks/results/pixels.json: "movingdot", each method's last evaluation return (true game
 reward, actions sampled) per seed and its mean, and each run's training time (summed over its
-sessions when it was resumed).
+sessions when it was resumed); "learning", the two means side by side.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from pathlib import Path
 import numpy as np
 from sweep_grid import add_grid_flags, run_grid
 
-from prefrl.agents.a2c import A2CConfig
 from prefrl.loops.rl import RLConfig
 from prefrl.presets import FRAME_PRESETS
 from prefrl.rundir.metrics import read_metrics
@@ -41,7 +41,7 @@ RESULTS = Path(__file__).parent / "results" / "pixels.json"
 def configs(steps: int) -> dict:
     prefs = FRAME_PRESETS["movingdot"].config
     prefs = dataclasses.replace(prefs, steps=steps, video=False)
-    true = RLConfig(env="movingdot", algo="a2c", steps=steps, a2c=A2CConfig(entropy_coef=0.02),
+    true = RLConfig(env="movingdot", algo="a2c", steps=steps, a2c=prefs.a2c,
                     eval_interval=prefs.eval_interval, eval_episodes=prefs.eval_episodes,
                     checkpoint_interval=prefs.checkpoint_interval, log_interval=5_000,
                     video=False)  # fmt: skip
@@ -82,13 +82,21 @@ def main() -> int:
         rows.append({
             "env": "movingdot", "method": label.removeprefix("movingdot_"),
             "agent_steps": args.steps, "seeds": args.seeds, "return_mean": float(np.mean(returns)),
-            "return_std": float(np.std(returns, ddof=1)) if len(returns) > 1 else 0.0,
+            "return_std": float(np.std(returns, ddof=1)) if len(returns) > 1 else None,
             "per_seed": returns, "eval_step": [f["step"] for f in finals],
             "seconds_per_seed": seconds, "device": "cpu",
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     old["movingdot"] = rows
+    by_method = {row["method"]: row for row in rows}
+    learning = {"env": "movingdot", "labels": grid["movingdot_prefs"].labels,
+                "agent_steps": args.steps, "seeds": len(args.seeds),
+                "pref_return_mean": by_method["prefs"]["return_mean"],
+                "true_reward_return_mean": by_method["true"]["return_mean"],
+                "max_seconds_per_seed": max(by_method["prefs"]["seconds_per_seed"]),
+                "device": "cpu"}  # fmt: skip
+    old["learning"] = [r for r in old.get("learning", []) if r["env"] != "movingdot"] + [learning]
     old["movingdot_command"] = "python benchmarks/movingdot.py " + " ".join(sys.argv[1:])
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     args.out.write_text(json.dumps(old, indent=1) + "\n")

@@ -170,3 +170,47 @@ def test_memory_stays_bounded_while_clips_pile_up():
         data.keep_newest(12)
     assert len(data) == 12 and data.arrays()["obs_left"].nbytes == 12 * 8 * 84 * 84
     assert data.arrays()["obs_left"][-1, 0, 30, 30] == 9  # the newest kept
+
+
+def _random_clips(seed: int, n_envs: int, steps: int, length: int) -> Segments:
+    envs = FrameVectorEnv([make_pixel_env("movingdot", seed=100 * seed + i) for i in range(n_envs)])
+    recorder, obs, clips = FrameClipRecorder(n_envs, length), envs.reset(), []
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        states = {i: envs.envs[i].get_state() for i in np.flatnonzero(recorder.starting())}
+        action = rng.integers(0, 5, n_envs)
+        nxt, reward, term, trunc, _ = envs.step(action)
+        clips += recorder.record(t * n_envs, obs, action, reward, term | trunc, states)
+        obs = nxt
+    return Segments.concatenate(clips)
+
+
+def test_dot_network_learns_movingdot_from_preferences_between_random_clips():
+    """The seed's MovingDot reward network (dot position + action) generalises to clips of
+    other episodes from a few dozen labels; it cannot score a step without its action."""
+    clips = _random_clips(0, n_envs=8, steps=100, length=10)  # 80 clips
+    left, right = clips[np.arange(40)], clips[np.arange(40, 80)]
+    right.id += 1000
+    r_left, r_right = left.reward.sum(-1), right.reward.sum(-1)
+    labels = np.where(r_left > r_right, Label.LEFT,
+                      np.where(r_right > r_left, Label.RIGHT, Label.EQUAL))  # fmt: skip
+    data = PreferenceData()
+    data.add(left, right, labels)
+    model = FrameRewardModel(FrameRewardConfig(network="dot", lr=1e-3, steps_per_fit=300,
+                                               val_fraction=0.0), seed=0)  # fmt: skip
+    model.fit(data)
+    held_out = _random_clips(1, n_envs=8, steps=50, length=10)
+    learned = model.predict(held_out.obs, held_out.action)
+    assert learned.shape == held_out.reward.shape
+    assert np.corrcoef(learned.ravel(), held_out.reward.ravel())[0, 1] > 0.5
+    with pytest.raises(ValueError, match="needs the action of every step"):
+        model.predict(held_out.obs, None)
+
+
+def test_dot_network_is_refused_on_atari_and_unknown_networks():
+    from prefrl.loops.frames_prefs import FramePreferenceConfig
+
+    with pytest.raises(ValueError, match=r"--reward.network dot is for movingdot, not atari:Pong"):
+        FramePreferenceConfig(env="atari:Pong", reward=FrameRewardConfig(network="dot"))
+    with pytest.raises(ValueError, match=r"network='mlp' is invalid: expected cnn or dot"):
+        FrameRewardConfig(network="mlp")

@@ -222,14 +222,17 @@ RFCL_PRESETS: dict[str, Preset] = {
 # Learning from preferences on frames (the seed: mrahtz/learning-from-human-preferences).
 FRAME_PRESETS: dict[str, Preset] = {
     "movingdot": Preset(
-        "MovingDot as the seed trains it (entropy 0.02, 150k agent steps), sized for a CPU: "
-        "500 random-policy labels, 1500 in all, reward batches of 16 pairs",
+        "MovingDot as the seed trains it: its MovingDot reward network (the dot's position and "
+        "the action), A2C with one env and entropy 0.02, 150k agent steps, 500 random-policy "
+        "labels (200 passes of pre-training), 1500 in all",
         FramePreferenceConfig(
             env="movingdot",
             steps=150_000,
-            a2c=A2CConfig(entropy_coef=0.02),
-            reward=FrameRewardConfig(batch_size=16, steps_per_fit=10),
-            pretrain_steps=200,
+            a2c=A2CConfig(n_envs=1, entropy_coef=0.02),
+            reward=FrameRewardConfig(network="dot", steps_per_fit=10),
+            pretrain_steps=2_500,
+            fit_every=64,
+            eval_episodes=32,
         ),
     ),
     "pong": Preset(

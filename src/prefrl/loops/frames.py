@@ -67,7 +67,7 @@ class FrameRun(TrainingLoop):
         """One step of every env: (obs, reward, terminated, truncated, final_obs)."""
         return self.envs.step(action)
 
-    def rollout_rewards(self, obs: np.ndarray, true_reward: np.ndarray) -> np.ndarray:
+    def rollout_rewards(self, obs: np.ndarray, action: np.ndarray, true_reward: np.ndarray):
         """The rewards A2C learns from, for a rollout's (T, N) steps."""
         return true_reward.copy()
 
@@ -187,7 +187,7 @@ def _run(loop: FrameRun, metrics: MetricsLogger):
                 rollout_reward[t], rollout_cut[t] = reward, truncated
                 rollout_done[t] = terminated | truncated
                 episodes.add(loop.step + (t + 1) * n, reward, terminated | truncated)
-            reward = loop.rollout_rewards(rollout_obs, rollout_reward)
+            reward = loop.rollout_rewards(rollout_obs, rollout_action, rollout_reward)
             for t in np.flatnonzero(rollout_cut.any(1)):  # (time limits are bootstrapped)
                 reward[t] = bootstrap_truncated(agent, params, reward[t], rollout_cut[t], finals[t])
             rollout = FrameRollout(rollout_obs, rollout_action, rollout_log_prob, rollout_value,

@@ -119,6 +119,9 @@ class FramePreferenceConfig:
             "initial_labels": (0 < self.initial_labels <= self.labels,
                                f"between 1 and --labels ({self.labels})"),
         }, "--")  # fmt: skip
+        if self.reward.network == "dot" and self.env != "movingdot":
+            raise ValueError(f"--reward.network dot is for movingdot, not {self.env}: it reads "
+                             "MovingDot's dot; use --reward.network cnn")  # fmt: skip
 
 
 class ClippedRewardTeacher:
@@ -280,8 +283,8 @@ class FramePreferenceRun(FrameRun):
             self.pool.add(clip)
         return out
 
-    def rollout_rewards(self, obs: np.ndarray, true_reward: np.ndarray) -> np.ndarray:
-        return self.reward_model.predict(obs, None).astype(np.float32)
+    def rollout_rewards(self, obs: np.ndarray, action: np.ndarray, true_reward: np.ndarray):
+        return self.reward_model.predict(obs, action).astype(np.float32)
 
     def after_update(self, metrics: MetricsLogger) -> None:
         """Every `fit_every` updates: new labels (the budget left, spread evenly over the fits
@@ -305,7 +308,7 @@ class FramePreferenceRun(FrameRun):
         """Correlation of learned and true (clipped) clip returns over the newest clips (also
         the run page's scatter)."""
         clips = self.pool.all()[-64:]
-        learned = self.reward_model.predict(clips.obs, None).sum(-1)
+        learned = self.reward_model.predict(clips.obs, clips.action).sum(-1)
         true = np.sign(clips.reward).sum(-1)
         write_fit_scatter(self.run_dir, self.step, true, learned)
         return {"reward/clip_return_corr": pearson(learned, true)}

@@ -57,7 +57,7 @@ def view_frames_checkpoint(target: Path, video: Path, seed: int = 0, size: int =
     while steps < max_steps:
         action = int(np.asarray(agent.act(params, obs[None], jax.random.fold_in(key, steps))[0])[0])
         if reward_model is not None:
-            learned.append(float(reward_model.predict(obs[None], None)[0]))
+            learned.append(float(reward_model.predict(obs[None], np.array([action]))[0]))
         before = len(frames)
         obs, reward, terminated, truncated = env.step(action, colour=frames)
         steps += 1

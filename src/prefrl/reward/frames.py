@@ -1,5 +1,6 @@
-"""A reward model on frames (Christiano et al. 2017, Atari): an ensemble of `FrameRewardNet`s,
-Bradley-Terry on the summed rewards of two clips, outputs scaled to a fixed std.
+"""A reward model on frames (Christiano et al. 2017, Atari): an ensemble of `FrameRewardNet`s
+(or, on MovingDot, of the seed's `DotRewardNet`), Bradley-Terry on the summed rewards of two
+clips, outputs scaled to a fixed std.
 
 Clips are stored as frames, each once: a segment of H steps holds H + 3 grey 84x84 frames (the
 3 before its first step, then the newest of each step), and the stacks of 4 the network sees
@@ -22,9 +23,13 @@ import optax
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.envs.frames import STACK
 from prefrl.nn.conv import FrameRewardNet
+from prefrl.nn.dot import DotRewardNet
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.config import check_fields
 from prefrl.xla import jit_step
+
+NETWORKS = ("cnn", "dot")
+DOT_ACTIONS = 5  # (MovingDot's: no-op, down, right, up, left)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +37,9 @@ class FrameRewardConfig:
     """Defaults: the seed's Atari settings (one network; dropout 0.5 is its Pong setting)."""
 
     members: int = 1
+    network: str = "cnn"
+    """cnn: the paper's Atari network, on the frames alone; dot: the seed's MovingDot network,
+    the dot's position in the newest frame and the action (MovingDot only)."""
     dropout: float = 0.0
     batch_norm: bool = False
     """Batch norm after each convolution (the paper's regulariser beside dropout; the seed's
@@ -51,6 +59,7 @@ class FrameRewardConfig:
         check_fields(self, {
             **{k: (getattr(self, k) > 0, "> 0") for k in
                ("members", "lr", "batch_size", "steps_per_fit", "max_labels", "target_std")},
+            "network": (self.network in NETWORKS, " or ".join(NETWORKS)),
             "dropout": (0 <= self.dropout < 1, "a value in [0, 1)"),
             "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
         }, "FrameRewardConfig.")  # fmt: skip
@@ -69,11 +78,15 @@ class FrameRewardModel(RewardModel):
         self.config = config or FrameRewardConfig()
         self.num_members = self.config.members
         self.seed = seed
-        self.net = FrameRewardNet(self.config.dropout, self.config.batch_norm)
+        self.uses_actions = self.config.network == "dot"
+        if self.uses_actions:
+            self.net = DotRewardNet(DOT_ACTIONS)
+        else:
+            self.net = FrameRewardNet(self.config.dropout, self.config.batch_norm)
         self.tx = optax.adam(self.config.lr)
         keys = jax.random.split(jax.random.key(seed), self.num_members)
-        dummy = jnp.zeros((1, 84, 84, STACK), jnp.uint8)
-        self.params = jax.vmap(lambda k: self.net.init(k, dummy))(keys)
+        dummy = jnp.zeros((1, 84, 84, STACK), jnp.uint8), jnp.zeros((1,), jnp.int32)
+        self.params = jax.vmap(lambda k: self._apply(k, *dummy, init=True))(keys)
         self.opt_state = self.tx.init(self.params)
         self.shift = np.zeros(self.num_members, np.float32)
         self.scale = np.ones(self.num_members, np.float32)
@@ -82,30 +95,53 @@ class FrameRewardModel(RewardModel):
         self._raw_jit = jax.jit(self._raw_rewards)
 
     # ------------------------------------------------------------------ the math
-    def _raw_rewards(self, params, stacks):
+    def _apply(self, params, stacks, actions, init: bool = False, **kwargs):
+        """One member's network on stacks (B, 84, 84, 4) and, for the dot network, the actions
+        taken on them (B,) (`init`: params is a key; returns the new parameters)."""
+        inputs = (stacks, actions) if self.uses_actions else (stacks,)
+        if init:
+            return self.net.init(params, *inputs)
+        return self.net.apply(params, *inputs, **kwargs)
+
+    def _raw_rewards(self, params, stacks, actions):
         """Each member's unscaled reward per stack: (M, ...)."""
         flat = stacks.reshape(-1, *stacks.shape[-3:])
-        out = jax.vmap(lambda p: self.net.apply(p, flat))(params)
+        out = jax.vmap(lambda p: self._apply(p, flat, actions.reshape(-1)))(params)
         return out.reshape(self.num_members, *stacks.shape[:-3])
 
-    def _raw(self, params, stacks) -> np.ndarray:
+    def _raw(self, params, stacks, actions) -> np.ndarray:
         """`_raw_rewards` with the stacks padded to a power-of-two count (at least 64), so the
         varying batches of evaluation and normalisation compile a few shapes, not one each."""
         flat = np.asarray(stacks).reshape(-1, *np.shape(stacks)[-3:])
         size = max(64, 1 << (len(flat) - 1).bit_length())
         padded = np.concatenate([flat, np.zeros((size - len(flat), *flat.shape[1:]), flat.dtype)])
-        raw = np.asarray(self._raw_jit(params, padded))[:, : len(flat)]
+        acts = np.zeros(size, np.int32)
+        if actions is not None:
+            acts[: len(flat)] = np.asarray(actions).reshape(-1)
+        raw = np.asarray(self._raw_jit(params, padded, acts))[:, : len(flat)]
         return raw.reshape(self.num_members, *np.shape(stacks)[:-3])
 
-    def _loss(self, params, left, right, target, key):
+    def _step_actions(self, action, leading: tuple[int, ...]) -> np.ndarray | None:
+        """The actions of `leading` steps as ints (a clip's are stored (N, H, 1)); the dot
+        network cannot do without them."""
+        if action is None:
+            if self.uses_actions:
+                raise ValueError("the dot reward network needs the action of every step")
+            return None
+        return np.asarray(action).reshape(leading).astype(np.int32)
+
+    def _loss(self, params, left, right, act_left, act_right, target, key):
         """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member. Both
         sides go through the network as one batch (one set of batch-norm statistics)."""
         both = frame_stacks(jnp.concatenate([left, right]))
+        actions = jnp.concatenate([act_left, act_right])
+        kwargs = {} if self.uses_actions else {"train": True}
 
         def member(p, k):
-            r, new_stats = self.net.apply(p, both, train=True, rngs={"dropout": k},
-                                          mutable=["batch_stats"])  # fmt: skip
-            r_left, r_right = jnp.split(r, 2)
+            flat = both.reshape(-1, *both.shape[-3:])
+            r, new_stats = self._apply(p, flat, actions.reshape(-1), rngs={"dropout": k},
+                                       mutable=["batch_stats"], **kwargs)  # fmt: skip
+            r_left, r_right = jnp.split(r.reshape(both.shape[:2]), 2)
             logit = r_right.sum(-1) - r_left.sum(-1)
             loss = optax.sigmoid_binary_cross_entropy(logit, target).mean()
             return loss, (logit, new_stats)
@@ -114,9 +150,9 @@ class FrameRewardModel(RewardModel):
         losses, (logits, new_stats) = jax.vmap(member)(params, keys)
         return losses.sum(), (losses, logits, new_stats)
 
-    def _step(self, params, opt_state, left, right, target, key):
+    def _step(self, params, opt_state, left, right, act_left, act_right, target, key):
         grads, (losses, logits, new_stats) = jax.grad(self._loss, has_aux=True)(
-            params, left, right, target, key
+            params, left, right, act_left, act_right, target, key
         )
         updates, opt_state = self.tx.update(grads, opt_state, params)
         params = {**optax.apply_updates(params, updates), **new_stats}  # (running averages)
@@ -142,6 +178,9 @@ class FrameRewardModel(RewardModel):
             train = usable
         rng = np.random.default_rng([self.seed, self.steps])
         target = LABEL_TARGET[arrays["label"].astype(np.int64)]
+        h = arrays["obs_left"].shape[1] - (STACK - 1)
+        act_left = arrays["action_left"].reshape(-1, h).astype(np.int32)
+        act_right = arrays["action_right"].reshape(-1, h).astype(np.int32)
         losses, accs = [], []
         for _ in range(cfg.steps_per_fit):
             # (fewer labels than a batch: drawn with replacement, one compiled batch shape)
@@ -149,7 +188,7 @@ class FrameRewardModel(RewardModel):
             key = jax.random.fold_in(jax.random.key(self.seed), self.steps)
             self.params, self.opt_state, loss, acc = self._train_step(
                 self.params, self.opt_state, arrays["obs_left"][idx], arrays["obs_right"][idx],
-                target[idx], key,
+                act_left[idx], act_right[idx], target[idx], key,
             )  # fmt: skip
             losses.append(loss)
             accs.append(acc)
@@ -177,7 +216,8 @@ class FrameRewardModel(RewardModel):
         if len(decided) == 0:
             return float("nan")
         probs = np.concatenate([
-            self.pair_probs(arrays["obs_left"][c], None, arrays["obs_right"][c], None).mean(0)
+            self.pair_probs(arrays["obs_left"][c], arrays["action_left"][c],
+                            arrays["obs_right"][c], arrays["action_right"][c]).mean(0)
             for c in np.array_split(decided, -(-len(decided) // 64))
         ])  # fmt: skip
         return float(((probs > 0.5) == (arrays["label"][decided] == Label.RIGHT)).mean())
@@ -186,14 +226,16 @@ class FrameRewardModel(RewardModel):
         """Shift and scale each member so its rewards on (a sample of) the labelled clips have
         mean 0 and std `target_std`."""
         pick = rng.choice(usable, min(64, len(usable)), replace=False)
-        raw = np.asarray(self._raw(self.params, frame_stacks(arrays["obs_left"][pick])))
+        stacks = frame_stacks(arrays["obs_left"][pick])
+        actions = self._step_actions(arrays["action_left"][pick], stacks.shape[:-3])
+        raw = np.asarray(self._raw(self.params, stacks, actions))
         raw = raw.reshape(self.num_members, -1)
         self.shift = raw.mean(1)
         self.scale = self.config.target_std / np.maximum(raw.std(1), 1e-8)
 
     def member_rewards(self, obs: np.ndarray, action=None) -> np.ndarray:
         """Rewards of stacks (..., 84, 84, 4), or of clips' frames (N, H + 3, 84, 84) (then
-        (M, N, H))."""
+        (M, N, H)); `action`: the action taken on each stack (the cnn network ignores it)."""
         obs = np.asarray(obs)
         if obs.shape[-3:] != (84, 84, STACK) and (obs.ndim != 4 or obs.shape[-2:] != (84, 84)):
             raise ValueError(
@@ -202,7 +244,8 @@ class FrameRewardModel(RewardModel):
                 "vectors use the MLP ensemble (prefrl.reward.RewardConfig)"
             )
         stacks = obs if obs.shape[-1] == STACK else frame_stacks(obs)
-        raw = np.asarray(self._raw(self.params, stacks))
+        actions = self._step_actions(action, stacks.shape[:-3]) if self.uses_actions else None
+        raw = np.asarray(self._raw(self.params, stacks, actions))
         shape = (-1,) + (1,) * (raw.ndim - 1)
         return (raw - self.shift.reshape(shape)) * self.scale.reshape(shape)
 
