@@ -49,12 +49,14 @@ def prefrl_reward_step(rng):
     data.add(clips(), clips(), rng.choice([Label.LEFT, Label.RIGHT], PAIRS))
     arrays = data.arrays()
     target = rng.random(PAIRS).astype(np.float32)
+    actions = np.zeros((PAIRS, H), np.int32)  # (the CNN does not read them)
     key = jax.random.key(0)
 
     def step():
         model.params, model.opt_state, loss, _ = model._train_step(
-            model.params, model.opt_state, arrays["obs_left"], arrays["obs_right"], target, key
-        )
+            model.params, model.opt_state, arrays["obs_left"], arrays["obs_right"], actions,
+            actions, target, key,
+        )  # fmt: skip
         jax.block_until_ready(loss)
 
     return step
