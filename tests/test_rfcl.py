@@ -120,3 +120,26 @@ def test_a_seeded_short_run_learns_the_open_maze_from_one_demo(tmp_path):
                                 sac=sac))  # fmt: skip
     assert result.demos_solved == 1 and result.stage == 2
     assert result.success_at_end >= 0.7
+
+
+def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file):
+    """--demo-action-scale: the agent's [-1, 1] maps to `scale` x the demos' largest action per
+    dimension (capped at the env's 1); demo transitions are stored in the agent's units."""
+    gentle = DemoSet.load(demo_file)  # (the scripted demos push to the bounds: scale them down)
+    gentle = DemoSet("toy:maze", [dataclasses.replace(d, actions=d.actions * [0.4, 0.2])
+                                  for d in gentle.demos])  # fmt: skip
+    gentle.save(tmp_path / "gentle")
+    run = RFCLRun(_config(tmp_path, tmp_path / "gentle", demo_action_scale=1.25), tmp_path)
+    np.testing.assert_allclose(run.bound, [0.5, 0.25], rtol=1e-6)
+    first = run.demos.demos[0]
+    stored = run.offline.action[: len(run.offline)]
+    assert np.abs(stored).max() == pytest.approx(0.8)  # the demos' largest, in agent units
+    np.testing.assert_allclose(run.env_action(stored[: len(first)]), first.actions, rtol=1e-5)
+    obs, _, _ = run.start_episode()
+    action = run.policy(obs)
+    assert (np.abs(action) <= run.bound + 1e-6).all()
+    run.close()
+    with pytest.raises(ValueError, match=r"--demo-action-scale=0.5 is invalid: expected a mult"):
+        _config(tmp_path, demo_file, demo_action_scale=0.5)
+    with pytest.raises(ValueError, match="--demo-action-scale 1.25 scales the demos' actions"):
+        train_rfcl(_config(tmp_path, demo_file, demo_action_scale=1.25, demo_actions=False))

@@ -57,6 +57,10 @@ class RFCLConfig:
     demo_actions: bool = True
     """Sample demo transitions into every stage-1 batch (False: the demos give start states
     alone)."""
+    demo_action_scale: float | None = None
+    """Bound the agent's actions, per dimension, to this multiple (>= 1) of the largest the demos
+    take (the env's bounds at most): RFCL's `data_action_scale`, off by default as in the paper,
+    which sets it (1.25) on ManiSkill2's PlugCharger alone. Needs the demos' actions."""
     steps: int = 60_000
     seed: int = 0
     warmstart_steps: int = 5_000
@@ -106,6 +110,8 @@ class RFCLConfig:
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
             "num_demos": (self.num_demos is None or self.num_demos >= 1, ">= 1 or None"),
             "solved_share": (0 <= self.solved_share < 1, "a share in [0, 1)"),
+            "demo_action_scale": (self.demo_action_scale is None or self.demo_action_scale >= 1,
+                                  "a multiple >= 1 of the demos' largest actions, or None"),
         }, "--")  # fmt: skip
 
 
@@ -122,6 +128,9 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
         )
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
+    if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
+        raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
+                         f"actions: {config.demos} is used without them")  # fmt: skip
     if config.num_demos is not None and config.num_demos > len(demos):
         raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
     chosen = demos.demos[: config.num_demos]
@@ -141,13 +150,25 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
     return DemoSet(demos.env_id, kept, demos.info)
 
 
-def demo_buffer(demos: DemoSet) -> ReplayBuffer:
-    """The demos' transitions, reward = the success flag, never terminal."""
+def action_bound(demos: DemoSet, scale: float | None) -> np.ndarray | None:
+    """Per action dimension, `scale` times the largest |action| of the demos, at most the env's
+    bound (1); None without a scale."""
+    if scale is None:
+        return None
+    largest = np.max([np.abs(d.actions).max(0) for d in demos.demos], axis=0)
+    return np.minimum(scale * largest, 1.0).astype(np.float32)
+
+
+def demo_buffer(demos: DemoSet, bound: np.ndarray | None = None) -> ReplayBuffer:
+    """The demos' transitions, reward = the success flag, never terminal; actions in the agent's
+    units (divided by `bound` where actions are bounded)."""
     total = sum(len(d) for d in demos.demos)
     buffer = ReplayBuffer(total, demos.obs_dim, demos.action_dim)
     for d in demos.demos:
+        actions = d.actions if bound is None else np.divide(
+            d.actions, bound, out=np.zeros_like(d.actions), where=bound > 0)  # fmt: skip
         for t in range(len(d)):
-            buffer.add(d.observations[t], d.actions[t], float(d.success[t]),
+            buffer.add(d.observations[t], actions[t], float(d.success[t]),
                        d.observations[t + 1], False)  # fmt: skip
     return buffer
 
@@ -170,7 +191,9 @@ class RFCLRun(TrainingLoop):
         self.rng = np.random.default_rng(config.seed)
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.online = ReplayBuffer(config.buffer_size, *dims)  # stage 1's, then stage 2's
-        self.offline = demo_buffer(self.demos) if config.demo_actions else None
+        self.bound = action_bound(self.demos, config.demo_action_scale)
+        """The env's action = the agent's (in [-1, 1]) x this, with --demo-action-scale."""
+        self.offline = demo_buffer(self.demos, self.bound) if config.demo_actions else None
         self.reverse = ReverseCurriculum([len(d.states) for d in self.demos.demos],
                                          config.reverse_delta, config.reverse_streak,
                                          config.reverse_time_divisor, config.solved_share)  # fmt: skip
@@ -219,9 +242,14 @@ class RFCLRun(TrainingLoop):
         a, b = self.online.sample(self.rng, size - half), self.offline.sample(self.rng, half)
         return Batch(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
 
+    def env_action(self, action: np.ndarray) -> np.ndarray:
+        """The env's action for the agent's (buffers keep the agent's)."""
+        return action if self.bound is None else action * self.bound
+
     # ------------------------------------------------------------------ evaluation
     def policy(self, obs: np.ndarray) -> np.ndarray:
-        return self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+        action = self.agent.act(self.state.actor_params, obs, self.key, 0, deterministic=True)
+        return self.env_action(np.asarray(action))
 
     def evaluate(self, record: bool) -> EvalResult:
         """Episodes from the task's own initial states; the success at their last step is also
@@ -308,7 +336,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 action = loop.rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
             else:
                 action = np.asarray(agent.act(loop.state.actor_params, obs, loop.key, loop.step))
-            next_obs, _, _, truncated, info = env.step(action)
+            next_obs, _, _, truncated, info = env.step(loop.env_action(action))
             success = bool(info["success"])
             loop.online.add(obs, action, float(success), next_obs, False)  # (never terminal)
             obs, t = next_obs, t + 1
