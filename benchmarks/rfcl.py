@@ -6,7 +6,11 @@
 - `sac`: every episode from the task's initial states, no demos.
 
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
+    python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
+
+The demos are made here, once per --runs directory: scripted on the mazes, planned with the
+simulator on Adroit's door (`prefrl demos plan`, reset seeds from 1000).
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -32,8 +36,10 @@ from pathlib import Path
 import numpy as np
 from sweep_grid import add_grid_flags, run_grid
 
+from prefrl.loops.demo_planner import OBJECTIVES, plan_demos
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
+from prefrl.presets import RFCL_PRESETS
 from prefrl.rundir.metrics import read_metrics
 
 METHODS = {
@@ -96,7 +102,12 @@ def throughput(args, demo_dir: Path) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="toy:maze")
-    parser.add_argument("--demos", type=int, default=1, help="scripted demos to learn from")
+    parser.add_argument("--demos", type=int, default=1, help="demos to learn from")
+    parser.add_argument(
+        "--preset",
+        choices=list(RFCL_PRESETS),
+        help="start each run from this preset (--hidden is then ignored)",
+    )
     parser.add_argument("--steps", type=int, default=60_000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
@@ -112,7 +123,8 @@ def main() -> int:
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
     if not demo_dir.exists():
-        script_demos(args.env, args.demos, seed=1000).save(demo_dir)
+        make = plan_demos if args.env in OBJECTIVES else script_demos
+        make(args.env, args.demos, seed=1000).save(demo_dir)
     if args.throughput:
         old = json.loads(args.out.read_text()) if args.out.exists() else {}
         old["throughput"] = throughput(args, demo_dir)
@@ -120,13 +132,17 @@ def main() -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
-    sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
+    if args.preset:
+        base = RFCL_PRESETS[args.preset].config
+    else:
+        sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
+        base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
+                          checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
     configs = {}
     for method in args.methods:
-        configs[label(args, method)] = RFCLConfig(
-            env=args.env, demos=demo_dir, steps=args.steps, sac=sac,
-            eval_interval=max(args.steps // 12, 1000), eval_episodes=args.eval_episodes,
-            checkpoint_interval=max(args.steps // 6, 1000), **METHODS[method],
+        configs[label(args, method)] = dataclasses.replace(
+            base, env=args.env, demos=demo_dir, steps=args.steps,
+            eval_episodes=args.eval_episodes, **METHODS[method],
         )  # fmt: skip
     run_grid(configs, args.seeds, args.runs, args)
     rows = []
@@ -140,15 +156,19 @@ def main() -> int:
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
-            "device": "cpu",
+            "device": "cpu", "sac_hidden": list(base.sac.hidden_dims),
+            "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    kept = [r for r in old.get("results", []) if r["env"] != args.env]  # (other envs' rows stay)
+    for r in kept:
+        r.setdefault("command", old.get("command"))
     args.out.write_text(json.dumps({
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores", "sac_hidden": args.hidden, "results": rows,
+        f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
     plot_success(args, args.out.with_name(f"rfcl_{args.env.replace(':', '-')}.png"))
     print(f"wrote {args.out}")

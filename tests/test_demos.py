@@ -192,3 +192,33 @@ def test_maniskill2_trajectories_read_with_their_states(tmp_path):
         del f["traj_1/env_states"]
     with pytest.raises(ValueError, match="traj_1 has no simulator states"):
         read_maniskill2(tmp_path / "trajectory.h5")
+
+
+def test_keyframes_interpolate_the_arm_and_one_grasp_level():
+    from prefrl.loops.demo_planner import keyframe_actions
+
+    theta = np.array([[0.0, 1.0, -1.0, 0.5, 0.0], [1.0, 1.0, 1.0, 0.5, 2.0]])
+    actions = keyframe_actions(theta, 5, np.array([6, 7]), 10)
+    assert actions.shape == (5, 10) and actions.dtype == np.float32
+    np.testing.assert_allclose(actions[:, 0], [0.0, 0.25, 0.5, 0.75, 1.0])
+    np.testing.assert_allclose(actions[:, 2], [-1.0, -0.5, 0.0, 0.5, 1.0])
+    np.testing.assert_allclose(actions[:, 6], [0.0, 0.5, 1.0, 1.0, 1.0])  # (clipped to 1)
+    np.testing.assert_array_equal(actions[:, 6], actions[:, 7])  # one level for the fingers
+    np.testing.assert_array_equal(actions[:, [4, 5, 8, 9]], 0.0)  # the others centred
+
+
+def test_planned_door_demos_open_the_door_and_replay():
+    """The cross-entropy planner finds an open-loop plan that opens the door and keeps it open;
+    the demo replays to the same success from its first state."""
+    pytest.importorskip("gymnasium_robotics")
+    from prefrl.loops.demo_planner import PlanConfig, plan_demos
+
+    demos = plan_demos("adroit:door", 1, seed=2, config=PlanConfig(iterations=30),
+                       log=lambda _: None)  # fmt: skip
+    demo = demos[0]
+    assert demo.ends_in_success and demo.success[demo.first_success :].all()
+    assert demos.info["source"] == "planned" and demo.info["seed"] >= 2
+    (check,) = check_demos(demos)
+    assert check.success_at_end
+    with pytest.raises(ValueError, match="no planner objective for adroit:pen.*demos record"):
+        plan_demos("adroit:pen", 1)

@@ -25,6 +25,24 @@ class ScriptArgs:
 
 
 @dataclass(frozen=True)
+class PlanArgs:
+    """Demos planned with the simulator (the cross-entropy method, one reset seed at a time)."""
+
+    env: str = "adroit:door"
+    """adroit:door (the tasks with a planner objective)."""
+    episodes: int = 5
+    out: Path = Path("demos/door")
+    seed: int = 0
+    """The first reset seed; seeds the planner cannot solve are skipped (3 x --episodes tried
+    at most)."""
+    hold: int = 20
+    """Steps kept after the first success (each must stay a success)."""
+    iterations: int = 40
+    """Cross-entropy iterations per reset seed (each tries --population episodes)."""
+    population: int = 48
+
+
+@dataclass(frozen=True)
 class RecordArgs:
     """Demos from a trained prefrl policy: the episodes that reach a stable success."""
 
@@ -74,7 +92,7 @@ class VideoArgs:
     size: int = 256
 
 
-ACTIONS = {"script": ScriptArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
+ACTIONS = {"script": ScriptArgs, "plan": PlanArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
            "import-maniskill2": ManiSkillArgs, "check": CheckArgs, "video": VideoArgs,
            "info": None}  # fmt: skip
 
@@ -106,9 +124,14 @@ def cmd_demos(args: list[str]) -> int:
             _print_demos(DemoSet.load(rest[0]), rest[0])
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
-    if action in ("script", "record", "import-d4rl", "import-maniskill2"):
+    if action in ("script", "plan", "record", "import-d4rl", "import-maniskill2"):
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
+        elif action == "plan":
+            from prefrl.loops.demo_planner import PlanConfig, plan_demos
+
+            config = PlanConfig(iterations=opts.iterations, population=opts.population)
+            demos = plan_demos(opts.env, opts.episodes, opts.seed, opts.hold, config)
         elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
         elif action == "import-d4rl":
