@@ -177,10 +177,12 @@ def main() -> int:
                      ("n_envs", "n_steps")}, "rounds": args.rounds,
                      "peer_version": f"stable-baselines3 {__import__('stable_baselines3').__version__}, "
                                      f"torch {torch.__version__} ({torch.get_num_threads()} threads)",
-                     "device": "cpu"})  # fmt: skip
+                     "device": "cpu", "command": "python benchmarks/pixels_agent_speed.py "
+                     + " ".join(sys.argv[1:])})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    keep = [r for r in old.get("speed", []) if r["what"] != "agent_frames_per_s"]
+    keep = [r for r in old.get("speed", [])
+            if r["what"] != "agent_frames_per_s" or r["algo"] not in args.algos]  # fmt: skip
     old["speed"] = keep + rows
     old["agent_speed_command"] = "python benchmarks/pixels_agent_speed.py " + " ".join(sys.argv[1:])
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"

@@ -16,6 +16,7 @@ import optax
 
 from prefrl.agents.a2c import A2C, A2CState, FrameRollout
 from prefrl.rundir.config import check_fields
+from prefrl.xla import jit_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,32 +86,43 @@ class FramePPO(A2C):
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
                       "clip_fraction": (jnp.abs(ratio - 1) > cfg.clip).mean()}  # fmt: skip
 
-    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+    def __init__(self, config: FramePPOConfig, obs_shape: tuple[int, ...], n_actions: int):
+        super().__init__(config, obs_shape, n_actions)
+        # The epochs and minibatches are driven from Python, one jitted step each: inside a
+        # lax.scan, XLA:CPU ran the convolutions' gradients 10x slower (44 s against 4.2 s an
+        # update of 8 x 128 steps, 4 epochs of 4 minibatches).
+        self.update = self._update
+        self._prepare = jax.jit(self._advantages)
+        self._minibatch = jit_step(self._minibatch_step, donate_argnums=(0, 1))
+
+    def _advantages(self, params, rollout: FrameRollout):
+        """The rollout flattened to (n_envs x n_steps) rows: obs, action, log-prob, GAE
+        advantage, return."""
         cfg = self.config
-        last_value = self.net.apply(state.params, rollout.last_obs)[1]
+        last_value = self.net.apply(params, rollout.last_obs)[1]
         adv, ret = gae(rollout.reward, rollout.done, rollout.value, last_value,
                        cfg.discount, cfg.gae_lambda)  # fmt: skip
         flat = lambda x: x.reshape(-1, *x.shape[2:])
-        data = tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
+        return tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
+
+    def _minibatch_step(self, params, opt_state, data, idx):
+        mb = jax.tree.map(lambda x: x[idx], data)
+        grads, metrics = jax.grad(self._loss, has_aux=True)(params, mb)
+        updates, opt_state = self.tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, metrics
+
+    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+        """`epochs` passes over the rollout in `minibatches` shuffled minibatches."""
+        cfg = self.config
+        data = self._prepare(state.params, rollout)
         size = cfg.n_envs * cfg.n_steps
-        mb_size = size // cfg.minibatches
-
-        def epoch(carry, k):
-            order = jax.random.permutation(k, size).reshape(cfg.minibatches, mb_size)
-
-            def minibatch(carry, idx):
-                params, opt_state = carry
-                mb = jax.tree.map(lambda x: x[idx], data)
-                grads, metrics = jax.grad(self._loss, has_aux=True)(params, mb)
-                updates, opt_state = self.tx.update(grads, opt_state, params)
-                return (optax.apply_updates(params, updates), opt_state), metrics
-
-            return jax.lax.scan(minibatch, carry, order)
-
+        params, opt_state, metrics = state.params, state.opt_state, []
         key = jax.random.fold_in(key, state.step)
-        (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(key, cfg.epochs)
-        )
-        metrics = jax.tree.map(jnp.mean, metrics)
-        metrics["value_mean"] = ret.mean()
+        for k in jax.random.split(key, cfg.epochs):
+            order = jax.random.permutation(k, size).reshape(cfg.minibatches, -1)
+            for idx in order:
+                params, opt_state, m = self._minibatch(params, opt_state, data, idx)
+                metrics.append(m)
+        metrics = jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)
+        metrics["value_mean"] = data[4].mean()
         return A2CState(params, opt_state, state.step + 1), metrics
