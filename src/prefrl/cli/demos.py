@@ -31,6 +31,7 @@ class PlanArgs:
     env: str = "adroit:door"
     """adroit:door (the tasks with a planner objective)."""
     episodes: int = 5
+    """Demos to make (one per solved reset seed)."""
     out: Path = Path("demos/door")
     seed: int = 0
     """The first reset seed; seeds the planner cannot solve are skipped (3 x --episodes tried
@@ -40,6 +41,7 @@ class PlanArgs:
     iterations: int = 40
     """Cross-entropy iterations per reset seed (each tries --population episodes)."""
     population: int = 48
+    """Plans tried per iteration (the best 8 set the next iteration's)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +163,8 @@ def cmd_demos(args: list[str]) -> int:
 def _print_demos(demos, where) -> None:
     lengths = [len(d) for d in demos.demos]
     firsts = [d.first_success for d in demos.demos]
-    print(f"{where}: {len(demos)} demos of {demos.env_id} ({'with' if demos.has_actions else 'no'} "
-          f"actions), {min(lengths)}-{max(lengths)} steps, first success at steps {firsts}, "
+    steps = f"{min(lengths)}-{max(lengths)}" if min(lengths) < max(lengths) else f"{lengths[0]}"
+    print(f"{where}: {len(demos)} demo{'s' * (len(demos) != 1)} of {demos.env_id} "
+          f"({'with' if demos.has_actions else 'no'} actions), {steps} steps, first success at "
+          f"steps {firsts}, "
           f"{sum(d.ends_in_success for d in demos.demos)} end in success")  # fmt: skip

@@ -262,6 +262,8 @@ class FramePreferenceRun(FrameRun):
                 return False
         self.wait_for_labels()
         self.take_labels()
+        print(f"pre-training the reward model on {len(self.labels)} labels "
+              f"({cfg.pretrain_steps} gradient steps)", flush=True)  # fmt: skip
         for _ in range(-(-cfg.pretrain_steps // cfg.reward.steps_per_fit)):
             row.update(self.reward_model.fit(self.labels))
         row.update(self.clip_return_fit())
