@@ -222,3 +222,9 @@ def test_planned_door_demos_open_the_door_and_replay():
     assert check.success_at_end
     with pytest.raises(ValueError, match="no planner objective for adroit:pen.*demos record"):
         plan_demos("adroit:pen", 1)
+    with pytest.raises(
+        ValueError, match=r"--population=4 is invalid: expected at least the 8 best"
+    ):
+        PlanConfig(population=4)
+    with pytest.raises(ValueError, match="--episodes 0 is invalid"):
+        plan_demos("adroit:door", 0)

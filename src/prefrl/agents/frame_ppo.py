@@ -89,7 +89,7 @@ class FramePPO(A2C):
     def __init__(self, config: FramePPOConfig, obs_shape: tuple[int, ...], n_actions: int):
         super().__init__(config, obs_shape, n_actions)
         # The epochs and minibatches are driven from Python, one jitted step each: inside a
-        # lax.scan, XLA:CPU ran the convolutions' gradients 10x slower (44 s against 4.2 s an
+        # lax.scan, XLA:CPU ran the convolutions' gradients 10x slower (44 s against 3.8 s an
         # update of 8 x 128 steps, 4 epochs of 4 minibatches).
         self.update = self._update
         self._prepare = jax.jit(self._advantages)

@@ -12,6 +12,7 @@ at the end, how far the latch turned, how close the palm came to the handle.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import numpy as np
 from prefrl.data.demos import DemoSet
 from prefrl.envs import make_env
 from prefrl.loops.demos import rollout_demo
+from prefrl.rundir.config import check_fields
 
 ARM = 4  # Adroit's arm actuators (ARTz, ARRx, ARRy, ARRz)
 
@@ -53,6 +55,16 @@ class PlanConfig:
     iterations: int = 40
     init_std: float = 0.5
 
+    def __post_init__(self) -> None:
+        check_fields(self, {
+            "keyframes": (self.keyframes >= 2, "an integer >= 2"),
+            "elites": (self.elites >= 1, "a positive integer"),
+            "population": (self.population >= self.elites,
+                           f"at least the {self.elites} best plans kept each iteration"),
+            "iterations": (self.iterations >= 1, "a positive integer"),
+            "init_std": (self.init_std > 0, "> 0"),
+        }, "--")  # fmt: skip
+
 
 def keyframe_actions(theta: np.ndarray, steps: int, flexion: np.ndarray, n_actions: int):
     """(K, ARM + 1) keyframes -> (steps, n_actions) actions in [-1, 1]: the arm's targets and a
@@ -74,6 +86,8 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
     if env_id not in OBJECTIVES:
         raise ValueError(f"no planner objective for {env_id}: planned demos exist for "
                          f"{', '.join(OBJECTIVES)} (other tasks: prefrl demos record)")  # fmt: skip
+    if episodes < 1:
+        raise ValueError(f"--episodes {episodes} is invalid: expected a positive integer")
     cfg = config or PlanConfig()
     env = make_env(env_id, seed=seed)
     base = env.unwrapped
@@ -121,7 +135,7 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
         raise RuntimeError(f"the planner solved {len(demos)} of {tried} reset seeds "
                            f"({episodes} asked for): try more --iterations")  # fmt: skip
     return DemoSet(env_id, demos, {"source": "planned", "planner": "cem", "seed": seed,
-                                   "hold": hold, **cfg.__dict__})  # fmt: skip
+                                   "hold": hold, **dataclasses.asdict(cfg)})  # fmt: skip
 
 
 def _replay(plan: np.ndarray):

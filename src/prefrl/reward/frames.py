@@ -22,6 +22,7 @@ import optax
 
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.envs.frames import STACK
+from prefrl.envs.movingdot import MOVES
 from prefrl.nn.conv import FrameRewardNet
 from prefrl.nn.dot import DotRewardNet
 from prefrl.reward.base import RewardModel
@@ -29,7 +30,6 @@ from prefrl.rundir.config import check_fields
 from prefrl.xla import jit_step
 
 NETWORKS = ("cnn", "dot")
-DOT_ACTIONS = 5  # (MovingDot's: no-op, down, right, up, left)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +80,7 @@ class FrameRewardModel(RewardModel):
         self.seed = seed
         self.uses_actions = self.config.network == "dot"
         if self.uses_actions:
-            self.net = DotRewardNet(DOT_ACTIONS)
+            self.net = DotRewardNet(len(MOVES))
         else:
             self.net = FrameRewardNet(self.config.dropout, self.config.batch_norm)
         self.tx = optax.adam(self.config.lr)
