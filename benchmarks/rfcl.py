@@ -7,10 +7,11 @@
 
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
+    python benchmarks/rfcl.py --env adroit:pen --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
 
 The demos are made here, once per --runs directory: scripted on the mazes, planned with the
-simulator on Adroit's door (`prefrl demos plan`, reset seeds from 1000).
+simulator on Adroit (`prefrl demos plan`, reset seeds from 1000).
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -36,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from sweep_grid import add_grid_flags, run_grid
 
-from prefrl.loops.demo_planner import OBJECTIVES, plan_demos
+from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
 from prefrl.presets import RFCL_PRESETS
@@ -123,7 +124,7 @@ def main() -> int:
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
     if not demo_dir.exists():
-        make = plan_demos if args.env in OBJECTIVES else script_demos
+        make = plan_demos if args.env in PLANNED_TASKS else script_demos
         make(args.env, args.demos, seed=1000).save(demo_dir)
     if args.throughput:
         old = json.loads(args.out.read_text()) if args.out.exists() else {}

@@ -194,37 +194,50 @@ def test_maniskill2_trajectories_read_with_their_states(tmp_path):
         read_maniskill2(tmp_path / "trajectory.h5")
 
 
-def test_keyframes_interpolate_the_arm_and_one_grasp_level():
-    from prefrl.loops.demo_planner import keyframe_actions
+def test_planner_drives_the_arm_and_one_grasp_level_with_smooth_noise():
+    from prefrl.loops.demo_planner import PLANNED_TASKS, mppi_update, plan_basis, smooth_noise
 
-    theta = np.array([[0.0, 1.0, -1.0, 0.5, 0.0], [1.0, 1.0, 1.0, 0.5, 2.0]])
-    actions = keyframe_actions(theta, 5, np.array([6, 7]), 10)
-    assert actions.shape == (5, 10) and actions.dtype == np.float32
-    np.testing.assert_allclose(actions[:, 0], [0.0, 0.25, 0.5, 0.75, 1.0])
-    np.testing.assert_allclose(actions[:, 2], [-1.0, -0.5, 0.0, 0.5, 1.0])
-    np.testing.assert_allclose(actions[:, 6], [0.0, 0.5, 1.0, 1.0, 1.0])  # (clipped to 1)
-    np.testing.assert_array_equal(actions[:, 6], actions[:, 7])  # one level for the fingers
-    np.testing.assert_array_equal(actions[:, [4, 5, 8, 9]], 0.0)  # the others centred
+    names = ["A_ARTz", "A_ARRx", "A_WRJ1", "A_FFJ3", "A_FFJ1", "A_FFJ0", "A_THJ0", "A_THJ4"]
+    basis = plan_basis(names, PLANNED_TASKS["adroit:door"])  # (the thumb stays out)
+    np.testing.assert_array_equal(basis @ [0.5, -0.5, 1.0], [0.5, -0.5, 0, 0, 1, 1, 0, 0])
+    basis = plan_basis(names, PLANNED_TASKS["adroit:relocate"])  # (the thumb grasps too)
+    np.testing.assert_array_equal(basis @ [0.5, -0.5, 1.0], [0.5, -0.5, 0, 0, 1, 1, 1, 0])
+    np.testing.assert_array_equal(plan_basis(names, PLANNED_TASKS["adroit:pen"]), np.eye(8))
+
+    noise = smooth_noise(np.random.default_rng(0), 3, 9, 2, 0.5, every=4)
+    assert noise.shape == (3, 9, 2)
+    np.testing.assert_allclose(noise[:, 2], (noise[:, 0] + noise[:, 4]) / 2)  # (interpolated)
+    assert not np.allclose(noise[:, 4], noise[:, 0])
+
+    plans = np.array([[[0.0]], [[1.0]], [[-1.0]]])
+    np.testing.assert_allclose(mppi_update(plans, np.array([0.0, 1.0, -5.0]), 1e-3), [[1.0]])
+    even = mppi_update(plans, np.array([1.0, 1.0, 1.0]), 0.1)  # (equal returns: the mean)
+    np.testing.assert_allclose(even, [[0.0]], atol=1e-12)
 
 
-def test_planned_door_demos_open_the_door_and_replay():
-    """The cross-entropy planner finds an open-loop plan that opens the door and keeps it open;
-    the demo replays to the same success from its first state."""
+@pytest.mark.parametrize("env_id", ["adroit:door", "adroit:relocate"])
+def test_planned_demos_succeed_and_replay(env_id):
+    """The planner opens the door (grasps the ball and carries it to its target) and keeps it
+    so for the hold; the demo replays to the same success from its first state."""
     pytest.importorskip("gymnasium_robotics")
-    from prefrl.loops.demo_planner import PlanConfig, plan_demos
+    from prefrl.loops.demo_planner import plan_demos
 
-    demos = plan_demos("adroit:door", 1, seed=2, config=PlanConfig(iterations=30),
-                       log=lambda _: None)  # fmt: skip
+    demos = plan_demos(env_id, 1, seed=1000, log=lambda _: None)
     demo = demos[0]
     assert demo.ends_in_success and demo.success[demo.first_success :].all()
-    assert demos.info["source"] == "planned" and demo.info["seed"] >= 2
+    assert demos.info["planner"] == "mppi" and demo.info["seed"] >= 1000
     (check,) = check_demos(demos)
     assert check.success_at_end
-    with pytest.raises(ValueError, match="no planner objective for adroit:pen.*demos record"):
-        plan_demos("adroit:pen", 1)
-    with pytest.raises(
-        ValueError, match=r"--population=4 is invalid: expected at least the 8 best"
-    ):
-        PlanConfig(population=4)
+
+
+def test_planner_refuses_bad_settings():
+    from prefrl.loops.demo_planner import PlanConfig, plan_demos
+
+    with pytest.raises(ValueError, match="no planner for toy:maze.*adroit:door.*demos record"):
+        plan_demos("toy:maze", 1)
+    with pytest.raises(ValueError, match=r"--samples=1 is invalid: expected an integer >= 2"):
+        PlanConfig(samples=1)
+    with pytest.raises(ValueError, match=r"--horizon=0 is invalid"):
+        PlanConfig(horizon=0)
     with pytest.raises(ValueError, match="--episodes 0 is invalid"):
         plan_demos("adroit:door", 0)

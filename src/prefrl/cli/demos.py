@@ -26,10 +26,11 @@ class ScriptArgs:
 
 @dataclass(frozen=True)
 class PlanArgs:
-    """Demos planned with the simulator (the cross-entropy method, one reset seed at a time)."""
+    """Demos planned with the simulator (model-predictive path-integral control, one reset seed
+    at a time)."""
 
     env: str = "adroit:door"
-    """adroit:door (the tasks with a planner objective)."""
+    """adroit:door, adroit:pen, adroit:relocate or adroit:hammer."""
     episodes: int = 5
     """Demos to make (one per solved reset seed)."""
     out: Path = Path("demos/door")
@@ -38,10 +39,10 @@ class PlanArgs:
     at most)."""
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
-    iterations: int = 40
-    """Cross-entropy iterations per reset seed (each tries --population episodes)."""
-    population: int = 48
-    """Plans tried per iteration (the best 8 set the next iteration's)."""
+    samples: int = 32
+    """Variations of the plan rolled out before each step."""
+    horizon: int | None = None
+    """Steps each variation looks ahead (default: the task's, 40 on the pen, 20 elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ def cmd_demos(args: list[str]) -> int:
         elif action == "plan":
             from prefrl.loops.demo_planner import PlanConfig, plan_demos
 
-            config = PlanConfig(iterations=opts.iterations, population=opts.population)
+            config = PlanConfig(samples=opts.samples, horizon=opts.horizon)
             demos = plan_demos(opts.env, opts.episodes, opts.seed, opts.hold, config)
         elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
