@@ -246,6 +246,21 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
         replace_config(config, stop_after="labels")
 
 
+def test_reward_graph_is_labelled_and_its_trace_keeps_clear_of_the_labels():
+    from prefrl.loops.frames_viewer import GRAPH_HEIGHT, TRACE, reward_graph
+
+    trace = np.sin(np.arange(100) / 5.0) * 0.05
+    graph = reward_graph(trace, 60, 200)
+    assert graph.shape == (GRAPH_HEIGHT, 200, 3) and graph.dtype == np.uint8
+    drawn = (graph == TRACE).all(-1)
+    rows = np.nonzero(drawn.any(1))[0]
+    assert rows.min() >= 13 and rows.max() <= GRAPH_HEIGHT - 14  # (between the label lines)
+    assert not drawn[:, 125:].any()  # (60 of 100 steps drawn: the right part still empty)
+    grey = graph.astype(int)
+    text = (grey.min(-1) > 60) & (grey.max(-1) - grey.min(-1) < 10)  # (anti-aliased grey)
+    assert text[:12].sum() > 30 and text[-12:, :60].sum() > 10 and text[-12:, -60:].sum() > 10
+
+
 def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):
     from prefrl.feedback.exchange import _decode, _encode
     from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences

@@ -18,7 +18,7 @@ from prefrl.render import write_video
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 GRAPH_HEIGHT = 72
-TRACE, ZERO, BACKGROUND = (255, 200, 60), (90, 90, 90), (20, 20, 20)
+TRACE, ZERO, BACKGROUND, LABEL = (255, 200, 60), (90, 90, 90), (20, 20, 20), (170, 170, 170)
 
 
 @dataclass
@@ -89,7 +89,7 @@ def _agent_config(config: dict, ppo: bool):
 def reward_graph(trace: np.ndarray, upto: int, width: int) -> np.ndarray:
     """The learned reward of the episode's first `upto` steps as a strip of `width` pixels: the
     whole episode's range on the vertical axis and its steps across (so the graph grows without
-    rescaling), zero as a grey line."""
+    rescaling), zero as a grey line; the axis's ends and the step written in its corners."""
     graph = np.empty((GRAPH_HEIGHT, width, 3), np.uint8)
     graph[:] = BACKGROUND
     total = len(trace)
@@ -97,7 +97,8 @@ def reward_graph(trace: np.ndarray, upto: int, width: int) -> np.ndarray:
     span = hi - lo or 1.0
 
     def row(v):
-        return np.clip(((hi - v) / span * (GRAPH_HEIGHT - 5)).astype(int) + 2, 0, GRAPH_HEIGHT - 1)
+        # (rows 13 to GRAPH_HEIGHT - 14: the labels' lines above and below stay clear)
+        return ((hi - v) / span * (GRAPH_HEIGHT - 27)).astype(int) + 13
 
     graph[row(np.array(0.0)), :] = ZERO
     x = (np.arange(upto) * (width - 1) / max(total - 1, 1)).astype(int)
@@ -106,4 +107,17 @@ def reward_graph(trace: np.ndarray, upto: int, width: int) -> np.ndarray:
         y0 = ys[i - 1] if i else ys[i]
         top, bottom = sorted((y0, ys[i]))
         graph[top : bottom + 1, x[i]] = TRACE
-    return graph
+    return _label(graph, f"learned reward  max {hi:.3g}", f"min {lo:.3g}", f"step {upto}/{total}")
+
+
+def _label(graph: np.ndarray, top_left: str, bottom_left: str, bottom_right: str) -> np.ndarray:
+    from PIL import Image, ImageDraw
+
+    image = Image.fromarray(graph)
+    draw = ImageDraw.Draw(image)
+    height = graph.shape[0]
+    draw.text((3, 1), top_left, fill=LABEL)
+    draw.text((3, height - 12), bottom_left, fill=LABEL)
+    width = draw.textlength(bottom_right)
+    draw.text((graph.shape[1] - width - 3, height - 12), bottom_right, fill=LABEL)
+    return np.asarray(image)

@@ -93,4 +93,4 @@ class TrainingProgress:
 
 
 def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    return "(none yet)" if value is None else f"{value:,.1f}"
