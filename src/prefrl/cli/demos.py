@@ -35,7 +35,7 @@ class PlanArgs:
     """Demos to make (one per solved reset seed)."""
     out: Path = Path("demos/door")
     seed: int = 0
-    """The first reset seed; seeds the planner cannot solve are skipped (3 x --episodes tried
+    """The first reset seed; seeds the planner cannot solve are skipped (5 x --episodes tried
     at most)."""
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""

@@ -210,7 +210,7 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
         raise ValueError(f"--episodes {episodes} is invalid: expected a positive integer")
     cfg, task = config or PlanConfig(), PLANNED_TASKS[env_id]
     env = make_env(env_id, seed=seed)
-    demos, tried, limit = [], 0, max_tries or 3 * episodes
+    demos, tried, limit = [], 0, max_tries or 5 * episodes
     try:
         while len(demos) < episodes and tried < limit:
             reset_seed = seed + tried

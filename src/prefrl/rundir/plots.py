@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.metrics import read_metrics
@@ -58,6 +59,7 @@ def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") ->
     )
     hist.set_xlabel("start fraction now")
     hist.set_ylabel("demos")
+    hist.yaxis.set_major_locator(MaxNLocator(integer=True))  # (demos are counted whole)
     return _save(fig, Path(run_dir) / "curriculum.png")
 
 
