@@ -109,7 +109,8 @@ def main() -> int:
         choices=list(RFCL_PRESETS),
         help="start each run from this preset (--hidden is then ignored)",
     )
-    parser.add_argument("--steps", type=int, default=60_000)
+    parser.add_argument("--steps", type=int,
+                        help="env steps a run (default: the preset's, else 60000)")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256, 256])
@@ -135,7 +136,9 @@ def main() -> int:
         return 0
     if args.preset:
         base = RFCL_PRESETS[args.preset].config
+        args.steps = args.steps or base.steps
     else:
+        args.steps = args.steps or 60_000
         sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
         base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
                           checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
