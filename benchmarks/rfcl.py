@@ -114,6 +114,9 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--hidden", type=int, nargs="+", default=[256, 256, 256])
+    parser.add_argument("--reverse-time-divisor", type=int,
+                        help="r in stage 1's time limit 16 + steps left // r (default: the "
+                        "preset's, else 1)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -142,6 +145,8 @@ def main() -> int:
         sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
         base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
                           checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
+    if args.reverse_time_divisor is not None:
+        base = dataclasses.replace(base, reverse_time_divisor=args.reverse_time_divisor)
     configs = {}
     for method in args.methods:
         configs[label(args, method)] = dataclasses.replace(
@@ -161,6 +166,7 @@ def main() -> int:
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": "cpu", "sac_hidden": list(base.sac.hidden_dims),
+            "reverse_time_divisor": base.reverse_time_divisor,
             "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
