@@ -290,12 +290,17 @@ def test_adroit_tasks_have_a_sparse_success_and_states_that_replay_exactly(task)
         env.step(rng.uniform(-1, 1, env.action_dim))
     state, actions = env.get_state(), rng.uniform(-1, 1, (20, env.action_dim))
     first = [env.step(a) for a in actions]
+    states = [env.get_state()]
     env.reset(seed=99)  # another randomised scene
     env.set_state(state)
     second = [env.step(a) for a in actions]
     for (o1, r1, t1, _, i1), (o2, r2, t2, _, i2) in zip(first, second, strict=True):
         np.testing.assert_array_equal(o1, o2)
         assert r1 == r2 == float(i1["success"]) and r1 in (0.0, 1.0) and not (t1 or t2)
+    # A restored state observes what the step into it observed (an episode started from a demo
+    # state sees its first observation made like the rest)
+    env.reset(seed=99)
+    np.testing.assert_allclose(env.set_state(states[0]), first[-1][0], atol=1e-6)
     env.close()
 
 

@@ -12,6 +12,7 @@ MuJoCo's integration state (positions, velocities, warm starts, controls, time).
 from __future__ import annotations
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 
 from prefrl.envs.backends import GymMujocoBackend, get_mujoco_state, set_mujoco_state
@@ -53,12 +54,20 @@ class AdroitBackend(GymMujocoBackend):
 
 
 class SparseSuccess(gym.Wrapper):
-    """Reward = `info["success"]` (0/1); never terminated (the time limit truncates)."""
+    """Reward = `info["success"]` (0/1); never terminated (the time limit truncates).
+
+    The observation is made again from the positions after the step. gymnasium-robotics reads
+    body and site positions straight after `mj_step`, which computed them before its last
+    substep, so they lag the joint positions by 2 ms (up to 2.6 cm on a fast hand), while a
+    restored state's observation (after `mj_forward`) does not: an episode started from a demo
+    state would otherwise see its first observation made differently from the rest."""
 
     def step(self, action):
-        obs, _, _, truncated, info = self.env.step(action)
+        _, _, _, truncated, info = self.env.step(action)
+        base = self.env.unwrapped
+        mujoco.mj_kinematics(base.model, base.data)
         success = bool(info.get("success", False))
-        return obs, float(success), False, truncated, {**info, "success": success}
+        return base._get_obs(), float(success), False, truncated, {**info, "success": success}
 
 
 def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
