@@ -107,6 +107,13 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert frames == len(DemoSet.load(out)[1]) + 1
     assert main(["demos", "video", str(out), "--index", "7", "--out", str(video)]) == 2
     assert "--index 7 is invalid: the file holds demos 0 to 1" in capsys.readouterr().err
+    # Refused before any work: an --out that holds demos, a negative --hold
+    for action in (["script"], ["plan", "--env", "adroit:door"]):
+        assert main(["demos", *action, "--out", str(out)]) == 2
+        assert "already holds demos; choose another --out" in capsys.readouterr().err
+    assert main(["demos", "script", "--hold", "-1", "--out", str(tmp_path / "new")]) == 2
+    assert "--hold -1 is invalid: expected an integer >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
 
 
 def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):

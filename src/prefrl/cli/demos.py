@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,8 @@ class PlanArgs:
     """adroit:door, adroit:pen, adroit:relocate or adroit:hammer."""
     episodes: int = 5
     """Demos to make (one per solved reset seed)."""
-    out: Path = Path("demos/door")
+    out: Path | None = None
+    """The Minari dataset directory to write (None: demos/<task>, e.g. demos/door)."""
     seed: int = 0
     """The first reset seed; seeds the planner cannot solve are skipped (5 x --episodes tried
     at most)."""
@@ -42,7 +44,7 @@ class PlanArgs:
     samples: int = 32
     """Variations of the plan rolled out before each step."""
     horizon: int | None = None
-    """Steps each variation looks ahead (default: the task's, 40 on the pen, 20 elsewhere)."""
+    """Steps each variation looks ahead (None: the task's own, 40 on the pen, 20 elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,14 @@ def cmd_demos(args: list[str]) -> int:
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
     if action in ("script", "plan", "record", "import-d4rl", "import-maniskill2"):
+        from prefrl.data.minari_io import check_free
+
+        if action == "plan" and opts.out is None:
+            opts = dataclasses.replace(opts, out=Path("demos") / opts.env.split(":")[-1])
+        check_free(opts.out, "demos")  # (before minutes of planning or recording)
+        if getattr(opts, "hold", 0) < 0:
+            raise ValueError(f"--hold {opts.hold} is invalid: expected an integer >= 0 (the "
+                             "steps kept after the first success)")  # fmt: skip
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
         elif action == "plan":

@@ -19,6 +19,15 @@ def minari_id(name: str) -> str:
     return f"prefrl/{name}" if re.search(r"-v\d+$", name) else f"prefrl/{name}-v0"
 
 
+def check_free(path: str | Path, what: str = "a dataset") -> None:
+    """Refuse an --out that already holds something (checked again when writing; call it early
+    too, before minutes of work)."""
+    path = Path(path)
+    if path.exists() and (path.is_file() or any(path.iterdir())):
+        held = what if (path / "data").exists() else "other files"
+        raise FileExistsError(f"{path.resolve()} already holds {held}; choose another --out")
+
+
 def write_minari(path: str | Path, episodes, obs_dim: int, action_dim: int, env_id: str,
                  meta: dict, what: str = "a dataset") -> Path:  # fmt: skip
     """Write `episodes` (dicts of Minari's per-episode arrays: observations T+1 rows, actions,
@@ -31,9 +40,7 @@ def write_minari(path: str | Path, episodes, obs_dim: int, action_dim: int, env_
     from minari.dataset.minari_storage import MinariStorage
 
     path = Path(path).resolve()  # Minari joins a relative path onto itself
-    if path.exists() and any(path.iterdir()):
-        held = what if (path / "data").exists() else "other files"
-        raise FileExistsError(f"{path} already holds {held}; choose another --out")
+    check_free(path, what)
     partial = path.with_name(f".{path.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # left by an earlier interrupted write
     data = partial / "data"

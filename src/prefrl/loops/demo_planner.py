@@ -100,10 +100,10 @@ class TaskPlan:
 _ARM = ("A_AR",)
 PLANNED_TASKS = {
     "adroit:door": TaskPlan(door_score, _ARM, thumb_grasps=False, horizon=20, noise=0.3),
+    "adroit:pen": TaskPlan(pen_score, (), thumb_grasps=False, horizon=40, noise=0.1),
     "adroit:relocate": TaskPlan(relocate_score, _ARM, thumb_grasps=True, horizon=20, noise=0.3),
     "adroit:hammer": TaskPlan(hammer_score, (*_ARM, "A_WR"), thumb_grasps=True, horizon=20,
                               noise=0.3),
-    "adroit:pen": TaskPlan(pen_score, (), thumb_grasps=False, horizon=40, noise=0.1),
 }  # fmt: skip
 
 
@@ -205,7 +205,8 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
     first `episodes` whose episode reaches a stable success."""
     if env_id not in PLANNED_TASKS:
         raise ValueError(f"no planner for {env_id}: planned demos exist for "
-                         f"{', '.join(PLANNED_TASKS)} (other tasks: prefrl demos record)")  # fmt: skip
+                         f"{', '.join(PLANNED_TASKS)} (the built-in mazes: prefrl demos script; "
+                         "other tasks: prefrl demos record)")  # fmt: skip
     if episodes < 1:
         raise ValueError(f"--episodes {episodes} is invalid: expected a positive integer")
     cfg, task = config or PlanConfig(), PLANNED_TASKS[env_id]
@@ -222,7 +223,7 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
             if demo is None:
                 log(f"seed {reset_seed}: no stable success")
                 continue
-            log(f"seed {reset_seed}: success from step {demo.first_success + 1}")
+            log(f"seed {reset_seed}: first success at step {demo.first_success}")
             demos.append(demo)
     finally:
         env.close()
