@@ -135,9 +135,6 @@ def cmd_demos(args: list[str]) -> int:
         if action == "plan" and opts.out is None:
             opts = dataclasses.replace(opts, out=Path("demos") / opts.env.split(":")[-1])
         check_free(opts.out, "demos")  # (before minutes of planning or recording)
-        if getattr(opts, "hold", 0) < 0:
-            raise ValueError(f"--hold {opts.hold} is invalid: expected an integer >= 0 (the "
-                             "steps kept after the first success)")  # fmt: skip
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
         elif action == "plan":

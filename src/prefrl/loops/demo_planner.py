@@ -184,12 +184,13 @@ class MPPIPlanner:
                              cfg.knot_every)  # fmt: skip
         noise[0] = 0.0  # (the current plan itself is one of the samples)
         plans = np.clip(self.plan + noise, -1, 1)
+        # every sample's actuator targets at once (not one matrix product per simulated step)
+        controls = base.act_mean + (plans @ self.basis.T) * base.act_rng
         returns = np.zeros(cfg.samples)
-        for i, plan in enumerate(plans):
+        for i, sample in enumerate(controls):
             env.set_state(state)
-            for z in plan:
-                base.do_simulation(base.act_mean + (self.basis @ z) * base.act_rng,
-                                   base.frame_skip)  # fmt: skip
+            for control in sample:
+                base.do_simulation(control, base.frame_skip)
                 returns[i] += self.task.score(base)
         env.set_state(state)
         self.plan = mppi_update(plans, returns, cfg.temperature)

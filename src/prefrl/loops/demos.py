@@ -37,6 +37,9 @@ def _success(info: dict, env_id: str) -> bool:
 def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict) -> Demo | None:
     """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
     first success; None when it never succeeds, or fails again within `hold` steps."""
+    if hold < 0:
+        raise ValueError(f"--hold {hold} is invalid: expected an integer >= 0 (the steps kept "
+                         "after the first success)")  # fmt: skip
     obs, _ = env.reset(seed=seed)
     states, observations, actions, rewards, success = [env.get_state()], [obs], [], [], []
     first = None
