@@ -1,8 +1,9 @@
 """Agent steps/s of 16 preprocessed Atari envs (no-op starts, skip 4 + max-pool, grey 84x84,
-stack 4), random actions, three ways in one run:
+stack 4), random actions, four ways in one run:
 
 - `prefrl`: prefrl's `PixelEnv`s stepped one after another (`FrameVectorEnv`), with state
   save/restore and the score blanked;
+- `prefrl-2-workers`: the same envs split over two worker processes (`--env-workers 2`);
 - `gymnasium`: Gymnasium's `AtariPreprocessing` + `FrameStackObservation` (OpenCV resize) in a
   `SyncVectorEnv`;
 - `ale-threaded`: ale-py's `AtariVectorEnv` (C++, a thread per core; no per-env state
@@ -10,7 +11,7 @@ stack 4), random actions, three ways in one run:
 
     python benchmarks/atari_envs.py --game Pong --steps 200 --rounds 3
 
-Rounds alternate the three; the median round is reported. Rows go to
+Rounds alternate the four; the median round is reported. Rows go to
 benchmarks/results/pixels.json ("env_speed").
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,12 +30,13 @@ RESULTS = Path(__file__).parent / "results" / "pixels.json"
 N = 16
 
 
-def prefrl_envs(game: str):
+def prefrl_envs(game: str, workers: int = 0):
     from prefrl.envs import FrameVectorEnv, make_pixel_env
+    from prefrl.envs.pool import seeded
 
-    envs = FrameVectorEnv([make_pixel_env(f"atari:{game}", seed=i) for i in range(N)])
+    envs = FrameVectorEnv(seeded(make_pixel_env, f"atari:{game}", 0), N, workers)
     envs.reset()
-    n_actions = envs.envs[0].n_actions
+    n_actions = envs.n_actions
     return lambda a: envs.step(a % n_actions), envs.close
 
 
@@ -63,7 +66,12 @@ def ale_threaded_envs(game: str):
     return lambda a: envs.step(a % n_actions), envs.close
 
 
-WAYS = {"prefrl": prefrl_envs, "gymnasium": gymnasium_envs, "ale-threaded": ale_threaded_envs}
+WAYS = {
+    "prefrl": prefrl_envs,
+    "prefrl-2-workers": lambda game: prefrl_envs(game, workers=2),
+    "gymnasium": gymnasium_envs,
+    "ale-threaded": ale_threaded_envs,
+}
 
 
 def main() -> int:
@@ -83,9 +91,10 @@ def main() -> int:
                 step(a)
             rates[name].append(args.steps * N / (time.perf_counter() - start))
     rows = [{"what": f"{args.game} agent steps/s ({N} envs)", "way": name,
-             "steps_per_s": float(np.median(r))} for name, r in rates.items()]  # fmt: skip
+             "steps_per_s": float(np.median(r)), "cores": os.cpu_count()}
+            for name, r in rates.items()]  # fmt: skip
     for row in rows:
-        print(f"{row['way']:>13}: {row['steps_per_s']:8.0f} agent steps/s", flush=True)
+        print(f"{row['way']:>16}: {row['steps_per_s']:8.0f} agent steps/s", flush=True)
     for _, close in made.values():
         close()
     old = json.loads(args.out.read_text()) if args.out.exists() else {}

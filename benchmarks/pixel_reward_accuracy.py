@@ -26,6 +26,7 @@ from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, Segments
 from prefrl.envs import make_pixel_env
 from prefrl.envs.frames import FrameVectorEnv
+from prefrl.envs.pool import seeded
 from prefrl.reward.base import pearson
 from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 
@@ -34,15 +35,15 @@ RESULTS = Path(__file__).parent / "results" / "pixels.json"
 
 def random_clips(env_id: str, n: int, length: int, envs: int = 16, seed: int = 0) -> Segments:
     """`n` clips of the random policy, cut from `envs` envs side by side."""
-    vec = FrameVectorEnv([make_pixel_env(env_id, seed=seed * 1000 + i) for i in range(envs)])
+    vec = FrameVectorEnv(seeded(make_pixel_env, env_id, seed * 1000), envs)
     recorder = FrameClipRecorder(envs, length)
     rng = np.random.default_rng(seed)
     clips: list[Segments] = []
     obs, step = vec.reset(), 0
     while len(clips) < n:
         starting = recorder.starting()
-        states = {i: vec.envs[i].get_state() for i in np.flatnonzero(starting)}
-        action = rng.integers(0, vec.envs[0].n_actions, envs)
+        states = vec.get_states(np.flatnonzero(starting))
+        action = rng.integers(0, vec.n_actions, envs)
         next_obs, reward, terminated, truncated, _ = vec.step(action)
         clips += recorder.record(step, obs, action, reward, terminated | truncated, states)
         obs, step = next_obs, step + envs

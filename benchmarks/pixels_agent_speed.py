@@ -1,7 +1,8 @@
 """Agent throughput on Pong: prefrl's A2C and PPO against Stable-Baselines3's, in one run.
 
-Both train on the same envs (prefrl's Pong preprocessing, stepped one after another in this
-process; SB3 gets them through a VecEnv adapter), the same network (the Nature CNN with policy
+Both train on the same envs (prefrl's Pong preprocessing, stepped one after another in the
+training process, or with --env-workers K in K worker processes; SB3 gets them through a VecEnv
+adapter), the same network (the Nature CNN with policy
 and value heads) and the same batches: A2C 16 envs x 5 steps, RMSProp; PPO 8 envs x 128 steps,
 4 epochs of 4 minibatches, Adam. The figure is emulator frames per second (agent steps x 4) of
 training (acting, env steps and updates) after a warm-up: prefrl's from its loop's own
@@ -36,7 +37,7 @@ SETTINGS = {  # (envs, steps per env per update, agent steps timed after the war
 }
 
 
-def prefrl_steps_per_s(algo: str) -> float:
+def prefrl_steps_per_s(algo: str, workers: int) -> float:
     from prefrl.agents.a2c import A2CConfig
     from prefrl.agents.frame_ppo import FramePPOConfig
     from prefrl.loops.rl import RLConfig, train_rl
@@ -50,7 +51,8 @@ def prefrl_steps_per_s(algo: str) -> float:
                           checkpoint_interval=10**9, log_interval=per_update,
                           a2c=A2CConfig(n_envs=s["n_envs"], n_steps=s["n_steps"]),
                           ppo_frames=FramePPOConfig(n_envs=s["n_envs"], n_steps=s["n_steps"]),
-                          runs_dir=Path(runs), name="speed", progress=False)  # fmt: skip
+                          env_workers=workers, runs_dir=Path(runs), name="speed",
+                          progress=False)  # fmt: skip
         train_rl(config)
         rows = [r for r in read_metrics(Path(runs) / "speed") if "train/steps_per_s" in r]
     timed = [r for r in rows if r["step"] > s["warmup"]]
@@ -59,49 +61,46 @@ def prefrl_steps_per_s(algo: str) -> float:
 
 
 class PrefrlPong:
-    """prefrl's Pong envs as an SB3 VecEnv (channels-last uint8 stacks, as prefrl's agents see
-    them; SB3 transposes them for its CNN)."""
+    """prefrl's Pong envs (a `FrameVectorEnv`, its envs here or in worker processes) as an SB3
+    VecEnv (channels-last uint8 stacks, as prefrl's agents see them; SB3 transposes them for its
+    CNN)."""
 
     @staticmethod
-    def make(n_envs: int, seed: int = 0):
+    def make(n_envs: int, workers: int, seed: int = 0):
         import gymnasium as gym
         from stable_baselines3.common.vec_env import VecEnv
 
-        from prefrl.envs import make_pixel_env
+        from prefrl.envs import FrameVectorEnv, make_pixel_env
+        from prefrl.envs.pool import seeded
 
         class Adapter(VecEnv):
             def __init__(self):
-                self.envs = [make_pixel_env("atari:Pong", seed=seed + i) for i in range(n_envs)]
-                obs_space = gym.spaces.Box(0, 255, self.envs[0].obs_shape, np.uint8)
-                super().__init__(n_envs, obs_space, gym.spaces.Discrete(self.envs[0].n_actions))
+                self.envs = FrameVectorEnv(seeded(make_pixel_env, "atari:Pong", seed), n_envs,
+                                           workers)  # fmt: skip
+                obs_space = gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
+                super().__init__(n_envs, obs_space, gym.spaces.Discrete(self.envs.n_actions))
                 self._actions = np.zeros(n_envs, np.int64)
 
             def reset(self):
-                return np.stack([env.reset() for env in self.envs])
+                return self.envs.reset()
 
             def step_async(self, actions):
                 self._actions = actions
 
             def step_wait(self):
-                obs, rewards, dones, infos = [], [], [], []
-                for env, action in zip(self.envs, self._actions, strict=True):
-                    o, r, terminated, truncated = env.step(int(action))
-                    info = {"TimeLimit.truncated": truncated and not terminated}
-                    if terminated or truncated:
-                        info["terminal_observation"] = o
-                        o = env.reset()
-                    obs.append(o)
-                    rewards.append(r)
-                    dones.append(terminated or truncated)
-                    infos.append(info)
-                return np.stack(obs), np.array(rewards, np.float32), np.array(dones), infos
+                obs, rewards, terminated, truncated, final = self.envs.step(self._actions)
+                dones = terminated | truncated
+                infos = [{"TimeLimit.truncated": bool(tr and not te)}
+                         for te, tr in zip(terminated, truncated, strict=True)]  # fmt: skip
+                for i in np.flatnonzero(dones):
+                    infos[i]["terminal_observation"] = final[i]
+                return obs, rewards, dones, infos
 
             def close(self):
-                for env in self.envs:
-                    env.close()
+                self.envs.close()
 
             def get_attr(self, name, indices=None):
-                return [getattr(env, name, None) for env in self.envs]
+                return [None] * n_envs
 
             def set_attr(self, name, value, indices=None):
                 pass
@@ -118,12 +117,12 @@ class PrefrlPong:
         return Adapter()
 
 
-def sb3_steps_per_s(algo: str) -> float:
+def sb3_steps_per_s(algo: str, workers: int) -> float:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
     s = SETTINGS[algo]
-    env = PrefrlPong.make(s["n_envs"])
+    env = PrefrlPong.make(s["n_envs"], workers)
     if algo == "a2c":
         model = A2C("CnnPolicy", env, n_steps=s["n_steps"], learning_rate=7e-4, gamma=0.99,
                     gae_lambda=1.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
@@ -156,6 +155,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--algos", nargs="+", default=["a2c", "ppo"], choices=list(SETTINGS))
+    parser.add_argument("--env-workers", type=int, default=0,
+                        help="processes both step the envs in (0: the training process)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
 
@@ -165,8 +166,8 @@ def main() -> int:
     for algo in args.algos:
         ours, theirs = [], []
         for r in range(args.rounds):
-            ours.append(prefrl_steps_per_s(algo))
-            theirs.append(sb3_steps_per_s(algo))
+            ours.append(prefrl_steps_per_s(algo, args.env_workers))
+            theirs.append(sb3_steps_per_s(algo, args.env_workers))
             print(f"{algo} round {r}: prefrl {ours[-1] * FRAME_SKIP:.0f} frames/s, "
                   f"SB3 {theirs[-1] * FRAME_SKIP:.0f} frames/s", flush=True)  # fmt: skip
         prefrl_fps = float(np.median(ours)) * FRAME_SKIP
@@ -174,15 +175,15 @@ def main() -> int:
         rows.append({"what": "agent_frames_per_s", "algo": algo, "prefrl": prefrl_fps,
                      "peer": "sb3", "peer_value": sb3_fps, "ratio": prefrl_fps / sb3_fps,
                      "unit": "frames/s", "env": "atari:Pong", **{k: SETTINGS[algo][k] for k in
-                     ("n_envs", "n_steps")}, "rounds": args.rounds,
+                     ("n_envs", "n_steps")}, "env_workers": args.env_workers, "rounds": args.rounds,
                      "peer_version": f"stable-baselines3 {__import__('stable_baselines3').__version__}, "
                                      f"torch {torch.__version__} ({torch.get_num_threads()} threads)",
                      "device": "cpu", "command": "python benchmarks/pixels_agent_speed.py "
                      + " ".join(sys.argv[1:])})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    keep = [r for r in old.get("speed", [])
-            if r["what"] != "agent_frames_per_s" or r["algo"] not in args.algos]  # fmt: skip
+    keep = [r for r in old.get("speed", []) if r["what"] != "agent_frames_per_s"
+            or (r["algo"], r.get("env_workers", 0)) not in {(a, args.env_workers) for a in args.algos}]  # fmt: skip
     old["speed"] = keep + rows
     old["agent_speed_command"] = "python benchmarks/pixels_agent_speed.py " + " ".join(sys.argv[1:])
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"

@@ -14,6 +14,7 @@ from conftest import launch_chromium, served
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import Segments
 from prefrl.envs import FrameVectorEnv, make_pixel_env
+from prefrl.envs.pool import seeded
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
 from prefrl.render.clips import make_clip_renderer, render_pending
@@ -23,11 +24,11 @@ from prefrl.web.app import create_app
 @pytest.fixture
 def run(tmp_path):
     """A run directory whose store holds 3 queries of MovingDot clips, rendered."""
-    envs = FrameVectorEnv([make_pixel_env("movingdot", seed=i) for i in range(3)])
+    envs = FrameVectorEnv(seeded(make_pixel_env, "movingdot", 0), 3)
     recorder = FrameClipRecorder(3, 5)
     obs, clips, rng = envs.reset(), [], np.random.default_rng(0)
     for t in range(10):
-        states = {i: envs.envs[i].get_state() for i in np.flatnonzero(recorder.starting())}
+        states = envs.get_states(np.flatnonzero(recorder.starting()))
         action = rng.integers(0, 5, 3)
         nxt, reward, term, trunc, _ = envs.step(action)
         clips += recorder.record(t * 3, obs, action, reward, term | trunc, states)

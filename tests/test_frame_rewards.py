@@ -7,16 +7,17 @@ import pytest
 from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import Label, PreferenceData, SegmentPool, Segments
 from prefrl.envs import FrameVectorEnv, make_pixel_env
+from prefrl.envs.pool import seeded
 from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel, frame_stacks
 
 
 def _record(n_envs=2, length=5, steps=12):
-    envs = FrameVectorEnv([make_pixel_env("movingdot", seed=i) for i in range(n_envs)])
+    envs = FrameVectorEnv(seeded(make_pixel_env, "movingdot", 0), n_envs)
     recorder = FrameClipRecorder(n_envs, length)
     obs, clips, seen = envs.reset(), [], []
     rng = np.random.default_rng(0)
     for t in range(steps):
-        states = {i: envs.envs[i].get_state() for i in np.flatnonzero(recorder.starting())}
+        states = envs.get_states(np.flatnonzero(recorder.starting()))
         action = rng.integers(0, 5, n_envs)
         seen.append(obs.copy())
         nxt, reward, term, trunc, _ = envs.step(action)
@@ -173,11 +174,11 @@ def test_memory_stays_bounded_while_clips_pile_up():
 
 
 def _random_clips(seed: int, n_envs: int, steps: int, length: int) -> Segments:
-    envs = FrameVectorEnv([make_pixel_env("movingdot", seed=100 * seed + i) for i in range(n_envs)])
+    envs = FrameVectorEnv(seeded(make_pixel_env, "movingdot", 100 * seed), n_envs)
     recorder, obs, clips = FrameClipRecorder(n_envs, length), envs.reset(), []
     rng = np.random.default_rng(seed)
     for t in range(steps):
-        states = {i: envs.envs[i].get_state() for i in np.flatnonzero(recorder.starting())}
+        states = envs.get_states(np.flatnonzero(recorder.starting()))
         action = rng.integers(0, 5, n_envs)
         nxt, reward, term, trunc, _ = envs.step(action)
         clips += recorder.record(t * n_envs, obs, action, reward, term | trunc, states)

@@ -130,6 +130,26 @@ def test_a2c_run_on_frames_resumes(tmp_path):
     assert any("train/policy_loss" in r for r in rows)
 
 
+def test_a2c_with_env_workers_learns_as_with_envs_here(tmp_path):
+    """The envs stepped in two worker processes: the same steps, so the same losses."""
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rundir.metrics import read_metrics
+
+    losses = []
+    for workers in (0, 2):
+        config = RLConfig(env="movingdot", algo="a2c", steps=160, eval_interval=160,
+                          eval_episodes=1, video=False, log_interval=80, a2c=_small_a2c(),
+                          env_workers=workers, runs_dir=tmp_path, name=f"w{workers}",
+                          progress=False)  # fmt: skip
+        assert train_rl(config).step == 160
+        rows = read_metrics(tmp_path / f"w{workers}")
+        losses.append([r["train/policy_loss"] for r in rows if "train/policy_loss" in r])
+    assert len(losses[0]) == 2
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="env.workers.*0 for envs of states"):
+        RLConfig(env="Pendulum-v1", env_workers=2)
+
+
 def replace_config(config, **changes):
     import dataclasses
 

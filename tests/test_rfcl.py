@@ -102,6 +102,28 @@ def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, d
     assert per_demo and (first.run_dir / "curriculum.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_several_envs_in_workers_run_as_in_this_process(tmp_path, demo_file):
+    """Three envs, each with its own episode: in two worker processes the run is the one made
+    with the envs here (same curriculum, same evaluations). 1000 steps are 333 rounds of 3 and
+    a last round counted up to 1000."""
+    rows = []
+    for workers in (0, 2):
+        result = train_rfcl(_config(tmp_path, demo_file, steps=1000, warmstart_steps=300,
+                                    eval_interval=500, checkpoint_interval=500, envs=3,
+                                    env_workers=workers, name=f"w{workers}"))  # fmt: skip
+        assert result.step == 1000
+        lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
+        rows.append([json.loads(line) for line in lines])
+    for a, b in zip(*rows, strict=True):
+        assert a["step"] == b["step"]
+        for key in a.keys() & {"rfcl/start_fraction_mean", "rfcl/episodes", "eval/success_at_end",
+                               "train/critic_loss"}:  # fmt: skip
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-6), key
+    assert [r["step"] for r in rows[0] if "eval/success_at_end" in r] == [500, 1000]
+    episodes = [r["rfcl/episodes"] for r in rows[0] if "rfcl/episodes" in r]
+    assert episodes[-1] > 3  # (episodes ended and began again in every env)
+
+
 def _maze():
     from prefrl.envs import make_env
 
@@ -143,3 +165,18 @@ def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file):
         _config(tmp_path, demo_file, demo_action_scale=0.5)
     with pytest.raises(ValueError, match="--demo-action-scale 1.25 scales the demos' actions"):
         train_rfcl(_config(tmp_path, demo_file, demo_action_scale=1.25, demo_actions=False))
+
+
+def test_adroit_presets_update_as_the_papers_configs():
+    """Critic and actor steps per env step: wall-time 0.5 and 0.5 (16 updates per 32 env
+    steps), sample-efficient 10 and 0.5 (80 critic steps per 8 env steps, the actor every
+    20th); both with 8 envs and the paper's critics."""
+    from prefrl.presets import RFCL_PRESETS
+
+    def per_env_step(name):
+        c = RFCL_PRESETS[name].config
+        return c.sac.utd_ratio / c.update_every, 1 / c.update_every, c.envs, c.sac.num_critics
+
+    assert per_env_step("rfcl-adroit") == (0.5, 0.5, 8, 10)
+    assert per_env_step("rfcl-adroit-sample-efficient") == (10.0, 0.5, 8, 10)
+    assert RFCL_PRESETS["rfcl-adroit"].config.sac.hidden_dims == (256, 256, 256)

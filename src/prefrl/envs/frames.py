@@ -16,9 +16,12 @@ reset).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
+
+from prefrl.envs.pool import EnvPool
 
 STACK, SIZE, FRAME_SKIP, NOOP_MAX = 4, 84, 4, 30
 FRAME_SIZE = (SIZE, SIZE)
@@ -173,35 +176,61 @@ class PixelEnv:
             close()
 
 
+def _reset(env: PixelEnv) -> np.ndarray:
+    return env.reset()
+
+
+def _step_or_reset(env: PixelEnv, action: int):
+    """One step; a new episode at once when it ended (its last observation comes as well)."""
+    obs, reward, terminated, truncated = env.step(action)
+    final = None
+    if terminated or truncated:
+        final, obs = obs, env.reset()
+    return obs, reward, terminated, truncated, final
+
+
+def _get_state(env: PixelEnv) -> np.ndarray:
+    return env.get_state()
+
+
+def _n_actions(env: PixelEnv) -> int:
+    return env.n_actions
+
+
 class FrameVectorEnv:
-    """Pixel envs stepped side by side, each reset as soon as its episode ends (the observation
-    returned is then the new episode's first; the last one of the old episode is in
+    """`n` pixel envs (`make(i)` builds env i) stepped side by side, in this process or over
+    `workers` processes (`prefrl.envs.pool`). Each is reset as soon as its episode ends (the
+    observation returned is then the new episode's first; the last one of the old episode is in
     `final_obs`)."""
 
-    def __init__(self, envs: list[PixelEnv]):
-        self.envs = envs
+    def __init__(self, make: Callable[[int], PixelEnv], n: int, workers: int = 0):
+        self.pool = EnvPool(make, n, workers)
+        self.n_actions: int = self.pool.call(0, _n_actions)
 
     def __len__(self) -> int:
-        return len(self.envs)
+        return len(self.pool)
 
     def reset(self) -> np.ndarray:
-        return np.stack([env.reset() for env in self.envs])
+        return np.stack(self.pool.map(_reset))
 
     def step(self, actions: np.ndarray):
         """(obs, reward, terminated, truncated, final_obs): arrays over the envs; `final_obs` is
         the ended episodes' last observation (zeros elsewhere)."""
-        n = len(self.envs)
-        obs = np.empty((n, *self.envs[0].obs_shape), np.uint8)
+        results = self.pool.map(_step_or_reset, [(int(a),) for a in actions])
+        obs = np.stack([r[0] for r in results])
         final = np.zeros_like(obs)
-        reward = np.zeros(n, np.float32)
-        terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-        for i, (env, action) in enumerate(zip(self.envs, actions, strict=True)):
-            obs[i], reward[i], terminated[i], truncated[i] = env.step(int(action))
-            if terminated[i] or truncated[i]:
-                final[i] = obs[i]
-                obs[i] = env.reset()
+        for i, r in enumerate(results):
+            if r[4] is not None:
+                final[i] = r[4]
+        reward = np.array([r[1] for r in results], np.float32)
+        terminated = np.array([r[2] for r in results], bool)
+        truncated = np.array([r[3] for r in results], bool)
         return obs, reward, terminated, truncated, final
 
+    def get_states(self, indices) -> dict[int, np.ndarray]:
+        """{i: env i's `get_state()`} for the envs named."""
+        indices = [int(i) for i in indices]
+        return dict(zip(indices, self.pool.map(_get_state, indices=indices), strict=True))
+
     def close(self) -> None:
-        for env in self.envs:
-            env.close()
+        self.pool.close()

@@ -18,6 +18,7 @@ import numpy as np
 from prefrl.agents.a2c import A2C, FrameRollout, bootstrap_truncated
 from prefrl.agents.frame_ppo import FramePPO
 from prefrl.envs import FrameVectorEnv, PixelEnv, make_pixel_env
+from prefrl.envs.pool import seeded
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
@@ -29,12 +30,13 @@ from prefrl.rundir.progress import TrainingProgress
 class FrameRun(TrainingLoop):
     def __init__(self, config, run_dir: Path):
         cfg = config.ppo_frames if config.algo == "ppo" else config.a2c
-        envs = [make_pixel_env(config.env, seed=config.seed * 10_000 + i)
-                for i in range(cfg.n_envs)]  # fmt: skip
-        super().__init__(config, run_dir, envs[0])
-        self.envs = FrameVectorEnv(envs)
+        first_seed = config.seed * 10_000
+        # (this process's copy of env 0 tells the loop the env's shapes and frame rate)
+        super().__init__(config, run_dir, make_pixel_env(config.env, seed=first_seed))
+        self.envs = FrameVectorEnv(seeded(make_pixel_env, config.env, first_seed), cfg.n_envs,
+                                   config.env_workers)  # fmt: skip
         agent_class = FramePPO if config.algo == "ppo" else A2C
-        self.agent = agent_class(cfg, envs[0].obs_shape, envs[0].n_actions)
+        self.agent = agent_class(cfg, self.env.obs_shape, self.env.n_actions)
         self.key = jax.random.key(config.seed, impl="rbg")
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.episodes = 0
@@ -94,8 +96,7 @@ class FrameRun(TrainingLoop):
 
     def close(self) -> None:
         self.envs.close()
-        for env in self._eval_envs or []:
-            env.close()
+        super().close()
 
 
 def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int = 4000):

@@ -77,6 +77,9 @@ class FramePreferenceConfig:
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
     ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
+    env_workers: int = 0
+    """Processes the agent's envs are stepped in (0: this process). Worth it where stepping the
+    envs is a large share of the time: Atari on a machine with cores to spare."""
     reward: FrameRewardConfig = dataclasses.field(
         default_factory=lambda: FrameRewardConfig(steps_per_fit=10)
     )
@@ -115,6 +118,7 @@ class FramePreferenceConfig:
                            "gather, pretrain or None"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
             "poll_seconds": (self.poll_seconds > 0, "> 0"),
+            "env_workers": (self.env_workers >= 0, ">= 0 (0: step the envs in this process)"),
             "web_port": (0 < self.web_port < 65536, "a port number (1-65535)"),
             "initial_labels": (0 < self.initial_labels <= self.labels,
                                f"between 1 and --labels ({self.labels})"),
@@ -278,7 +282,7 @@ class FramePreferenceRun(FrameRun):
     def env_step(self, obs, action, step: int):
         """Steps the envs, cutting their steps into clips for the pool."""
         starting = self.recorder.starting()
-        states = {i: self.envs.envs[i].get_state() for i in np.flatnonzero(starting)}
+        states = self.envs.get_states(np.flatnonzero(starting))
         out = self.envs.step(action)
         ended = out[2] | out[3]
         for clip in self.recorder.record(step, obs, action, out[1], ended, states):

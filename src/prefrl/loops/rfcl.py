@@ -29,6 +29,7 @@ from prefrl.agents import SAC, SACConfig
 from prefrl.data import Batch, ReplayBuffer
 from prefrl.data.demos import DemoSet
 from prefrl.envs import make_env
+from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
@@ -66,7 +67,13 @@ class RFCLConfig:
     warmstart_steps: int = 5_000
     """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum)."""
     update_every: int = 1
-    """An update every this many env steps (with sac.utd_ratio critic steps each)."""
+    """An update every this many env steps (with sac.utd_ratio critic steps each), counted over
+    all the envs."""
+    envs: int = 1
+    """Envs stepped together, each with its own episode and start (the paper steps 8 on a GPU;
+    on a few CPU cores the updates take the time and one env is enough)."""
+    env_workers: int = 0
+    """Processes the envs are stepped in (0: this process)."""
     reverse_delta: int = 4
     """How far back a demo's start frontier moves after a streak (8 Adroit/MetaWorld)."""
     reverse_streak: int = 2
@@ -101,13 +108,14 @@ class RFCLConfig:
 
     def __post_init__(self) -> None:
         resolve(self.env)
-        positive = ("steps", "update_every", "reverse_delta", "reverse_streak",
+        positive = ("steps", "update_every", "envs", "reverse_delta", "reverse_streak",
                     "reverse_time_divisor", "trim_success", "forward_seeds", "forward_history",
                     "eval_interval", "eval_episodes", "checkpoint_interval", "log_interval",
                     "buffer_size")  # fmt: skip
         check_fields(self, {
             **{n: (getattr(self, n) > 0, "a positive integer") for n in positive},
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
+            "env_workers": (self.env_workers >= 0, ">= 0 (0: step the envs in this process)"),
             "num_demos": (self.num_demos is None or self.num_demos >= 1, ">= 1 or None"),
             "solved_share": (0 <= self.solved_share < 1, "a share in [0, 1)"),
             "demo_action_scale": (self.demo_action_scale is None or self.demo_action_scale >= 1,
@@ -175,11 +183,29 @@ def demo_buffer(demos: DemoSet, bound: np.ndarray | None = None) -> ReplayBuffer
     return buffer
 
 
+def _start_from(env, seed: int, state: np.ndarray | None) -> np.ndarray:
+    """A new episode: reset with `seed`, then (stage 1) jump to a demo's `state`."""
+    obs, _ = env.reset(seed=seed)
+    return obs if state is None else env.set_state(state)
+
+
+def _step(env, action: np.ndarray) -> tuple[np.ndarray, bool, bool]:
+    """(next observation, truncated, success)."""
+    next_obs, _, _, truncated, info = env.step(action)
+    return next_obs, bool(truncated), bool(info["success"])
+
+
 class RFCLRun(TrainingLoop):
     """The agent, its buffers, both curricula and the episode in progress between steps."""
 
     def __init__(self, config: RFCLConfig, run_dir: Path, demos: DemoSet | None = None):
-        super().__init__(config, run_dir, make_env(config.env, seed=config.seed))
+        # Env i of the pool has seed `seed + i`; with the envs in this process the loop's own
+        # env (demo checks, sizes, frame rate) is env 0.
+        self.pool = EnvPool(seeded(make_env, config.env, config.seed), config.envs,
+                            config.env_workers)  # fmt: skip
+        here = self.pool.workers == 0
+        env = self.pool.envs[0] if here else make_env(config.env, seed=config.seed)
+        super().__init__(config, run_dir, env, owns_env=not here)
         if not self.env.restores_state:
             raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
                              "from demo states")  # fmt: skip
@@ -206,29 +232,30 @@ class RFCLRun(TrainingLoop):
             self.stage, self.stage2_step = 2, 0
 
     # ------------------------------------------------------------------ episodes
-    def start_episode(self) -> tuple[np.ndarray, Start | int, int]:
-        """(first observation, what it started from: a curriculum `Start` or a reset seed,
-        its time limit)."""
+    def start_episode(self, i: int = 0) -> tuple[np.ndarray, Start | int, int]:
+        """A new episode in env i: (first observation, what it started from: a curriculum
+        `Start` or a reset seed, its time limit)."""
         if self.stage == 1:
             start = self.reverse.next_start(self.rng)
-            self.env.reset(seed=int(self.rng.integers(2**31)))
-            obs = self.env.set_state(self.demos[start.demo].states[start.step])
+            state = self.demos[start.demo].states[start.step]
+            obs = self.pool.call(i, _start_from, int(self.rng.integers(2**31)), state)
             return obs, start, start.time_limit
         if self.config.forward_curriculum:
             seed = self.forward.next_seed(self.rng)
         else:
             seed = int(self.rng.integers(self.config.forward_seeds))
-        obs, _ = self.env.reset(seed=seed)
-        return obs, seed, self.env.max_episode_steps
+        return self.pool.call(i, _start_from, seed, None), seed, self.env.max_episode_steps
 
     def end_episode(self, started: Start | int, success: bool) -> None:
+        """Tells the curriculum that started the episode how it ended (a stage-1 episode that
+        ends after stage 2 began, in another env, is not counted)."""
         self.episodes += 1
-        if isinstance(started, Start):
+        if not isinstance(started, Start):
+            self.forward.record(started, success)
+        elif self.stage == 1:
             self.reverse.record(started, success)
             if self.reverse.done:
                 self.begin_stage2()
-        else:
-            self.forward.record(started, success)
 
     def begin_stage2(self) -> None:
         """The stage-1 buffer becomes the offline half of every batch; a fresh online one."""
@@ -265,6 +292,10 @@ class RFCLRun(TrainingLoop):
         return {**{f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)},"rfcl/stage": float(self.stage), "rfcl/demos_solved": float(self.reverse.solved.sum()),
                 "rfcl/start_fraction_mean": float(share.mean()),
                 "rfcl/episodes": float(self.episodes)}  # fmt: skip
+
+    def close(self) -> None:
+        super().close()
+        self.pool.close()
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
@@ -324,41 +355,53 @@ def train_rfcl(config: RFCLConfig) -> RFCLResult:
 
 
 def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
-    cfg, env, agent = loop.config, loop.env, loop.agent
+    """Every env steps once a round; the round's env steps are then counted one by one (updates,
+    logs, evaluations and checkpoints fall on the steps they are due at). A last round that would
+    pass `steps` counts only up to it."""
+    cfg, agent, n = loop.config, loop.agent, loop.config.envs
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
     periodic = PeriodicTasks(loop, metrics, progress, f"RFCL on {cfg.env}")
     update_metrics = None
-    obs, started, limit = loop.start_episode()
-    t = 0
+    obs = np.zeros((n, loop.env.obs_dim), np.float32)
+    started: list[Start | int] = [0] * n
+    limit, t = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for i in range(n):
+        obs[i], started[i], limit[i] = loop.start_episode(i)
     with stoppable(loop, progress) as stop:
         while loop.step < cfg.steps and not stop.requested:
             if loop.step < cfg.warmstart_steps:
-                action = loop.rng.uniform(-1.0, 1.0, env.action_dim).astype(np.float32)
+                action = loop.rng.uniform(-1.0, 1.0, (n, loop.env.action_dim)).astype(np.float32)
             else:
                 action = np.asarray(agent.act(loop.state.actor_params, obs, loop.key, loop.step))
-            next_obs, _, _, truncated, info = env.step(loop.env_action(action))
-            success = bool(info["success"])
-            loop.online.add(obs, action, float(success), next_obs, False)  # (never terminal)
-            obs, t = next_obs, t + 1
-            loop.step += 1
-            if loop.step > cfg.warmstart_steps and loop.step % cfg.update_every == 0:
-                loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
-            if t >= limit or truncated:
-                stage = loop.stage
-                loop.end_episode(started, success)
-                if loop.stage != stage:
-                    progress.say(f"stage 2 (forward curriculum) from step {loop.step:,}")
-                obs, started, limit = loop.start_episode()
-                t = 0
-            if loop.step % cfg.log_interval == 0:
-                metrics.log(loop.step, loop.curriculum_metrics())
-            if loop.step % cfg.eval_interval == 0 or loop.step == cfg.steps:
-                plot_curriculum(loop.run_dir)
-            periodic.after_step(loop.step, update_metrics,
-                                info=f"stage {loop.stage}, demos solved "
-                                     f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
+            stepped = loop.pool.map(_step, [(a,) for a in loop.env_action(action)])
+            first, loop.step = loop.step, min(loop.step + n, cfg.steps)
+            for i, (next_obs, _, success) in enumerate(stepped):
+                loop.online.add(
+                    obs[i], action[i], float(success), next_obs, False
+                )  # (never terminal)
+                obs[i] = next_obs
+            for step in range(first + 1, loop.step + 1):
+                if step > cfg.warmstart_steps and step % cfg.update_every == 0:
+                    loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
+            t += 1
+            for i, (_, truncated, success) in enumerate(stepped):
+                if t[i] >= limit[i] or truncated:
+                    stage = loop.stage
+                    loop.end_episode(started[i], success)
+                    if loop.stage != stage:
+                        progress.say(f"stage 2 (forward curriculum) from step {loop.step:,}")
+                    obs[i], started[i], limit[i] = loop.start_episode(i)
+                    t[i] = 0
+            for step in range(first + 1, loop.step + 1):
+                if step % cfg.log_interval == 0:
+                    metrics.log(step, loop.curriculum_metrics())
+                if step % cfg.eval_interval == 0 or step == cfg.steps:
+                    plot_curriculum(loop.run_dir)
+                periodic.after_step(step, update_metrics,
+                                    info=f"stage {loop.stage}, demos solved "
+                                         f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
     final = periodic.final
     extra = final.extra if final is not None else {}
     return RFCLResult(loop.run_dir, loop.step, loop.stage, int(loop.reverse.solved.sum()),

@@ -91,6 +91,8 @@ class RLConfig:
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
     ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
     """PPO on frames (--algo ppo with a pixel env; --ppo.* is PPO on state vectors)."""
+    env_workers: int = 0
+    """Envs of frames: processes the agent's envs are stepped in (0: this process)."""
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
@@ -107,6 +109,8 @@ class RLConfig:
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
+            "env_workers": (self.env_workers == 0 or (self.env_workers > 0 and is_pixel_env(
+                self.env)), FRAME_WORKERS),
         }, "--")  # fmt: skip
         rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if is_pixel_env(self.env)
                    else self.ppo.rollout_steps)  # fmt: skip
@@ -115,6 +119,9 @@ class RLConfig:
             (f"at least one PPO rollout ({rollout} steps: --ppo.rollout-steps, or for frames "
             "--ppo-frames.n-envs x --ppo-frames.n-steps), or PPO never updates"),
         )}, "--")  # fmt: skip
+
+
+FRAME_WORKERS = ">= 0, and 0 for envs of states (worker processes step envs of frames)"
 
 
 @dataclass
