@@ -13,7 +13,7 @@ from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
 
 SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic_layer_norm=True,
-                  backup_entropy=False, batch_size=64)  # fmt: skip
+                  backup_entropy=False, batch_size=64, target_entropy_scale=0.5)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -185,3 +185,43 @@ def test_ppo_on_the_true_reward_learns_resumes_and_loads_as_a_policy(tmp_path):
         _config(tmp_path, algo="ppo", steps=300, ppo=ppo, name="short")
     with pytest.raises(TypeError, match="is a PPO policy; this needs a SAC one"):
         _ = policy.sac
+
+
+def test_an_update_every_other_step_with_demos_in_half_of_each_batch(tmp_path):
+    """--update-every 2 makes one update per two env steps; with --demos, the second half of
+    every batch is demo transitions (and the first half the run's own)."""
+    from prefrl.agents import SAC
+    from prefrl.data.demos import DemoSet
+    from prefrl.loops.demos import script_demos
+    from prefrl.loops.rl import RLLearner
+
+    script_demos("toy:maze", 2, seed=0).save(tmp_path / "demos")
+    demos = DemoSet.load(tmp_path / "demos")
+    demo_obs = {tuple(o) for d in demos.demos for o in d.observations}
+    agent = SAC(SACConfig(hidden_dims=(16, 16), batch_size=8), demos.obs_dim, demos.action_dim)
+    batches, update = [], agent.update
+
+    def recording(state, batch, key):
+        batches.append(np.asarray(batch.obs))
+        return update(state, batch, key)
+
+    agent.update = recording
+    RLLearner("toy:maze", agent=agent, steps=300, warmstart_steps=100, update_every=2,
+              demos=tmp_path / "demos", eval_interval=300, eval_episodes=1, video=False,
+              runs_dir=tmp_path, name="r", progress=False).train()  # fmt: skip
+    assert len(batches) == 100  # steps 100, 102, ..., 298
+    assert all(all(tuple(o) in demo_obs for o in obs[4:]) for obs in batches)
+    assert not all(all(tuple(o) in demo_obs for o in obs[:4]) for obs in batches)
+
+
+def test_demos_that_do_not_fit_are_refused_before_a_run_exists(tmp_path):
+    from prefrl.loops.demos import script_demos
+
+    script_demos("toy:maze", 1, seed=0).save(tmp_path / "demos")
+    with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:point-reach"):
+        train_rl(_config(tmp_path, demos=tmp_path / "demos"))
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ValueError, match="demos.*None for --algo ppo"):
+        RLConfig(env="toy:maze", algo="ppo", demos=tmp_path / "demos")
+    with pytest.raises(ValueError, match="update.every"):
+        RLConfig(env="toy:maze", update_every=0)

@@ -209,3 +209,15 @@ def test_cpu_step_options_drop_parameter_copies_and_change_nothing(config):
     for a, b in zip(jax.tree.leaves(states[0]), jax.tree.leaves(states[1]), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert any(_leaves_changed(jax.device_get(template), states[1]))  # the updates did something
+
+
+def test_target_entropy_as_a_share_of_the_action_size():
+    from prefrl.agents import SAC, SACConfig
+
+    assert SAC(SACConfig(), 3, 6).target_entropy == -6.0
+    assert SAC(SACConfig(target_entropy_scale=0.5), 3, 6).target_entropy == -3.0
+    assert (
+        SAC(SACConfig(target_entropy=-1.0, target_entropy_scale=0.5), 3, 6).target_entropy == -1.0
+    )
+    with pytest.raises(ValueError, match="target_entropy_scale.*positive"):
+        SACConfig(target_entropy_scale=0.0)

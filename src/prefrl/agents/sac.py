@@ -48,7 +48,10 @@ class SACConfig:
     """False: the temperature stays at init_temperature (a fixed entropy weight, as in the first
     SAC paper) instead of being tuned towards target_entropy."""
     target_entropy: float | None = None
-    """None: -action_dim."""
+    """None: -target_entropy_scale x action_dim."""
+    target_entropy_scale: float = 1.0
+    """The target entropy per action dimension, negated, when target_entropy is None (1: the
+    SAC paper's -|A|; RFCL: 0.5)."""
     utd_ratio: int = 1
     """Critic gradient steps per update call (one actor step per call)."""
     backup_entropy: bool = True
@@ -70,6 +73,7 @@ class SACConfig:
             ),
             "critic_dropout": (0.0 <= self.critic_dropout < 1.0, "a rate in [0, 1)"),
             "init_temperature": (self.init_temperature > 0.0, "a positive number"),
+            "target_entropy_scale": (self.target_entropy_scale > 0.0, "a positive number"),
             "utd_ratio": (self.utd_ratio >= 1, "a positive integer"),
         }
         check_fields(self, checks, "SACConfig.")
@@ -99,7 +103,9 @@ class SAC:
         self.obs_dim = obs_dim
         self.action_dim = action_dim
         self.target_entropy = (
-            -float(action_dim) if config.target_entropy is None else config.target_entropy
+            -config.target_entropy_scale * action_dim
+            if config.target_entropy is None
+            else config.target_entropy
         )
         self.nets = _Nets(
             actor=TanhGaussianActor(action_dim, config.hidden_dims),

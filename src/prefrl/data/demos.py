@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.data.minari_io import read_minari, write_minari
+from prefrl.data.replay import ReplayBuffer
 
 
 @dataclass
@@ -204,3 +205,37 @@ def read_maniskill2(path: str | Path) -> DemoSet:
                                "seed": episode.get("episode_seed")}))  # fmt: skip
     return DemoSet(env_id, demos, {"source": "maniskill2", "file": str(path),
                                    "control_mode": meta["episodes"][0].get("control_mode")})  # fmt: skip
+
+
+def load_demos_of(path: Path | str, env_id: str, env) -> DemoSet:
+    """The demo file at `path`, refused unless it holds demos of `env_id` with the observation
+    and action sizes of `env` (an env of that id)."""
+    demos = DemoSet.load(path)
+    if demos.env_id != env_id:
+        raise ValueError(f"{path} holds demos of {demos.env_id}, not of {env_id}")
+    if demos.obs_dim != env.obs_dim or (demos.has_actions and demos.action_dim != env.action_dim):
+        raise ValueError(
+            f"{path}: observations of size {demos.obs_dim} and actions of size "
+            f"{demos.action_dim}; {env_id} has {env.obs_dim} and {env.action_dim}"
+        )
+    return demos
+
+
+def demo_buffer(demos: DemoSet, reward: str = "success",
+                bound: np.ndarray | None = None) -> ReplayBuffer:  # fmt: skip
+    """The demos' transitions as a replay buffer, never terminal (a demo ends at its success or
+    its time limit, not at a termination). `reward`: "success" (the 0/1 flag, RFCL's) or
+    "rewards" (what the env gave). Actions in the agent's units: divided by `bound` where the
+    agent's actions are bounded (RFCL's --demo-action-scale)."""
+    if reward not in ("success", "rewards"):
+        raise ValueError(f"reward={reward!r}: success or rewards")
+    total = sum(len(d) for d in demos.demos)
+    buffer = ReplayBuffer(total, demos.obs_dim, demos.action_dim)
+    for d in demos.demos:
+        actions = d.actions if bound is None else np.divide(
+            d.actions, bound, out=np.zeros_like(d.actions), where=bound > 0)  # fmt: skip
+        rewards = d.success if reward == "success" else d.rewards
+        for t in range(len(d)):
+            buffer.add(d.observations[t], actions[t], float(rewards[t]),
+                       d.observations[t + 1], False)  # fmt: skip
+    return buffer

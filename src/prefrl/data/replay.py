@@ -73,6 +73,16 @@ class ReplayBuffer:
             self.terminated[idx],
         )
 
+    def sample_beside(self, other: ReplayBuffer | None, rng: np.random.Generator,
+                      batch_size: int) -> Batch:  # fmt: skip
+        """A batch half from this buffer, half from `other` (RLPD's symmetric sampling; this
+        buffer gives the odd one); all from this one when `other` is None or empty."""
+        if other is None or len(other) == 0:
+            return self.sample(rng, batch_size)
+        half = batch_size // 2
+        a, b = self.sample(rng, batch_size - half), other.sample(rng, half)
+        return Batch(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
+
     def relabel(self, reward_fn: RewardFn, chunk_size: int = 8192) -> None:
         """Overwrite every stored reward with `reward_fn(obs, action, next_obs)`, in place.
 

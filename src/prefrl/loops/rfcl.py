@@ -27,7 +27,7 @@ import numpy as np
 
 from prefrl.agents import SAC, SACConfig
 from prefrl.data import Batch, ReplayBuffer
-from prefrl.data.demos import DemoSet
+from prefrl.data.demos import DemoSet, demo_buffer, load_demos_of
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
@@ -41,9 +41,9 @@ from prefrl.rundir.plots import plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
 
 RFCL_SAC = SACConfig(hidden_dims=(256, 256, 256), num_critics=10, num_min_critics=2,
-                     critic_layer_norm=True, backup_entropy=False)  # fmt: skip
+                     critic_layer_norm=True, backup_entropy=False, target_entropy_scale=0.5)  # fmt: skip
 """The paper's SAC: 10 critics of 3x256 with LayerNorm, target = min of 2 sampled, actor loss on
-their mean, no entropy term in the target (its target entropy, -|A|/2, is set by the loop)."""
+their mean, no entropy term in the target, target entropy -|A|/2."""
 
 
 @dataclass(frozen=True)
@@ -126,14 +126,7 @@ class RFCLConfig:
 def load_demos(config: RFCLConfig, env) -> DemoSet:
     """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
     success, each cut `trim_success` steps after its first success."""
-    demos = DemoSet.load(config.demos)
-    if demos.env_id != config.env:
-        raise ValueError(f"{config.demos} holds demos of {demos.env_id}, not of {config.env}")
-    if demos.obs_dim != env.obs_dim or (demos.has_actions and demos.action_dim != env.action_dim):
-        raise ValueError(
-            f"{config.demos}: observations of size {demos.obs_dim} and actions of size "
-            f"{demos.action_dim}; {config.env} has {env.obs_dim} and {env.action_dim}"
-        )
+    demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
     if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
@@ -169,20 +162,6 @@ def action_bound(demos: DemoSet, scale: float | None) -> np.ndarray | None:
     return np.minimum(scale * largest, 1.0).astype(np.float32)
 
 
-def demo_buffer(demos: DemoSet, bound: np.ndarray | None = None) -> ReplayBuffer:
-    """The demos' transitions, reward = the success flag, never terminal; actions in the agent's
-    units (divided by `bound` where actions are bounded)."""
-    total = sum(len(d) for d in demos.demos)
-    buffer = ReplayBuffer(total, demos.obs_dim, demos.action_dim)
-    for d in demos.demos:
-        actions = d.actions if bound is None else np.divide(
-            d.actions, bound, out=np.zeros_like(d.actions), where=bound > 0)  # fmt: skip
-        for t in range(len(d)):
-            buffer.add(d.observations[t], actions[t], float(d.success[t]),
-                       d.observations[t + 1], False)  # fmt: skip
-    return buffer
-
-
 def _start_from(env, seed: int, state: np.ndarray | None) -> np.ndarray:
     """A new episode: reset with `seed`, then (stage 1) jump to a demo's `state`."""
     obs, _ = env.reset(seed=seed)
@@ -211,17 +190,16 @@ class RFCLRun(TrainingLoop):
                              "from demo states")  # fmt: skip
         self.demos = demos or load_demos(config, self.env)
         dims = (self.env.obs_dim, self.env.action_dim)
-        sac = config.sac
-        if sac.target_entropy is None:
-            sac = dataclasses.replace(sac, target_entropy=-self.env.action_dim / 2)
-        self.agent = SAC(sac, *dims)
+        self.agent = SAC(config.sac, *dims)
         self.key = jax.random.key(config.seed, impl="rbg")
         self.rng = np.random.default_rng(config.seed)
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.online = ReplayBuffer(config.buffer_size, *dims)  # stage 1's, then stage 2's
         self.bound = action_bound(self.demos, config.demo_action_scale)
         """The env's action = the agent's (in [-1, 1]) x this, with --demo-action-scale."""
-        self.offline = demo_buffer(self.demos, self.bound) if config.demo_actions else None
+        self.offline = (
+            demo_buffer(self.demos, "success", self.bound) if config.demo_actions else None
+        )
         self.reverse = ReverseCurriculum([len(d.states) for d in self.demos.demos],
                                          config.reverse_delta, config.reverse_streak,
                                          config.reverse_time_divisor, config.solved_share)  # fmt: skip
@@ -265,11 +243,7 @@ class RFCLRun(TrainingLoop):
 
     def batch(self) -> Batch:
         size = self.agent.config.batch_size * self.agent.config.utd_ratio
-        if self.offline is None or len(self.offline) == 0:
-            return self.online.sample(self.rng, size)
-        half = size // 2
-        a, b = self.online.sample(self.rng, size - half), self.offline.sample(self.rng, half)
-        return Batch(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
+        return self.online.sample_beside(self.offline, self.rng, size)
 
     def env_action(self, action: np.ndarray) -> np.ndarray:
         """The env's action for the agent's (buffers keep the agent's)."""

@@ -17,6 +17,7 @@ from prefrl.agents import PPO, SAC, PPOConfig, RolloutStorage, SACConfig
 from prefrl.agents.a2c import A2CConfig
 from prefrl.agents.frame_ppo import FramePPOConfig
 from prefrl.data import ReplayBuffer
+from prefrl.data.demos import DemoSet, demo_buffer, load_demos_of
 from prefrl.envs import make_env
 from prefrl.envs.registry import is_pixel_env, resolve
 from prefrl.loops.common import (
@@ -63,6 +64,12 @@ class RLConfig:
     warmstart_steps: int = 10_000
     """SAC: uniform-random actions for this many steps; learning starts after them (PPO learns
     from its first rollout)."""
+    update_every: int = 1
+    """SAC: an update (of --sac.utd-ratio critic steps) every this many env steps: 2 is an
+    update-to-data ratio of 0.5."""
+    demos: Path | None = None
+    """SAC: a demo file (`prefrl demos ...`, of this env) whose transitions, with the rewards
+    the env gave them, fill half of every batch (RLPD's symmetric sampling)."""
     eval_interval: int = 10_000
     """Evaluate (deterministic policy) every this many steps, and at the end."""
     eval_episodes: int = 10
@@ -109,6 +116,9 @@ class RLConfig:
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
+            "update_every": (self.update_every >= 1, "a positive integer"),
+            "demos": (self.demos is None or self.algo == "sac",
+                      "None for --algo ppo (demos fill half of SAC's batches)"),
             "env_workers": (self.env_workers == 0 or (self.env_workers > 0 and is_pixel_env(
                 self.env)), FRAME_WORKERS),
         }, "--")  # fmt: skip
@@ -124,6 +134,22 @@ class RLConfig:
 FRAME_WORKERS = ">= 0, and 0 for envs of states (worker processes step envs of frames)"
 
 
+def load_rl_demos(config: RLConfig, env=None) -> DemoSet | None:
+    """The --demos file, checked against the env before any run directory exists."""
+    if config.demos is None:
+        return None
+    probe = env if env is not None else make_env(config.env, seed=0)
+    try:
+        demos = load_demos_of(config.demos, config.env, probe)
+    finally:
+        if env is None:
+            probe.close()
+    if not demos.has_actions:
+        raise ValueError(f"{config.demos} holds states without actions: --demos fills SAC's "
+                         "batches with demo transitions, which need the actions")  # fmt: skip
+    return demos
+
+
 @dataclass
 class RLResult:
     run_dir: Path
@@ -137,9 +163,10 @@ class RLRun(TrainingLoop):
     """Everything a run needs between steps; saved in and restored from checkpoints (PPO: not
     a partly collected rollout, which a resumed run collects again)."""
 
-    def __init__(self, config: RLConfig, run_dir: Path, env=None, agent: SAC | PPO | None = None):
+    def __init__(self, config: RLConfig, run_dir: Path, env=None, agent: SAC | PPO | None = None,
+                 demos: DemoSet | None = None):  # fmt: skip
         """`env`, `agent`: objects a Python user passed (`RLLearner`); made from the config
-        otherwise."""
+        otherwise. `demos`: the --demos file's, loaded."""
         env_given = env is not None
         env = env if env_given else make_env(config.env, seed=config.seed)
         super().__init__(config, run_dir, env, owns_env=not env_given)
@@ -152,6 +179,8 @@ class RLRun(TrainingLoop):
         self.rng = np.random.default_rng(config.seed)
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.buffer = ReplayBuffer(config.buffer_size, *dims) if config.algo == "sac" else None
+        self.demos = None if demos is None else demo_buffer(demos, "rewards")
+        """The offline half of every batch (--demos)."""
         self.episodes = 0
 
     # ------------------------------------------------------------------ checkpoints
@@ -250,7 +279,8 @@ def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLRe
                             "are not taken yet)")  # fmt: skip
         return train_frames(config)
     name = config.name or run_name(config.env, config.algo, config.seed)
-    loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent), config, name)
+    demos = load_rl_demos(config, env)
+    loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name)
     try:
         return (_run if config.algo == "sac" else _run_ppo)(loop, metrics)
     finally:
@@ -296,7 +326,9 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
     batch = None  # the next update's batch, drawn while the previous update runs
 
     def learning(step: int) -> bool:
-        return step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size
+        """Whether step `step` begins with an update."""
+        return (step >= cfg.warmstart_steps and len(buffer) >= agent_cfg.batch_size
+                and step % cfg.update_every == 0)  # fmt: skip
 
     obs, episode, progress, periodic = _start(loop, metrics)
     with stoppable(loop, progress) as stop:
@@ -309,7 +341,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             # Update dispatched before the action is read: the env step overlaps it (design.md).
             if learning(step):
                 if batch is None:  # the first update, or the first after a resume
-                    batch = buffer.sample(rng, batch_size)
+                    batch = buffer.sample_beside(loop.demos, rng, batch_size)
                 loop.state, update_metrics = update(loop.state, batch, key)
             action = np.asarray(action)
             next_obs, reward, terminated, truncated, _ = env.step(action)
@@ -320,7 +352,7 @@ def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             periodic.after_step(loop.step, update_metrics)
             # Drawn after a checkpoint saved the generator, so a resumed run draws it too.
             more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
-            batch = buffer.sample(rng, batch_size) if more else None
+            batch = buffer.sample_beside(loop.demos, rng, batch_size) if more else None
     return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
 
 
