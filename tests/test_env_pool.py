@@ -63,3 +63,20 @@ def test_bad_pool_sizes():
     with pytest.raises(ValueError, match="1 argument tuples for 2 envs"):
         pool.map(_reset, [(0,)])
     pool.close()
+
+
+def test_workers_leave_ctrl_c_to_the_parent():
+    """Ctrl-C in a terminal signals the whole process group; a worker that died of it would
+    take the run down before it could save. The workers ignore it (and SIGTERM)."""
+    import os
+    import signal
+
+    pool = EnvPool(seeded(make_env, "toy:maze", 0), 2, workers=2)
+    for proc in pool._procs:
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGTERM)
+    first = pool.map(_reset, [(3,), (3,)])
+    np.testing.assert_array_equal(first[0], first[1])
+    procs = list(pool._procs)
+    pool.close()
+    assert procs and not any(proc.is_alive() for proc in procs)

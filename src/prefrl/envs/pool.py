@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import multiprocessing
+import signal
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,7 +32,11 @@ def _nth(make: Callable[..., Any], env_id: str, first_seed: int, i: int) -> Any:
 
 def _worker(conn, make: Callable[[int], Any], indices: list[int]) -> None:
     """Builds its envs, then answers (fn, [(local index, args)]) with ("ok", results) or
-    ("error", what went wrong) until told None, or until the parent has gone."""
+    ("error", what went wrong) until told None, or until the parent has gone. Ctrl-C and SIGTERM
+    reach the whole process group: the worker leaves them to the parent, which stops the run
+    between steps, saves it, and then closes the pool."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     envs = {}
     try:
         envs = {i: make(i) for i in indices}

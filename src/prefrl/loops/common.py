@@ -236,6 +236,9 @@ def start_run(loop_factory, config, name: str):
         if ckpt is None:
             print(f"{run_dir} has no checkpoint yet (it stopped before its first): starting it "
                   "again from step 0", flush=True)  # fmt: skip
+        else:
+            print(f"resuming from {ckpt.name} (step {loop.step:,} of {config.steps:,})",
+                  flush=True)  # fmt: skip
         truncate_metrics(run_dir, loop.step)
     write_json(run_dir / "config.json", config_to_dict(config))
     record_session(run_dir)

@@ -51,6 +51,8 @@ class RFCLConfig:
     """Learn a sparse-reward task from a few demonstrations with RFCL."""
 
     env: str = "toy:maze"
+    """A task with a success flag and exact state save/restore: toy:maze*, adroit:door|pen|
+    relocate|hammer, sparse:pusher."""
     demos: Path = Path("demos/maze")
     """A demo file with simulator states (`prefrl demos script|record`)."""
     num_demos: int | None = None
@@ -63,6 +65,7 @@ class RFCLConfig:
     take (the env's bounds at most): RFCL's `data_action_scale`, off by default as in the paper,
     which sets it (1.25) on ManiSkill2's PlugCharger alone. Needs the demos' actions."""
     steps: int = 60_000
+    """Env steps in all (with --resume: the total to reach, not more steps)."""
     seed: int = 0
     warmstart_steps: int = 5_000
     """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum)."""
@@ -87,22 +90,32 @@ class RFCLConfig:
     forward_seeds: int = 1000
     """The task's initial states as this many reset seeds (stage 2)."""
     forward_history: int = 5
+    """Stage 2 scores a reset seed by its last this many episodes (PLR)."""
     reverse_curriculum: bool = True
     """False: no stage 1, every episode from the task's initial states (a baseline: SAC, or
     SAC with demo transitions in half of each batch)."""
     forward_curriculum: bool = True
     """False: stage 2 draws the reset seeds uniformly (a baseline)."""
     eval_interval: int = 5_000
+    """Evaluate every this many env steps (and at the end): deterministic actions from the
+    task's own initial states."""
     eval_episodes: int = 20
     checkpoint_interval: int = 10_000
+    """Save everything to resume from every this many env steps (and at the end, and on
+    Ctrl-C)."""
     log_interval: int = 1_000
+    """Write training metrics and the curriculum's every this many env steps."""
     buffer_size: int = 1_000_000
+    """Transitions the replay buffer keeps."""
     video: bool = False
     video_interval: int = 100_000
+    """With --video: record an evaluation episode every this many env steps."""
     render_size: int = 256
     name: str | None = None
+    """The run directory's name under --runs-dir (default: env, rfcl, seed and time)."""
     runs_dir: Path = Path("runs")
     resume: Path | None = None
+    """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
     sac: SACConfig = RFCL_SAC
 

@@ -118,9 +118,10 @@ class RLConfig:
             "warmstart_steps": (self.warmstart_steps >= 0, ">= 0"),
             "update_every": (self.update_every >= 1, "a positive integer"),
             "demos": (self.demos is None or self.algo == "sac",
-                      "None for --algo ppo (demos fill half of SAC's batches)"),
+                      "no demos with --algo ppo: they fill half of SAC's batches (--algo sac)"),
             "env_workers": (self.env_workers == 0 or (self.env_workers > 0 and is_pixel_env(
-                self.env)), FRAME_WORKERS),
+                self.env)), ">= 0" if is_pixel_env(self.env) else f"0 for {self.env}, an env of "
+                "states (worker processes step envs of frames: movingdot, atari:*)"),
         }, "--")  # fmt: skip
         rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if is_pixel_env(self.env)
                    else self.ppo.rollout_steps)  # fmt: skip
@@ -129,9 +130,6 @@ class RLConfig:
             (f"at least one PPO rollout ({rollout} steps: --ppo.rollout-steps, or for frames "
             "--ppo-frames.n-envs x --ppo-frames.n-steps), or PPO never updates"),
         )}, "--")  # fmt: skip
-
-
-FRAME_WORKERS = ">= 0, and 0 for envs of states (worker processes step envs of frames)"
 
 
 def load_rl_demos(config: RLConfig, env=None) -> DemoSet | None:

@@ -65,6 +65,6 @@ def check_fields(config: Any, checks: dict[str, tuple[bool, str]], label: str) -
     for name, (ok, accepted) in checks.items():
         if not ok:
             shown = name.replace("_", "-") if label.endswith("-") else name
-            raise ValueError(
-                f"{prefix}{shown}={getattr(config, name)!r} is invalid: expected {accepted}"
-            )
+            value = getattr(config, name)
+            value = str(value) if isinstance(value, Path) else repr(value)
+            raise ValueError(f"{prefix}{shown}={value} is invalid: expected {accepted}")
