@@ -221,7 +221,9 @@ def test_demos_that_do_not_fit_are_refused_before_a_run_exists(tmp_path):
     with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:point-reach"):
         train_rl(_config(tmp_path, demos=tmp_path / "demos"))
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ValueError, match="demos=.*demos is invalid: expected no demos with --algo ppo"):
+    with pytest.raises(
+        ValueError, match="demos=.*demos is invalid: expected no demos with --algo ppo"
+    ):
         RLConfig(env="toy:maze", algo="ppo", demos=tmp_path / "demos")
     with pytest.raises(ValueError, match="update.every"):
         RLConfig(env="toy:maze", update_every=0)
