@@ -276,7 +276,8 @@ def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLRe
             raise TypeError("agents on frames are made from the config (env and agent objects "
                             "are not taken yet)")  # fmt: skip
         return train_frames(config)
-    name = config.name or run_name(config.env, config.algo, config.seed)
+    algo = config.algo + ("-demos" if config.demos is not None else "")
+    name = config.name or run_name(config.env, algo, config.seed)
     demos = load_rl_demos(config, env)
     loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name)
     try:
