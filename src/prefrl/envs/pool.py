@@ -122,7 +122,7 @@ class EnvPool:
         for w in workers:
             try:
                 status, payload = self._conns[w].recv()
-            except EOFError:
+            except (EOFError, OSError):  # (a worker that died mid-message: OSError)
                 status, payload = "error", "it exited"
             if status == "error":
                 failed = failed or f"env worker {w} failed while {doing}:\n{payload}"

@@ -364,10 +364,8 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 action = np.asarray(agent.act(loop.state.actor_params, obs, loop.key, loop.step))
             stepped = loop.pool.map(_step, [(a,) for a in loop.env_action(action)])
             first, loop.step = loop.step, min(loop.step + n, cfg.steps)
-            for i, (next_obs, _, success) in enumerate(stepped):
-                loop.online.add(
-                    obs[i], action[i], float(success), next_obs, False
-                )  # (never terminal)
+            for i, (next_obs, _, success) in enumerate(stepped):  # (never terminal)
+                loop.online.add(obs[i], action[i], float(success), next_obs, False)
                 obs[i] = next_obs
             for step in range(first + 1, loop.step + 1):
                 if step > cfg.warmstart_steps and step % cfg.update_every == 0:
