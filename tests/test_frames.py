@@ -208,9 +208,10 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     with FeedbackStore(tmp_path / "prefs") as store:
         keys = [q.key for q in store.open_queries(run_id)]
         assert sum(store.label_counts(run_id).values()) == 24 and keys == []
-    # A new run trains on the first one's 24 labels from its pre-training on, beside its own 8.
+    # A new run trains on the first one's 24 labels from its pre-training on, beside its own 8
+    # (its envs in two worker processes: its clips' start states come from there).
     loaded = train_frames_from_preferences(replace_config(
-        config, steps=100, name="loaded", load_labels=tmp_path / "prefs"))  # fmt: skip
+        config, steps=100, name="loaded", load_labels=tmp_path / "prefs", env_workers=2))  # fmt: skip
     with FeedbackStore(loaded.run_dir) as store:
         stored = store.labels(store.run_id(run_uid(loaded.run_dir), create=False))
     assert len([x for x in stored if x.source.startswith("import:")]) == 24
