@@ -72,11 +72,13 @@ def test_run_directory_holds_everything(trained):
     assert train_rows and all(np.isfinite(r["train/critic_loss"]) for r in train_rows)
 
 
-def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path):
+def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path, capsys):
     first = train_rl(_config(tmp_path, steps=1000))
     assert first.step == 1000
     resumed = train_rl(_config(tmp_path, steps=1500, resume=first.run_dir, eval_interval=500))
     assert resumed.step == 1500
+    said = capsys.readouterr().out
+    assert "resuming from step_000001000 (step 1,000 of 1,500)" in said
     ckpt = latest_checkpoint(first.run_dir)
     assert ckpt.name == "step_000001500"
     assert len(ReplayBuffer.load(ckpt / "buffer.npz")) == 1500
@@ -89,6 +91,9 @@ def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path):
     assert all(s["backend"] == jax.default_backend() for s in sessions)
     assert sessions[0]["versions"]["jax"] == jax.__version__
     assert sessions[0]["devices"] == [d.device_kind for d in jax.devices()]
+    # A resume asked for fewer steps than the run has made says so (and trains nothing).
+    assert train_rl(_config(tmp_path, steps=1200, resume=first.run_dir)).step == 1500
+    assert "--steps 1,200 leaves nothing to train" in capsys.readouterr().out
 
 
 def test_resume_drops_metrics_logged_after_the_last_checkpoint(tmp_path):

@@ -239,6 +239,9 @@ def start_run(loop_factory, config, name: str):
         else:
             print(f"resuming from {ckpt.name} (step {loop.step:,} of {config.steps:,})",
                   flush=True)  # fmt: skip
+            if loop.step >= config.steps:
+                print(f"--steps {config.steps:,} leaves nothing to train: give a larger --steps "
+                      "(the total to reach) to go on", flush=True)  # fmt: skip
         truncate_metrics(run_dir, loop.step)
     write_json(run_dir / "config.json", config_to_dict(config))
     record_session(run_dir)
