@@ -235,7 +235,6 @@ def demo_buffer(demos: DemoSet, reward: str = "success",
         actions = d.actions if bound is None else np.divide(
             d.actions, bound, out=np.zeros_like(d.actions), where=bound > 0)  # fmt: skip
         rewards = d.success if reward == "success" else d.rewards
-        for t in range(len(d)):
-            buffer.add(d.observations[t], actions[t], float(rewards[t]),
-                       d.observations[t + 1], False)  # fmt: skip
+        buffer.add_batch(d.observations[:-1], actions, np.asarray(rewards, np.float32),
+                         d.observations[1:], np.zeros(len(d), bool))  # fmt: skip
     return buffer

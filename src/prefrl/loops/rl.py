@@ -103,7 +103,8 @@ class RLConfig:
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
-        if is_pixel_env(self.env):
+        pixels = is_pixel_env(self.env)
+        if pixels:
             accepted = f"one of {', '.join(FRAME_ALGOS)} for {self.env}, an env of frames"
             check_fields(self, {"algo": (self.algo in FRAME_ALGOS, accepted)}, "--")
         else:
@@ -119,11 +120,11 @@ class RLConfig:
             "update_every": (self.update_every >= 1, "a positive integer"),
             "demos": (self.demos is None or self.algo == "sac",
                       "no demos with --algo ppo: they fill half of SAC's batches (--algo sac)"),
-            "env_workers": (self.env_workers == 0 or (self.env_workers > 0 and is_pixel_env(
-                self.env)), ">= 0" if is_pixel_env(self.env) else f"0 for {self.env}, an env of "
-                "states (worker processes step envs of frames: movingdot, atari:*)"),
+            "env_workers": (self.env_workers >= 0 and (pixels or self.env_workers == 0),
+                            ">= 0" if pixels else f"0 for {self.env}, an env of states (worker "
+                            "processes step envs of frames: movingdot, atari:*)"),
         }, "--")  # fmt: skip
-        rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if is_pixel_env(self.env)
+        rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if pixels
                    else self.ppo.rollout_steps)  # fmt: skip
         check_fields(self, {"steps": (
             self.algo != "ppo" or self.steps >= rollout,
