@@ -180,3 +180,13 @@ def test_adroit_presets_update_as_the_papers_configs():
     assert per_env_step("rfcl-adroit") == (0.5, 0.5, 8, 10)
     assert per_env_step("rfcl-adroit-sample-efficient") == (10.0, 0.5, 8, 10)
     assert RFCL_PRESETS["rfcl-adroit"].config.sac.hidden_dims == (256, 256, 256)
+
+
+def test_adroit_time_limits_fit_the_demos_each_preset_is_for():
+    """The paper's presets keep its 16 + steps left // 3 (human demos); the CPU preset, made
+    for planned demos as fast as a trained policy, gives 16 + all the steps left."""
+    from prefrl.presets import RFCL_PRESETS
+
+    divisors = {name: p.config.reverse_time_divisor for name, p in RFCL_PRESETS.items()}
+    assert divisors["rfcl-adroit"] == divisors["rfcl-adroit-sample-efficient"] == 3
+    assert divisors["rfcl-adroit-cpu"] == 1

@@ -82,7 +82,9 @@ class RFCLConfig:
     reverse_streak: int = 2
     """Successes in a row from the frontier that move it (3 Adroit/MetaWorld, 2 the maze)."""
     reverse_time_divisor: int = 1
-    """Time limit of a stage-1 episode: 16 + (demo steps left) // this (3 Adroit)."""
+    """Time limit of a stage-1 episode: 16 + (demo steps left) // this. The paper's 3 on Adroit
+    is for its slow human demos; planned or scripted demos, about as fast as a trained policy,
+    need 1."""
     solved_share: float = 0.9
     """Stage 1 ends once more than this share of the demos are solved."""
     trim_success: int = 50
