@@ -9,6 +9,9 @@
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:pen --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
+    # the paper's wall-time config, where there is a GPU (planned demos: time limit 16 + all)
+    python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
+        --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
 
 The demos are made here, once per --runs directory: scripted on the mazes, planned with the
 simulator on Adroit (`prefrl demos plan`, reset seeds from 1000).
@@ -35,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device_results import device_kind
 from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
@@ -117,6 +121,8 @@ def main() -> int:
     parser.add_argument("--reverse-time-divisor", type=int,
                         help="r in stage 1's time limit 16 + steps left // r (default: the "
                         "preset's, else 1)")  # fmt: skip
+    parser.add_argument("--env-workers", type=int,
+                        help="processes each run steps its envs in (default: the preset's)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -147,6 +153,8 @@ def main() -> int:
                           checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
     if args.reverse_time_divisor is not None:
         base = dataclasses.replace(base, reverse_time_divisor=args.reverse_time_divisor)
+    if args.env_workers is not None:
+        base = dataclasses.replace(base, env_workers=args.env_workers)
     configs = {}
     for method in args.methods:
         configs[label(args, method)] = dataclasses.replace(
@@ -154,7 +162,7 @@ def main() -> int:
             eval_episodes=args.eval_episodes, **METHODS[method],
         )  # fmt: skip
     run_grid(configs, args.seeds, args.runs, args)
-    rows = []
+    rows, device = [], device_kind()
     for method in args.methods:
         runs = [run_dir(args, method, seed) for seed in args.seeds]
         finals = [last_eval(r) for r in runs]
@@ -165,7 +173,7 @@ def main() -> int:
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
-            "device": "cpu", "sac_hidden": list(base.sac.hidden_dims),
+            "device": device, "sac_hidden": list(base.sac.hidden_dims),
             "reverse_time_divisor": base.reverse_time_divisor,
             "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
@@ -173,7 +181,8 @@ def main() -> int:
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    kept = [r for r in old.get("results", []) if r["env"] != args.env]  # (other envs' rows stay)
+    kept = [r for r in old.get("results", [])  # (other envs' and devices' rows stay)
+            if (r["env"], r.get("device", "cpu")) != (args.env, device)]  # fmt: skip
     for r in kept:
         r.setdefault("command", old.get("command"))
     args.out.write_text(json.dumps({
