@@ -190,3 +190,36 @@ def test_adroit_time_limits_fit_the_demos_each_preset_is_for():
     divisors = {name: p.config.reverse_time_divisor for name, p in RFCL_PRESETS.items()}
     assert divisors["rfcl-adroit"] == divisors["rfcl-adroit-sample-efficient"] == 3
     assert divisors["rfcl-adroit-cpu"] == 1
+
+
+def test_an_rfcl_policy_loads_like_any_other(tmp_path, demo_file):
+    """`load_policy` (prefrl eval, demos record) takes an RFCL run, with the action bound of
+    --demo-action-scale: saved in the checkpoint, or read again from the demos (checkpoints
+    from before it was saved)."""
+    from prefrl.loops.compare import compare_policies
+    from prefrl.loops.rl import load_policy
+
+    gentle = DemoSet.load(demo_file)
+    gentle = DemoSet("toy:maze", [dataclasses.replace(d, actions=d.actions * [0.4, 0.2])
+                                  for d in gentle.demos])  # fmt: skip
+    gentle.save(tmp_path / "gentle")
+    result = train_rfcl(_config(tmp_path, tmp_path / "gentle", steps=800, eval_interval=800,
+                                checkpoint_interval=800, demo_action_scale=1.25))  # fmt: skip
+    policy = load_policy(result.run_dir)
+    assert isinstance(policy.config, RFCLConfig) and policy.config.demo_action_scale == 1.25
+    np.testing.assert_allclose(policy.action_scale, [0.5, 0.25], rtol=1e-6)
+    obs = np.random.default_rng(0).normal(size=(64, 7)).astype(np.float32)
+    actions = policy(obs)
+    assert (np.abs(actions) <= policy.action_scale + 1e-6).all()
+    assert np.abs(actions[:, 1]).max() > 0.25 * 0.05  # (the policy does act, scaled)
+    with pytest.raises(TypeError, match="acts in actions scaled by --demo-action-scale"):
+        policy.sac  # noqa: B018 (CPL and datasets need the env's own actions)
+
+    ckpt = policy.checkpoint
+    loop = json.loads((ckpt / "loop.json").read_text())
+    del loop["action_bound"]
+    (ckpt / "loop.json").write_text(json.dumps(loop))
+    np.testing.assert_allclose(load_policy(ckpt).action_scale, [0.5, 0.25], rtol=1e-6)
+
+    compared = compare_policies([ckpt], episodes=2)
+    assert compared.env_id == "toy:maze" and len(compared.results[0].success) == 2

@@ -35,7 +35,7 @@ from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
 from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
-from prefrl.rundir.config import check_fields, config_to_dict
+from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.plots import plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
@@ -300,6 +300,7 @@ class RFCLRun(TrainingLoop):
             "episodes": self.episodes, "last_eval": self.last_eval,
             "rng": self.rng.bit_generator.state, "reverse": self.reverse.state_dict(),
             "forward": self.forward.state_dict(),
+            "action_bound": None if self.bound is None else self.bound.tolist(),
         })  # fmt: skip
         return commit_checkpoint(tmp)
 
@@ -314,6 +315,29 @@ class RFCLRun(TrainingLoop):
         self.rng.bit_generator.state = loop["rng"]
         self.reverse.load_state_dict(loop["reverse"])
         self.forward.load_state_dict(loop["forward"])
+
+
+def load_rfcl_policy(ckpt: Path, stored: dict):
+    """An RFCL checkpoint's policy (`load_policy` hands RFCL runs here), with its action bound:
+    the one the checkpoint saved, or (older ones) the bound of its demos, read again."""
+    from prefrl.loops.rl import LoadedPolicy
+
+    config = config_from_dict(RFCLConfig, stored)
+    env = make_env(config.env, seed=0)
+    try:
+        agent = SAC(config.sac, env.obs_dim, env.action_dim)
+        loop = json.loads((ckpt / "loop.json").read_text())
+        saved = loop.get("action_bound")
+        if saved is not None:
+            bound = np.asarray(saved, np.float32)
+        elif "action_bound" not in loop and config.demo_action_scale is not None:
+            bound = action_bound(load_demos(config, env), config.demo_action_scale)
+        else:
+            bound = None
+    finally:
+        env.close()
+    state = agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
+    return LoadedPolicy(config, agent, state, ckpt, bound)
 
 
 @dataclass

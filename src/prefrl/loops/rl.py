@@ -386,10 +386,12 @@ class LoadedPolicy:
     """A trained policy (SAC or PPO); call it on observations for its deterministic actions in
     [-1, 1]: `policy = load_policy("runs/my-run"); action = policy(obs)`."""
 
-    config: RLConfig  # (or the OnlineConfig of a preference run: both name env and agent)
+    config: RLConfig  # (or the OnlineConfig of a preference run, the RFCLConfig of an RFCL one)
     agent: SAC | PPO
     state: object  # SACState or PPOState
     checkpoint: Path
+    action_scale: np.ndarray | None = None
+    """The env's action = the agent's x this (an RFCL run with --demo-action-scale)."""
 
     @property
     def sac(self) -> SAC:
@@ -398,6 +400,9 @@ class LoadedPolicy:
         if not isinstance(self.agent, SAC):
             raise TypeError(f"{self.checkpoint} is a PPO policy; this needs a SAC one (prefrl "
                             "rl or prefrl train with --algo sac)")  # fmt: skip
+        if self.action_scale is not None:
+            raise TypeError(f"{self.checkpoint} acts in actions scaled by --demo-action-scale; "
+                            "this needs a policy over the env's own actions")  # fmt: skip
         return self.agent
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
@@ -407,12 +412,14 @@ class LoadedPolicy:
             raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
                              f"takes {self.agent.obs_dim} numbers per observation")  # fmt: skip
         key = jax.random.key(0, impl="rbg")
-        return np.asarray(deterministic_action(self.agent, self.state, obs, key))
+        action = np.asarray(deterministic_action(self.agent, self.state, obs, key))
+        return action if self.action_scale is None else action * self.action_scale
 
 
 def load_policy(path: Path) -> LoadedPolicy:
     """The policy of a run directory (its latest checkpoint) or of a checkpoint directory: of
-    `prefrl rl` (SAC, PPO), `prefrl train` (PEBBLE, PrefPPO) or `prefrl finetune`."""
+    `prefrl rl` (SAC, PPO), `prefrl train` (PEBBLE, PrefPPO), `prefrl rfcl` or `prefrl
+    finetune`."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: expected a run directory or a checkpoint")
@@ -428,6 +435,10 @@ def load_policy(path: Path) -> LoadedPolicy:
             "and finetune runs; an offline run's evaluations are in its metrics.jsonl and videos/"
         )
     stored = json.loads((ckpt / "config.json").read_text())
+    if "reverse_curriculum" in stored:  # an RFCL run: SAC
+        from prefrl.loops.rfcl import load_rfcl_policy
+
+        return load_rfcl_policy(ckpt, stored)
     if "teacher" in stored:  # a preference run (prefrl train): its agent is the policy
         from prefrl.loops.online_config import OnlineConfig
 
