@@ -1,0 +1,80 @@
+"""Why does an RFCL run's reverse curriculum stall? Plays a checkpoint's policy from each demo's
+start frontier, with the stage-1 time limit of the run and with longer ones, and says when the
+task is first solved and whether it is still solved at the episode's last step (what moves the
+frontier).
+
+    python benchmarks/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --demos 4 1
+
+With `--checkpoint` a checkpoint other than the run's latest; the frontier is the checkpoint's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from prefrl.envs import make_env
+from prefrl.loops.rfcl import load_demos
+from prefrl.loops.rl import load_policy
+from prefrl.rundir.checkpoints import latest_checkpoint
+
+
+def play(env, policy, state, limit: int, deterministic: bool, episode: int):
+    """(success at the last step, the first step with success or None)."""
+    env.reset(seed=episode)
+    obs = env.set_state(state)
+    key, first, success = jax.random.key(episode, impl="rbg"), None, False
+    for t in range(limit):
+        if deterministic:
+            action = policy(obs)
+        else:
+            action = np.asarray(policy.agent.act(policy.state.actor_params, obs, key, t))
+            action = action if policy.action_scale is None else action * policy.action_scale
+        obs, _, _, _, info = env.step(action)
+        success = bool(info["success"])
+        if success and first is None:
+            first = t + 1
+    return success, first
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--checkpoint", type=Path)
+    parser.add_argument("--demos", type=int, nargs="+", help="which demos (default: all)")
+    parser.add_argument("--episodes", type=int, default=10)
+    args = parser.parse_args()
+
+    ckpt = args.checkpoint or latest_checkpoint(args.run)
+    policy = load_policy(ckpt)
+    config = policy.config
+    env = make_env(config.env, seed=0)
+    demos = load_demos(config, env)
+    frontier = json.loads((ckpt / "loop.json").read_text())["reverse"]["frontier"]
+    print(f"{ckpt}: time limit 16 + steps left // {config.reverse_time_divisor}")
+    for i in args.demos if args.demos is not None else range(len(demos)):
+        demo, start = demos[i], frontier[i]
+        steps_left = len(demo.states) - start
+        print(f"demo {i}: {len(demo.states)} states, first success at step {demo.first_success}, "
+              f"frontier at state {start} (the demo solves it {demo.first_success - start} steps "
+              "later)")  # fmt: skip
+        for limit in sorted({16 + steps_left // config.reverse_time_divisor, 16 + steps_left,
+                             env.max_episode_steps}):  # fmt: skip
+            for deterministic in (True, False):
+                played = [play(env, policy, demo.states[start], limit, deterministic, e)
+                          for e in range(args.episodes)]  # fmt: skip
+                firsts = [f for _, f in played if f is not None]
+                print(f"  limit {limit:3d}, {'deterministic' if deterministic else 'sampled':>13}:"
+                      f" solved at the end {sum(s for s, _ in played)}/{args.episodes}, at some "
+                      f"step {len(firsts)}/{args.episodes}"
+                      + (f" (first at step {int(np.median(firsts))}, median)" if firsts else ""))  # fmt: skip
+    env.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
