@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from prefrl.envs import make_env
-from prefrl.loops.rfcl import load_demos
+from prefrl.loops.rfcl import RFCLConfig, load_demos
 from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import latest_checkpoint
 
@@ -50,10 +50,19 @@ def main() -> int:
     args = parser.parse_args()
 
     ckpt = args.checkpoint or latest_checkpoint(args.run)
+    if ckpt is None or not (ckpt / "loop.json").is_file():
+        parser.error(f"{args.checkpoint or args.run} is not an RFCL run with a checkpoint")
     policy = load_policy(ckpt)
     config = policy.config
+    if not isinstance(config, RFCLConfig):
+        parser.error(
+            f"{ckpt} is a checkpoint of {type(config).__name__}, not of an RFCL run"
+        )
     env = make_env(config.env, seed=0)
     demos = load_demos(config, env)
+    wrong = [i for i in args.demos or [] if not 0 <= i < len(demos)]
+    if wrong:
+        parser.error(f"--demos {wrong}: the run has demos 0-{len(demos) - 1}")
     frontier = json.loads((ckpt / "loop.json").read_text())["reverse"]["frontier"]
     print(f"{ckpt}: time limit 16 + steps left // {config.reverse_time_divisor}")
     for i in args.demos if args.demos is not None else range(len(demos)):

@@ -27,8 +27,7 @@ class ScriptArgs:
 
 @dataclass(frozen=True)
 class PlanArgs:
-    """Demos planned with the simulator (model-predictive path-integral control, one reset seed
-    at a time)."""
+    """Demos planned with the simulator, one reset seed at a time (model-predictive control)."""
 
     env: str = "adroit:door"
     """adroit:door, adroit:pen, adroit:relocate or adroit:hammer."""
@@ -52,8 +51,10 @@ class RecordArgs:
     """Demos from a trained prefrl policy: the episodes that reach a stable success."""
 
     policy: Annotated[Path, tyro.conf.Positional]
-    """A run directory (its latest checkpoint) or a checkpoint."""
+    """A run directory (its latest checkpoint) or a checkpoint: of prefrl rl, train or rfcl."""
     episodes: int = 5
+    """Demos to keep (one per episode that reaches a stable success; 10 x this tried at
+    most)."""
     out: Path = Path("demos/recorded")
     seed: int = 0
     hold: int = 20
@@ -108,7 +109,7 @@ def cmd_demos(args: list[str]) -> int:
             print(f"prefrl demos: unknown action {args[0]!r}", file=sys.stderr)
         lines = ["usage: prefrl demos ACTION [--help] [flags]", "", "actions:"]
         for name, spec in ACTIONS.items():
-            doc = "a demo file's env, demos, lengths and first successes: info FILE"
+            doc = "A demo file's env, demos, lengths and first successes: info FILE"
             doc = doc if spec is None else spec.__doc__.strip().splitlines()[0]
             lines.append(f"  {name:<17} {doc}")
         print("\n".join(lines))

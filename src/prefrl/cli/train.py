@@ -209,6 +209,8 @@ def cmd_rfcl(args: list[str]) -> int:
         print(f"stopped at step {result.step:,}; continue with: prefrl rfcl --resume "
               f"{result.run_dir}")  # fmt: skip
         return 130
+    if result.success_at_end != result.success_at_end:  # (nan: a resume with nothing to train,
+        return 0  # which the loop said)
     print(f"RFCL on {config.env} after {result.step:,} steps: stage {result.stage}, demos solved "
           f"{result.demos_solved}; on the task's initial states: success at the end "
           f"{result.success_at_end:.2f}, at some step {result.success_once:.2f}")  # fmt: skip

@@ -116,7 +116,8 @@ def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20
     finally:
         env.close()
     if not demos:
-        raise RuntimeError(f"{policy.checkpoint} reached no stable success in {tried} episodes")
+        raise RuntimeError(f"{policy.checkpoint} reached no stable success in {tried} episodes: "
+                           "train it longer, or look at it with prefrl eval --video")  # fmt: skip
     if len(demos) < episodes:
         print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
               f"({episodes} asked for)")  # fmt: skip
