@@ -53,8 +53,8 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     description = summary
     if presets:
         description += (
-            "\n\n--preset NAME starts from a named published setting (flags given after it "
-            f"override it):\n{listing}"
+            "\n\n--preset NAME starts from a named published setting (other flags, wherever "
+            f"they stand, override it):\n{listing}"
         )
     return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
 
