@@ -35,7 +35,7 @@ from prefrl.feedback.raters import rate_scripted
 from prefrl.loops.collect import make_rating_run, policy_segments
 from prefrl.loops.datasets import eval_returns
 from prefrl.loops.finetune import FinetuneConfig
-from prefrl.loops.rl import load_policy
+from prefrl.loops.policies import load_policy
 from prefrl.rundir.checkpoints import checkpoint_root
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ import jax
 import numpy as np
 
 from prefrl.envs import make_env
+from prefrl.loops.policies import load_policy
 from prefrl.loops.rfcl import RFCLConfig, load_demos
-from prefrl.loops.rl import load_policy
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 
@@ -55,9 +55,7 @@ def main() -> int:
     policy = load_policy(ckpt)
     config = policy.config
     if not isinstance(config, RFCLConfig):
-        parser.error(
-            f"{ckpt} is a checkpoint of {type(config).__name__}, not of an RFCL run"
-        )
+        parser.error(f"{ckpt} is a checkpoint of {type(config).__name__}, not of an RFCL run")
     env = make_env(config.env, seed=0)
     demos = load_demos(config, env)
     wrong = [i for i in args.demos or [] if not 0 <= i < len(demos)]

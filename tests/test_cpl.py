@@ -300,7 +300,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     from prefrl.feedback.store import FeedbackStore, run_uid
     from prefrl.loops.collect import make_rating_run, policy_segments
     from prefrl.loops.finetune import FinetuneConfig, finetune
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     run = short_sac_run(tmp_path, "sac")
     ckpts = sorted((run / "checkpoints").glob("step_*"))

@@ -196,7 +196,7 @@ def test_dataset_queries_never_pair_a_segment_with_itself_and_warn_of_a_small_po
 def test_offline_steps_are_one_setting_and_eval_names_what_it_takes(tmp_path, capsys):
     from prefrl.agents.iql import IQLConfig
     from prefrl.loops.offline import OfflineConfig
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     # A queries file holding a person's labels is never written over.
     people = sample_queries(synthetic(), 4, length=10)
@@ -630,7 +630,7 @@ def test_offline_presets_hold_the_published_iql_settings():
 
 def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_path, capsys):
     from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     # Reward obs[0] + action[0]: the oracle prefers segments with larger first actions, which the
     # uniform random data's BC policy does not favour.

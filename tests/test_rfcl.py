@@ -197,7 +197,7 @@ def test_an_rfcl_policy_loads_like_any_other(tmp_path, demo_file):
     --demo-action-scale: saved in the checkpoint, or read again from the demos (checkpoints
     from before it was saved)."""
     from prefrl.loops.compare import compare_policies
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     gentle = DemoSet.load(demo_file)
     gentle = DemoSet("toy:maze", [dataclasses.replace(d, actions=d.actions * [0.4, 0.2])

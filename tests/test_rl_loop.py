@@ -8,7 +8,8 @@ import pytest
 
 from prefrl.agents import SACConfig
 from prefrl.data import ReplayBuffer
-from prefrl.loops.rl import RLConfig, load_policy, train_rl
+from prefrl.loops.policies import load_policy
+from prefrl.loops.rl import RLConfig, train_rl
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions

@@ -103,7 +103,7 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
 def _regret_scores(segments: Segments, run: Path, env_id: str | None) -> np.ndarray:
     """Σ_t Q(s_t, a_t) - Q(s_t, π(s_t)) under `run`'s critics (their mean) and its deterministic
     action: 0 for a segment that does what that policy would, below 0 the worse its actions."""
-    from prefrl.loops.rl import load_policy  # (a trained critic: the one rater that needs one)
+    from prefrl.loops.policies import load_policy  # (the one rater that needs a trained critic)
 
     judge = load_policy(run)
     if env_id is not None and judge.config.env != env_id:

@@ -69,7 +69,7 @@ def policy_segments(
     policy's own; between siblings, what differs is the actions. A sibling whose episode ends
     before `length` steps is dropped, as a short episode gives no segment. Each segment's info
     names its family (`family`)."""
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     if not checkpoints:
         raise ValueError("give one or more --checkpoints (run directories or checkpoints)")
@@ -217,7 +217,7 @@ def collect_rating_run(
     """`prefrl collect`: segments of `checkpoints` at each action-noise level
     (`policy_segments`) put up for rating at `out` (`make_rating_run`; clips when `clip_size`)."""
     segs, infos = policy_segments(list(checkpoints), list(noise), segments, length, seed, siblings)
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     env_id = load_policy(Path(checkpoints[0])).config.env
     return make_rating_run(out, env_id, segs, infos, clip_size or None), segs

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.loops.evaluate import EvalResult, evaluate, make_eval_envs
-from prefrl.loops.rl import load_policy
+from prefrl.loops.policies import load_policy
 from prefrl.render import write_video
 from prefrl.render.clips import side_by_side
 

@@ -35,7 +35,7 @@ from prefrl.feedback.dataset_queries import (
     sample_queries,
     send_to_store,
 )
-from prefrl.loops.rl import load_policy
+from prefrl.loops.policies import load_policy
 from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 

@@ -100,7 +100,7 @@ def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20
                  max_tries: int | None = None) -> DemoSet:  # fmt: skip
     """Demos from a trained prefrl policy (deterministic actions): the first `episodes`
     episodes (seeds `seed`, `seed + 1`, ...) that reach a stable success."""
-    from prefrl.loops.rl import load_policy
+    from prefrl.loops.policies import load_policy
 
     policy = load_policy(policy_path)
     env_id = policy.config.env

@@ -26,7 +26,7 @@ from prefrl.feedback.ratings import ratings_to_pairs
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.loops.common import config_with, open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
-from prefrl.loops.rl import LoadedPolicy, load_policy
+from prefrl.loops.policies import LoadedPolicy, load_policy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger

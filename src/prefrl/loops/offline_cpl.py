@@ -31,7 +31,8 @@ from prefrl.loops.finetune import (
     train_cpl,
 )
 from prefrl.loops.offline import load_labelled_queries, load_scored_dataset
-from prefrl.loops.rl import LoadedPolicy, RLConfig
+from prefrl.loops.policies import LoadedPolicy
+from prefrl.loops.rl import RLConfig
 from prefrl.rundir.checkpoints import write_json
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger

@@ -320,7 +320,7 @@ class RFCLRun(TrainingLoop):
 def load_rfcl_policy(ckpt: Path, stored: dict):
     """An RFCL checkpoint's policy (`load_policy` hands RFCL runs here), with its action bound:
     the one the checkpoint saved, or (older ones) the bound of its demos, read again."""
-    from prefrl.loops.rl import LoadedPolicy
+    from prefrl.loops.policies import LoadedPolicy
 
     config = config_from_dict(RFCLConfig, stored)
     env = make_env(config.env, seed=0)
