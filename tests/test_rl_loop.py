@@ -233,3 +233,58 @@ def test_demos_that_do_not_fit_are_refused_before_a_run_exists(tmp_path):
         RLConfig(env="toy:maze", algo="ppo", demos=tmp_path / "demos")
     with pytest.raises(ValueError, match="update.every"):
         RLConfig(env="toy:maze", update_every=0)
+
+
+def test_several_envs_update_on_the_steps_they_are_due_at(tmp_path):
+    """--envs 3: a round steps every env; its steps are counted one by one, so --update-every 2
+    updates on every even step past the warm start, and a last round that would pass --steps
+    counts (and stores) only the steps up to it: 301 steps are 100 rounds and one step."""
+    from prefrl.agents import SAC
+    from prefrl.loops.rl import RLLearner
+
+    agent = SAC(SACConfig(hidden_dims=(16, 16), batch_size=8), 6, 2)
+    updates, update = [], agent.update
+
+    def recording(state, batch, key):
+        updates.append(len(batch.obs))
+        return update(state, batch, key)
+
+    agent.update = recording
+    result = RLLearner("toy:point-reach", agent=agent, steps=301, warmstart_steps=100, envs=3,
+                       update_every=2, eval_interval=301, eval_episodes=1, video=False,
+                       checkpoint_interval=301, runs_dir=tmp_path, name="r",
+                       progress=False).train()  # fmt: skip
+    assert result.step == 301 and len(updates) == 100  # steps 102, 104, ..., 300
+    buffer = ReplayBuffer.load(latest_checkpoint(result.run_dir) / "buffer.npz")
+    assert len(buffer) == 301
+
+
+def test_several_envs_in_workers_run_as_here_learn_and_resume(tmp_path):
+    """Three envs in two worker processes make the run the envs here make (same losses, same
+    evaluations); the run learns the built-in task and resumes from its checkpoint."""
+    runs = {}
+    for workers in (0, 2):
+        result = train_rl(_config(tmp_path, envs=3, env_workers=workers, steps=2000,
+                                  name=f"w{workers}", video=False))  # fmt: skip
+        assert result.step == 2000
+        runs[workers] = read_metrics(result.run_dir)
+    for a, b in zip(runs[0], runs[2], strict=True):
+        assert a["step"] == b["step"]
+        for key in a.keys() & {"train/critic_loss", "eval/return_mean", "train/episode_return"}:
+            assert a[key] == pytest.approx(b[key], rel=1e-4, abs=1e-5), key
+    evals = [r["eval/return_mean"] for r in runs[0] if "eval/return_mean" in r]
+    assert evals[-1] > -35 and evals[-1] > evals[0] + 15  # (a random policy: about -45)
+    resumed = train_rl(_config(tmp_path, envs=3, steps=2500, video=False,
+                               resume=tmp_path / "w0"))  # fmt: skip
+    assert resumed.step == 2500 and not resumed.interrupted
+    evals = [r["step"] for r in read_metrics(resumed.run_dir) if "eval/return_mean" in r]
+    assert evals == [1000, 2000, 2500]
+
+
+def test_several_envs_are_for_sac_on_states(tmp_path):
+    with pytest.raises(ValueError, match="envs=2 is invalid: expected 1, or more for SAC on"):
+        RLConfig(env="toy:point-reach", algo="ppo", envs=2)
+    with pytest.raises(ValueError, match="env-workers=2 is invalid: .* worker processes step "
+                       "several, with --envs N"):  # fmt: skip
+        RLConfig(env="toy:point-reach", env_workers=2)
+    assert RLConfig(env="toy:point-reach", envs=4, env_workers=2).envs == 4

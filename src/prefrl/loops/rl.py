@@ -19,6 +19,7 @@ from prefrl.agents.frame_ppo import FramePPOConfig
 from prefrl.data import ReplayBuffer
 from prefrl.data.demos import DemoSet, demo_buffer, load_demos_of
 from prefrl.envs import make_env
+from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import is_pixel_env, resolve
 from prefrl.loops.common import (
     PeriodicTasks,
@@ -98,8 +99,13 @@ class RLConfig:
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
     ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
     """PPO on frames (--algo ppo with a pixel env; --ppo.* is PPO on state vectors)."""
+    envs: int = 1
+    """SAC on states: envs stepped together, each with its own episode; the policy acts for all
+    of them at once, and --update-every counts all their steps. (Envs of frames: --a2c.n-envs,
+    --ppo-frames.n-envs.)"""
     env_workers: int = 0
-    """Envs of frames: processes the agent's envs are stepped in (0: this process)."""
+    """Processes the envs are stepped in (0: this process): the agent's envs of frames, or
+    SAC's --envs."""
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
 
     def __post_init__(self) -> None:
@@ -120,9 +126,13 @@ class RLConfig:
             "update_every": (self.update_every >= 1, "a positive integer"),
             "demos": (self.demos is None or self.algo == "sac",
                       "no demos with --algo ppo: they fill half of SAC's batches (--algo sac)"),
-            "env_workers": (self.env_workers >= 0 and (pixels or self.env_workers == 0),
-                            ">= 0" if pixels else f"0 for {self.env}, an env of states (worker "
-                            "processes step envs of frames: movingdot, atari:*)"),
+            "envs": (self.envs == 1 or (self.envs > 1 and self.algo == "sac" and not pixels),
+                     ("1, or more for SAC on states (envs of frames: --a2c.n-envs or "
+                      "--ppo-frames.n-envs; PPO on states steps one env)")),
+            "env_workers": (self.env_workers >= 0 and (pixels or self.envs > 1
+                                                       or self.env_workers == 0),
+                            ">= 0" if pixels else f"0 for one env of states ({self.env}): "
+                            "worker processes step several, with --envs N"),
         }, "--")  # fmt: skip
         rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if pixels
                    else self.ppo.rollout_steps)  # fmt: skip
@@ -167,7 +177,19 @@ class RLRun(TrainingLoop):
         """`env`, `agent`: objects a Python user passed (`RLLearner`); made from the config
         otherwise. `demos`: the --demos file's, loaded."""
         env_given = env is not None
-        env = env if env_given else make_env(config.env, seed=config.seed)
+        self.pool = None
+        """SAC's --envs: env i (seed + i) of a pool; the loop's own env (sizes, frame rate) is
+        env 0 with the envs here, a copy of it with workers."""
+        if config.envs > 1:
+            if env_given:
+                raise TypeError(f"envs={config.envs} makes its envs from the config's env id; "
+                                "give an id, not an env object")  # fmt: skip
+            self.pool = EnvPool(seeded(make_env, config.env, config.seed), config.envs,
+                                config.env_workers)  # fmt: skip
+            here = self.pool.workers == 0
+            env = self.pool.envs[0] if here else make_env(config.env, seed=config.seed)
+            env_given = here  # (the pool closes its own)
+        env = env if env is not None else make_env(config.env, seed=config.seed)
         super().__init__(config, run_dir, env, owns_env=not env_given)
         dims = (self.env.obs_dim, self.env.action_dim)
         if agent is None:
@@ -219,6 +241,11 @@ class RLRun(TrainingLoop):
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         return deterministic_action(self.agent, self.state, obs, self.key)
+
+    def close(self) -> None:
+        super().close()
+        if self.pool is not None:
+            self.pool.close()
 
 
 class RLLearner:
@@ -274,6 +301,10 @@ def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLRe
     demos = load_rl_demos(config, env)
     loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name)
     try:
+        if config.envs > 1:
+            from prefrl.loops.rl_envs import run_sac_envs
+
+            return run_sac_envs(loop, metrics)
         return (_run if config.algo == "sac" else _run_ppo)(loop, metrics)
     finally:
         metrics.close()
@@ -297,16 +328,21 @@ class EpisodeLog:
             self.ret, self.length = 0.0, 0
 
 
-def _start(loop: RLRun, metrics: MetricsLogger):
-    """What both loops begin with: the first observation, the episode log, the progress display
-    and the periodic work (logging, evaluation, checkpoints)."""
+def periodic_work(loop: RLRun, metrics: MetricsLogger) -> tuple[TrainingProgress, PeriodicTasks]:
+    """The progress display and the periodic work (logging, evaluation, checkpoints)."""
     cfg = loop.config
-    obs, _ = loop.env.reset(seed=cfg.seed + loop.step)
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
     title = f"{cfg.algo.upper()} on {cfg.env}"
-    return obs, EpisodeLog(loop, metrics), progress, PeriodicTasks(loop, metrics, progress, title)
+    return progress, PeriodicTasks(loop, metrics, progress, title)
+
+
+def _start(loop: RLRun, metrics: MetricsLogger):
+    """What both one-env loops begin with: the first observation, the episode log, the progress
+    display and the periodic work."""
+    obs, _ = loop.env.reset(seed=loop.config.seed + loop.step)
+    return obs, EpisodeLog(loop, metrics), *periodic_work(loop, metrics)
 
 
 def _run(loop: RLRun, metrics: MetricsLogger) -> RLResult:
