@@ -25,7 +25,15 @@ def test_the_reverse_frontier_starts_at_the_last_state_and_moves_only_after_a_st
     assert c.frontier[0] == 3
     for _ in range(2):
         c.record(Start(0, 3, 0, True), True)
+    assert c.frontier[0] == 0 and not c.solved[0]  # at the first state, not yet solved from it
+    c.record(Start(0, 0, 0, True), True)
+    c.record(Start(0, 0, 0, True), False)
+    assert not c.solved[0] and c.successes[0] == 0
+    for _ in range(2):
+        c.record(Start(0, 0, 0, True), True)
     assert c.frontier[0] == 0 and c.solved[0] and not c.done  # 1 of 2 solved: not over 90%
+    c.record(Start(0, 0, 0, True), False)  # a solved demo stays solved
+    assert c.solved[0]
 
 
 def test_reverse_starts_weights_and_time_limits():
@@ -49,14 +57,19 @@ def test_reverse_starts_weights_and_time_limits():
 
 def test_stage_one_ends_when_more_than_ninety_percent_are_solved():
     c = ReverseCurriculum([5] * 10)
-    c.frontier[:9] = 0
+    c.frontier[:] = 0
+    c.solved[:9] = True
     assert not c.done  # 90% exactly
-    c.frontier[9] = 0
+    c.solved[9] = True
     assert c.done
     state = c.state_dict()
     again = ReverseCurriculum([5] * 10)
     again.load_state_dict(state)
-    assert again.frontier.tolist() == c.frontier.tolist()
+    assert again.frontier.tolist() == c.frontier.tolist() and again.solved.all()
+    del state["solved"]  # a checkpoint from before the streak at state 0
+    state["frontier"][9] = 4
+    again.load_state_dict(state)
+    assert again.solved.tolist() == [True] * 9 + [False]
 
 
 def test_forward_seeds_are_weighted_by_learnability_and_staleness():

@@ -6,8 +6,9 @@ Reverse (stage 1), per demonstration i of T_i states: its frontier t_i starts at
 demo's last state, where the task is solved). An episode picks demo i with weight t_i / T_i
 (1e-6 once t_i = 0) and starts at t_i + k, k = 0..4 with probabilities 1/2, 1/4, 1/8, 1/16, 1/16
 (clipped to T_i - 1), with a time limit of 16 + (T_i - start) // r steps. Only episodes started
-exactly at t_i count: after m of them succeed in a row, t_i <- max(t_i - delta, 0); at 0 the demo
-is solved. Stage 1 ends once more than 90% of the demos are solved.
+exactly at t_i count: after m of them succeed in a row, t_i <- max(t_i - delta, 0), and once t_i
+is 0, m successes in a row from the demo's first state solve it (the reference implementation's
+rule). Stage 1 ends once more than 90% of the demos are solved.
 
 Forward (stage 2): the task's own initial states, as reset seeds 0..N-1. Each seed is scored by
 its last 5 episodes: 3 if it succeeded in some but under 75% of them, 2 if in none (or never
@@ -46,12 +47,10 @@ class ReverseCurriculum:
         self.lengths = np.asarray(demo_lengths, np.int64)
         self.frontier = self.lengths - 1
         self.successes = np.zeros(len(self.lengths), np.int64)  # in a row, from the frontier
+        self.solved = np.zeros(len(self.lengths), bool)
+        """A streak from the demo's first state (frontier 0) solved it."""
         self.delta, self.streak, self.time_divisor = delta, streak, time_divisor
         self.solved_share = solved_share
-
-    @property
-    def solved(self) -> np.ndarray:
-        return self.frontier == 0
 
     @property
     def done(self) -> bool:
@@ -80,15 +79,21 @@ class ReverseCurriculum:
             return
         self.successes[i] += 1
         if self.successes[i] >= self.streak:
-            self.frontier[i] = max(self.frontier[i] - self.delta, 0)
             self.successes[i] = 0
+            if self.frontier[i] == 0:
+                self.solved[i] = True
+            else:
+                self.frontier[i] = max(self.frontier[i] - self.delta, 0)
 
     def state_dict(self) -> dict:
-        return {"frontier": self.frontier.tolist(), "successes": self.successes.tolist()}
+        return {"frontier": self.frontier.tolist(), "successes": self.successes.tolist(),
+                "solved": self.solved.tolist()}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         self.frontier = np.asarray(state["frontier"], np.int64)
         self.successes = np.asarray(state["successes"], np.int64)
+        # (checkpoints from before the streak at state 0: a demo was solved on reaching it)
+        self.solved = np.asarray(state.get("solved", self.frontier == 0), bool)
 
 
 class ForwardCurriculum:

@@ -278,7 +278,9 @@ class RFCLRun(TrainingLoop):
 
     def curriculum_metrics(self) -> dict[str, float]:
         share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)
-        return {**{f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)},"rfcl/stage": float(self.stage), "rfcl/demos_solved": float(self.reverse.solved.sum()),
+        per_demo = {f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)}
+        return {**per_demo, "rfcl/stage": float(self.stage),
+                "rfcl/demos_solved": float(self.reverse.solved.sum()),
                 "rfcl/start_fraction_mean": float(share.mean()),
                 "rfcl/episodes": float(self.episodes)}  # fmt: skip
 
