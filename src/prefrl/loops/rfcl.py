@@ -34,6 +34,7 @@ from prefrl.envs.registry import resolve
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
 from prefrl.loops.evaluate import EvalResult
+from prefrl.loops.policies import LoadedPolicy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -319,11 +320,9 @@ class RFCLRun(TrainingLoop):
         self.forward.load_state_dict(loop["forward"])
 
 
-def load_rfcl_policy(ckpt: Path, stored: dict):
+def load_rfcl_policy(ckpt: Path, stored: dict) -> LoadedPolicy:
     """An RFCL checkpoint's policy (`load_policy` hands RFCL runs here), with its action bound:
     the one the checkpoint saved, or (older ones) the bound of its demos, read again."""
-    from prefrl.loops.policies import LoadedPolicy
-
     config = config_from_dict(RFCLConfig, stored)
     env = make_env(config.env, seed=0)
     try:

@@ -176,21 +176,21 @@ class RLRun(TrainingLoop):
                  demos: DemoSet | None = None):  # fmt: skip
         """`env`, `agent`: objects a Python user passed (`RLLearner`); made from the config
         otherwise. `demos`: the --demos file's, loaded."""
-        env_given = env is not None
+        owns_env = env is None
         self.pool = None
-        """SAC's --envs: env i (seed + i) of a pool; the loop's own env (sizes, frame rate) is
-        env 0 with the envs here, a copy of it with workers."""
+        """SAC's --envs: env i of the pool has seed `seed + i`."""
         if config.envs > 1:
-            if env_given:
+            if env is not None:
                 raise TypeError(f"envs={config.envs} makes its envs from the config's env id; "
                                 "give an id, not an env object")  # fmt: skip
             self.pool = EnvPool(seeded(make_env, config.env, config.seed), config.envs,
                                 config.env_workers)  # fmt: skip
-            here = self.pool.workers == 0
-            env = self.pool.envs[0] if here else make_env(config.env, seed=config.seed)
-            env_given = here  # (the pool closes its own)
+            # The loop's own env (sizes, evaluation set-up): env 0 with the envs here (the pool
+            # closes it), a copy of it with workers.
+            if self.pool.workers == 0:
+                env, owns_env = self.pool.envs[0], False
         env = env if env is not None else make_env(config.env, seed=config.seed)
-        super().__init__(config, run_dir, env, owns_env=not env_given)
+        super().__init__(config, run_dir, env, owns_env=owns_env)
         dims = (self.env.obs_dim, self.env.action_dim)
         if agent is None:
             agent = SAC(config.sac, *dims) if config.algo == "sac" else PPO(config.ppo, *dims)
