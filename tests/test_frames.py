@@ -146,9 +146,8 @@ def test_a2c_with_env_workers_learns_as_with_envs_here(tmp_path):
         losses.append([r["train/policy_loss"] for r in rows if "train/policy_loss" in r])
     assert len(losses[0]) == 2
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4, atol=1e-6)
-    with pytest.raises(
-        ValueError, match="env-workers=2 is invalid: expected 0 for Pendulum-v1, an env of states"
-    ):
+    with pytest.raises(ValueError, match=r"env-workers=2 is invalid: expected 0 for one env of "
+                       r"states \(Pendulum-v1\): worker processes step several, with --envs N"):  # fmt: skip
         RLConfig(env="Pendulum-v1", env_workers=2)
 
 
