@@ -287,4 +287,6 @@ def test_several_envs_are_for_sac_on_states(tmp_path):
     with pytest.raises(ValueError, match="env-workers=2 is invalid: .* worker processes step "
                        "several, with --envs N"):  # fmt: skip
         RLConfig(env="toy:point-reach", env_workers=2)
+    with pytest.raises(ValueError, match="env-workers=-1 is invalid: expected >= 0"):
+        RLConfig(env="toy:point-reach", envs=4, env_workers=-1)
     assert RLConfig(env="toy:point-reach", envs=4, env_workers=2).envs == 4

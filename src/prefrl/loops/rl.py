@@ -131,8 +131,9 @@ class RLConfig:
                       "--ppo-frames.n-envs; PPO on states steps one env)")),
             "env_workers": (self.env_workers >= 0 and (pixels or self.envs > 1
                                                        or self.env_workers == 0),
-                            ">= 0" if pixels else f"0 for one env of states ({self.env}): "
-                            "worker processes step several, with --envs N"),
+                            ">= 0" if pixels or self.envs > 1 else
+                            f"0 for one env of states ({self.env}): worker processes step "
+                            "several, with --envs N"),
         }, "--")  # fmt: skip
         rollout = (self.ppo_frames.n_envs * self.ppo_frames.n_steps if pixels
                    else self.ppo.rollout_steps)  # fmt: skip
