@@ -3,7 +3,9 @@
 - `reward_step`: one training step of the reward CNN (the paper's 4x16 convolutions, FC 64) on
   32 pairs of 25-step clips (each clip 28 stored frames, cut into 25 stacks of 4), Adam;
 - `a2c_update`: one A2C update (Nature CNN, policy and value heads) on a rollout of 5 steps of
-  16 envs, RMSProp.
+  16 envs, RMSProp;
+- `ppo_update`: one PPO update on a rollout of 128 steps of 8 envs: GAE, 4 epochs of 4 shuffled
+  minibatches of 256, Adam (as Stable-Baselines3 computes it, in the PyTorch peer).
 
     .venv-bench/bin/python benchmarks/pixels_speed.py --rounds 5
 
@@ -53,10 +55,8 @@ def prefrl_reward_step(rng):
     key = jax.random.key(0)
 
     def step():
-        model.params, model.opt_state, loss, _ = model._train_step(
-            model.params, model.opt_state, arrays["obs_left"], arrays["obs_right"], actions,
-            actions, target, key,
-        )  # fmt: skip
+        loss, _ = model.train_step(arrays["obs_left"], arrays["obs_right"], actions, actions,
+                                   target, key)  # fmt: skip
         jax.block_until_ready(loss)
 
     return step
@@ -120,7 +120,8 @@ def prefrl_a2c_update(rng):
     return step
 
 
-def torch_a2c_update(rng):
+def _torch_actor_critic():
+    """The Nature CNN with policy and value heads, channels-last (oneDNN's fastest layout)."""
     import torch
     from torch import nn
 
@@ -137,13 +138,25 @@ def torch_a2c_update(rng):
             h = self.torso(x.float() / 255.0)
             return self.pi(h), self.v(h)[:, 0]
 
-    net = ActorCritic().to(memory_format=torch.channels_last)
-    opt = torch.optim.RMSprop(net.parameters(), 7e-4, alpha=0.99, eps=1e-5)
-    to_nchw = lambda a: (
-        torch.from_numpy(a).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    return ActorCritic().to(memory_format=torch.channels_last)
+
+
+def _to_nchw(frames: np.ndarray):
+    import torch
+
+    return (
+        torch.from_numpy(frames).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
     )
-    obs = to_nchw(rng.integers(0, 255, (N_STEPS * N_ENVS, 84, 84, 4), np.uint8))
-    last = to_nchw(rng.integers(0, 255, (N_ENVS, 84, 84, 4), np.uint8))
+
+
+def torch_a2c_update(rng):
+    import torch
+    from torch import nn
+
+    net = _torch_actor_critic()
+    opt = torch.optim.RMSprop(net.parameters(), 7e-4, alpha=0.99, eps=1e-5)
+    obs = _to_nchw(rng.integers(0, 255, (N_STEPS * N_ENVS, 84, 84, 4), np.uint8))
+    last = _to_nchw(rng.integers(0, 255, (N_ENVS, 84, 84, 4), np.uint8))
     action = torch.from_numpy(rng.integers(0, N_ACTIONS, N_STEPS * N_ENVS))
     reward = torch.from_numpy(rng.standard_normal((N_STEPS, N_ENVS)).astype(np.float32))
 
@@ -169,9 +182,74 @@ def torch_a2c_update(rng):
     return step
 
 
+def prefrl_ppo_update(rng):
+    from prefrl.agents.a2c import FrameRollout
+    from prefrl.agents.frame_ppo import FramePPO, FramePPOConfig
+
+    cfg = FramePPOConfig()
+    agent = FramePPO(cfg, (84, 84, 4), N_ACTIONS)
+    state = [agent.init(jax.random.key(0))]
+    t, n = cfg.n_steps, cfg.n_envs
+    obs = rng.integers(0, 255, (t, n, 84, 84, 4), np.uint8)
+    action = rng.integers(0, N_ACTIONS, (t, n)).astype(np.int32)
+    log_prob = np.full((t, n), -np.log(N_ACTIONS), np.float32)
+    value, reward = (rng.standard_normal((t, n)).astype(np.float32) for _ in range(2))
+    rollout = FrameRollout(obs, action, log_prob, value, reward, np.zeros((t, n), np.float32),
+                           rng.integers(0, 255, (n, 84, 84, 4), np.uint8))  # fmt: skip
+    key = jax.random.key(0)
+
+    def step():
+        state[0], metrics = agent.update(state[0], rollout, key)
+        jax.block_until_ready(metrics)
+
+    return step
+
+
+def torch_ppo_update(rng):
+    """PPO's update as Stable-Baselines3 computes it: GAE, then 4 epochs of 4 shuffled
+    minibatches of the 8 x 128 rollout, advantages normalised per minibatch, clip 0.1, Adam."""
+    import torch
+    from torch import nn
+
+    t, n, minibatch = 128, 8, 256
+    net = _torch_actor_critic()
+    opt = torch.optim.Adam(net.parameters(), 2.5e-4, eps=1e-5)
+    obs = _to_nchw(rng.integers(0, 255, (t * n, 84, 84, 4), np.uint8))
+    last = _to_nchw(rng.integers(0, 255, (n, 84, 84, 4), np.uint8))
+    action = torch.from_numpy(rng.integers(0, N_ACTIONS, t * n))
+    old_log_prob = torch.full((t * n,), -float(np.log(N_ACTIONS)))
+    value, reward = (torch.from_numpy(rng.standard_normal((t, n)).astype(np.float32))
+                     for _ in range(2))  # fmt: skip
+
+    def step():
+        with torch.no_grad():
+            next_value, adv, last_adv = net(last)[1], torch.zeros(t, n), 0.0
+            for i in reversed(range(t)):
+                delta = reward[i] + 0.99 * next_value - value[i]
+                adv[i] = last_adv = delta + 0.99 * 0.95 * last_adv
+                next_value = value[i]
+            adv, ret = adv.reshape(-1), (adv + value).reshape(-1)
+        for _ in range(4):
+            for idx in torch.randperm(t * n).reshape(-1, minibatch):
+                logits, v = net(obs[idx])
+                log_probs = torch.log_softmax(logits, -1)
+                ratio = (log_probs.gather(1, action[idx, None])[:, 0] - old_log_prob[idx]).exp()
+                a = (adv[idx] - adv[idx].mean()) / (adv[idx].std() + 1e-8)
+                policy = -torch.min(ratio * a, ratio.clamp(0.9, 1.1) * a).mean()
+                entropy = -(log_probs.exp() * log_probs).sum(-1).mean()
+                loss = policy + 0.5 * ((v - ret[idx]) ** 2).mean() - 0.01 * entropy
+                opt.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+                opt.step()
+
+    return step
+
+
 PAIRS_OF_STEPS = {
     "reward_step": (prefrl_reward_step, torch_reward_step),
     "a2c_update": (prefrl_a2c_update, torch_a2c_update),
+    "ppo_update": (prefrl_ppo_update, torch_ppo_update),
 }
 
 

@@ -356,6 +356,43 @@ def test_gae_matches_a_hand_computation():
     np.testing.assert_allclose(ret, adv + value, rtol=1e-6)
 
 
+@pytest.mark.parametrize("algo", ["a2c", "ppo"])
+def test_updates_in_chunks_of_frames_match_one_pass(algo):
+    """The gradients summed over chunks of frames (how a CPU computes them, faster) are those of
+    one pass over the whole batch, and so is the step."""
+    import jax
+
+    from prefrl.agents.a2c import A2C, A2CConfig, FrameRollout
+    from prefrl.agents.frame_ppo import FramePPO, FramePPOConfig
+
+    rng = np.random.default_rng(0)
+    T, N = 5, 3  # 15 frames: chunks of 4, 4, 4 and 3
+    make = lambda: (A2C(A2CConfig(n_envs=N, n_steps=T), (84, 84, 4), 6) if algo == "a2c" else
+                    FramePPO(FramePPOConfig(n_envs=N, n_steps=T, minibatches=1, epochs=1),
+                             (84, 84, 4), 6))  # fmt: skip
+    whole, chunked = make(), make()
+    whole._grads.chunk, chunked._grads.chunk = None, 4
+    rollout = FrameRollout(
+        rng.integers(0, 255, (T, N, 84, 84, 4), np.uint8), rng.integers(0, 6, (T, N)),
+        rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32),
+        rng.normal(size=(T, N)).astype(np.float32), np.zeros((T, N), np.float32),
+        rng.integers(0, 255, (N, 84, 84, 4), np.uint8),
+    )  # fmt: skip
+    state = whole.init(jax.random.key(0))
+    data = whole._prepare(state.params, rollout)
+    rows = np.arange(T * N)
+    extra = () if algo == "a2c" else whole._adv_stats(data[3], rows)
+    (g1, m1), (g2, m2) = (a._grads(state.params, data, rows, *extra) for a in (whole, chunked))
+    for a, b in zip(jax.tree.leaves((g1, m1)), jax.tree.leaves((g2, m2)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+    assert max(float(np.abs(x).max()) for x in jax.tree.leaves(g1)) > 1e-3  # (not all zero)
+    s1, s2 = (
+        a.update(a.init(jax.random.key(0)), rollout, jax.random.key(1))[0] for a in (whole, chunked)
+    )  # (an update donates its state)
+    for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
 def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
     from prefrl.agents.frame_ppo import FramePPOConfig
     from prefrl.loops.rl import RLConfig, train_rl

@@ -21,7 +21,11 @@ from flax import struct
 
 from prefrl.nn.conv import FrameActorCritic
 from prefrl.rundir.config import check_fields
-from prefrl.xla import jit_step
+from prefrl.xla import SummedGrads, jit_step
+
+FRAMES_PER_PASS = 16
+"""Frames whose gradients one compiled call computes (`prefrl.xla.SummedGrads`): the fastest of
+8-256 on a 2-core CPU for the Nature CNN (docs/performance.md)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +79,9 @@ class A2C:
         self.config, self.obs_shape, self.n_actions = config, tuple(obs_shape), n_actions
         self.net = FrameActorCritic(n_actions)
         self.tx = self.optimiser()
-        self.update = jit_step(self._update, donate_argnums=0)
+        self._grads = SummedGrads(self._rows_loss, FRAMES_PER_PASS)
+        self._apply_grads = jit_step(self._apply, donate_argnums=0)
+        self._prepare = jax.jit(self._returns)
         self.act = jax.jit(self._act, static_argnames="deterministic")
         self.value = jax.jit(lambda params, obs: self.net.apply(params, obs)[1])
 
@@ -104,8 +110,11 @@ class A2C:
         log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
         return action, log_prob, value
 
-    def _loss(self, params, obs, action, returns):
+    def _rows_loss(self, params, data, rows):
+        """The loss on the rows `rows` of the flattened rollout (obs, action, return), and its
+        parts (each a mean over those rows)."""
         cfg = self.config
+        obs, action, returns = (x[rows] for x in data)
         logits, value = self.net.apply(params, obs)
         log_probs = jax.nn.log_softmax(logits)
         taken = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
@@ -117,18 +126,24 @@ class A2C:
         return loss, {"policy_loss": policy_loss, "value_loss": value_loss, "entropy": entropy,
                       "value_mean": value.mean()}  # fmt: skip
 
-    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
-        """One gradient step on a rollout (`key` unused: A2C draws nothing)."""
-        bootstrap = self.net.apply(state.params, rollout.last_obs)[1]
+    def _returns(self, params, rollout: FrameRollout):
+        """The rollout flattened to (n_envs x n_steps) rows: obs, action, n-step return."""
+        bootstrap = self.net.apply(params, rollout.last_obs)[1]
         returns = nstep_returns(rollout.reward, rollout.done, bootstrap, self.config.discount)
         flat = lambda x: x.reshape(-1, *x.shape[2:])
-        grads, metrics = jax.grad(self._loss, has_aux=True)(
-            state.params, flat(rollout.obs), flat(rollout.action), flat(returns)
-        )
+        return flat(rollout.obs), flat(rollout.action), flat(returns)
+
+    def _apply(self, state: A2CState, grads):
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return A2CState(params, opt_state, state.step + 1), metrics
+        return A2CState(params, opt_state, state.step + 1), optax.tree.norm(grads)
+
+    def update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+        """One gradient step on a rollout (`key` unused: A2C draws nothing)."""
+        data = self._prepare(state.params, rollout)
+        grads, metrics = self._grads(state.params, data, np.arange(len(data[0])))
+        state, metrics["grad_norm"] = self._apply_grads(state, grads)
+        return state, metrics
 
 
 def nstep_returns(reward, done, bootstrap, discount: float):

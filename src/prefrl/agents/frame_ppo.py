@@ -1,6 +1,6 @@
 """PPO on stacked frames with discrete actions (Schulman et al. 2017, its Atari settings): a
 Nature-CNN actor-critic, rollouts of `n_steps` steps of `n_envs` envs, GAE, `epochs` passes of
-shuffled minibatches with the clipped surrogate, all in one jitted call.
+shuffled minibatches with the clipped surrogate.
 
 Same rollout interface as A2C (`prefrl.agents.a2c`): the loop records each step's action, its
 log-probability and value, and passes the rollout to `update`.
@@ -12,11 +12,11 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from prefrl.agents.a2c import A2C, A2CState, FrameRollout
 from prefrl.rundir.config import check_fields
-from prefrl.xla import jit_step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,14 +70,17 @@ class FramePPO(A2C):
         return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm),
                            optax.adam(cfg.lr, eps=1e-5))  # fmt: skip
 
-    def _loss(self, params, mb):
+    def _rows_loss(self, params, data, rows, adv_mean, adv_std):
+        """The clipped surrogate on the rows `rows` of the flattened rollout (obs, action,
+        log-prob, advantage, return), advantages normalised by their minibatch's mean and std;
+        its parts, each a mean over those rows."""
         cfg = self.config
-        obs, action, old_log_prob, adv, ret = mb
+        obs, action, old_log_prob, adv, ret = (x[rows] for x in data)
         logits, value = self.net.apply(params, obs)
         log_probs = jax.nn.log_softmax(logits)
         log_prob = jnp.take_along_axis(log_probs, action[:, None], -1)[:, 0]
         ratio = jnp.exp(log_prob - old_log_prob)
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = (adv - adv_mean) / (adv_std + 1e-8)
         clipped = jnp.clip(ratio, 1 - cfg.clip, 1 + cfg.clip)
         policy_loss = -jnp.minimum(ratio * adv, clipped * adv).mean()
         value_loss = ((value - ret) ** 2).mean()
@@ -91,9 +94,8 @@ class FramePPO(A2C):
         # The epochs and minibatches are driven from Python, one jitted step each: inside a
         # lax.scan, XLA:CPU ran the convolutions' gradients 10x slower (44 s against 3.8 s an
         # update of 8 x 128 steps, 4 epochs of 4 minibatches).
-        self.update = self._update
         self._prepare = jax.jit(self._advantages)
-        self._minibatch = jit_step(self._minibatch_step, donate_argnums=(0, 1))
+        self._adv_stats = jax.jit(lambda adv, rows: (adv[rows].mean(), adv[rows].std()))
 
     def _advantages(self, params, rollout: FrameRollout):
         """The rollout flattened to (n_envs x n_steps) rows: obs, action, log-prob, GAE
@@ -105,24 +107,22 @@ class FramePPO(A2C):
         flat = lambda x: x.reshape(-1, *x.shape[2:])
         return tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
 
-    def _minibatch_step(self, params, opt_state, data, idx):
-        mb = jax.tree.map(lambda x: x[idx], data)
-        grads, metrics = jax.grad(self._loss, has_aux=True)(params, mb)
-        updates, opt_state = self.tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, metrics
+    def _apply(self, state: A2CState, grads):
+        updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+        return state.replace(params=optax.apply_updates(state.params, updates),
+                             opt_state=opt_state), None  # fmt: skip
 
-    def _update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
+    def update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
         """`epochs` passes over the rollout in `minibatches` shuffled minibatches."""
         cfg = self.config
         data = self._prepare(state.params, rollout)
         size = cfg.n_envs * cfg.n_steps
-        params, opt_state, metrics = state.params, state.opt_state, []
-        key = jax.random.fold_in(key, state.step)
-        for k in jax.random.split(key, cfg.epochs):
-            order = jax.random.permutation(k, size).reshape(cfg.minibatches, -1)
-            for idx in order:
-                params, opt_state, m = self._minibatch(params, opt_state, data, idx)
+        metrics = []
+        for k in jax.random.split(jax.random.fold_in(key, state.step), cfg.epochs):
+            for rows in np.asarray(jax.random.permutation(k, size)).reshape(cfg.minibatches, -1):
+                grads, m = self._grads(state.params, data, rows, *self._adv_stats(data[3], rows))
+                state = self._apply_grads(state, grads)[0]
                 metrics.append(m)
         metrics = jax.tree.map(lambda *xs: jnp.mean(jnp.stack(xs)), *metrics)
         metrics["value_mean"] = data[4].mean()
-        return A2CState(params, opt_state, state.step + 1), metrics
+        return state.replace(step=state.step + 1), metrics

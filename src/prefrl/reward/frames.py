@@ -27,9 +27,11 @@ from prefrl.nn.conv import FrameRewardNet
 from prefrl.nn.dot import DotRewardNet
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.config import check_fields
-from prefrl.xla import jit_step
+from prefrl.xla import SummedGrads, jit_step
 
 NETWORKS = ("cnn", "dot")
+READ_CHUNK = 64
+"""Stacks per compiled call when rewards are read (`FrameRewardModel._raw`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +93,10 @@ class FrameRewardModel(RewardModel):
         self.shift = np.zeros(self.num_members, np.float32)
         self.scale = np.ones(self.num_members, np.float32)
         self.steps = 0
-        self._train_step = jit_step(self._step, donate_argnums=(0, 1))
+        # One pair per compiled call on a CPU (2.8x faster, `prefrl.xla.SummedGrads`); batch norm
+        # needs the whole batch in one, for its statistics.
+        self._grads = SummedGrads(self._loss, None if self.config.batch_norm else 1)
+        self._apply_step = jit_step(self._apply_grads, donate_argnums=(0, 1))
         self._raw_jit = jax.jit(self._raw_rewards)
 
     # ------------------------------------------------------------------ the math
@@ -110,15 +115,23 @@ class FrameRewardModel(RewardModel):
         return out.reshape(self.num_members, *stacks.shape[:-3])
 
     def _raw(self, params, stacks, actions) -> np.ndarray:
-        """`_raw_rewards` with the stacks padded to a power-of-two count (at least 64), so the
-        varying batches of evaluation and normalisation compile a few shapes, not one each."""
+        """`_raw_rewards` in a few compiled shapes whatever the count of stacks: on a CPU in
+        calls of 64 stacks (twice as fast as 2048 in one, `prefrl.xla.SummedGrads`), elsewhere
+        in one call padded to a power of two (at least 64)."""
         flat = np.asarray(stacks).reshape(-1, *np.shape(stacks)[-3:])
-        size = max(64, 1 << (len(flat) - 1).bit_length())
-        padded = np.concatenate([flat, np.zeros((size - len(flat), *flat.shape[1:]), flat.dtype)])
+        n = len(flat)
+        if jax.default_backend() == "cpu":
+            chunk = READ_CHUNK
+            size = max(chunk, -(-n // chunk) * chunk)
+        else:
+            size = chunk = max(READ_CHUNK, 1 << (n - 1).bit_length())
+        padded = np.concatenate([flat, np.zeros((size - n, *flat.shape[1:]), flat.dtype)])
         acts = np.zeros(size, np.int32)
         if actions is not None:
-            acts[: len(flat)] = np.asarray(actions).reshape(-1)
-        raw = np.asarray(self._raw_jit(params, padded, acts))[:, : len(flat)]
+            acts[:n] = np.asarray(actions).reshape(-1)
+        parts = [self._raw_jit(params, padded[i : i + chunk], acts[i : i + chunk])
+                 for i in range(0, size, chunk)]  # fmt: skip
+        raw = np.concatenate([np.asarray(p) for p in parts], axis=1)[:, :n]
         return raw.reshape(self.num_members, *np.shape(stacks)[:-3])
 
     def _step_actions(self, action, leading: tuple[int, ...]) -> np.ndarray | None:
@@ -130,12 +143,17 @@ class FrameRewardModel(RewardModel):
             return None
         return np.asarray(action).reshape(leading).astype(np.int32)
 
-    def _loss(self, params, left, right, act_left, act_right, target, key):
-        """Bradley-Terry: P(right > left) = sigmoid(sum r(right) - sum r(left)) per member. Both
-        sides go through the network as one batch (one set of batch-norm statistics)."""
+    def _loss(self, params, data, rows, key):
+        """Bradley-Terry on the pairs `rows` of `data` (left clips, right clips, their actions,
+        targets): P(right > left) = sigmoid(sum r(right) - sum r(left)) per member. Both sides
+        go through the network as one batch (one set of batch-norm statistics). The loss, the
+        share of pairs predicted right and of decided pairs (means over the pairs), the new
+        batch-norm statistics."""
+        left, right, act_left, act_right, target = (x[rows] for x in data)
         both = frame_stacks(jnp.concatenate([left, right]))
         actions = jnp.concatenate([act_left, act_right])
         kwargs = {} if self.uses_actions else {"train": True}
+        decided = target != 0.5
 
         def member(p, k):
             flat = both.reshape(-1, *both.shape[-3:])
@@ -144,22 +162,32 @@ class FrameRewardModel(RewardModel):
             r_left, r_right = jnp.split(r.reshape(both.shape[:2]), 2)
             logit = r_right.sum(-1) - r_left.sum(-1)
             loss = optax.sigmoid_binary_cross_entropy(logit, target).mean()
-            return loss, (logit, new_stats)
+            correct = (((logit > 0) == (target > 0.5)) & decided).mean()
+            return loss, (correct, new_stats)
 
-        keys = jax.random.split(key, self.num_members)
-        losses, (logits, new_stats) = jax.vmap(member)(params, keys)
-        return losses.sum(), (losses, logits, new_stats)
+        keys = jax.random.split(jax.random.fold_in(key, rows[0]), self.num_members)
+        losses, (correct, new_stats) = jax.vmap(member)(params, keys)
+        return losses.sum(), {"loss": losses, "correct": correct, "decided": decided.mean(),
+                              "batch_stats": new_stats}  # fmt: skip
 
-    def _step(self, params, opt_state, left, right, act_left, act_right, target, key):
-        grads, (losses, logits, new_stats) = jax.grad(self._loss, has_aux=True)(
-            params, left, right, act_left, act_right, target, key
-        )
+    def _apply_grads(self, params, opt_state, grads, new_stats):
         updates, opt_state = self.tx.update(grads, opt_state, params)
-        params = {**optax.apply_updates(params, updates), **new_stats}  # (running averages)
-        decided = target != 0.5
-        correct = ((logits > 0) == (target > 0.5)) & decided
-        accuracy = correct.sum(-1) / jnp.maximum(decided.sum(), 1)
-        return params, opt_state, losses.mean(), accuracy.mean()
+        return {
+            **optax.apply_updates(params, updates),
+            **new_stats,
+        }, opt_state  # (running averages)
+
+    def train_step(self, left, right, act_left, act_right, target, key) -> tuple[float, float]:
+        """One gradient step on a batch of labelled pairs: clips (N, H + 3, 84, 84) and their
+        actions (N, H), targets P(right > left) (N,). Returns the loss and the share of decided
+        pairs predicted right (arrays, read when needed)."""
+        data = jax.device_put((left, right, act_left, act_right, target))
+        grads, parts = self._grads(self.params, data, np.arange(len(target)), key)
+        self.params, self.opt_state = self._apply_step(
+            self.params, self.opt_state, grads, parts["batch_stats"]
+        )
+        accuracy = parts["correct"].mean() / jnp.maximum(parts["decided"], 1e-8)
+        return parts["loss"].mean(), accuracy
 
     # ------------------------------------------------------------------ the interface
     def fit(self, data: PreferenceData) -> dict[str, float]:
@@ -186,10 +214,8 @@ class FrameRewardModel(RewardModel):
             # (fewer labels than a batch: drawn with replacement, one compiled batch shape)
             idx = np.sort(rng.choice(train, cfg.batch_size, replace=len(train) < cfg.batch_size))
             key = jax.random.fold_in(jax.random.key(self.seed), self.steps)
-            self.params, self.opt_state, loss, acc = self._train_step(
-                self.params, self.opt_state, arrays["obs_left"][idx], arrays["obs_right"][idx],
-                act_left[idx], act_right[idx], target[idx], key,
-            )  # fmt: skip
+            loss, acc = self.train_step(arrays["obs_left"][idx], arrays["obs_right"][idx],
+                                        act_left[idx], act_right[idx], target[idx], key)  # fmt: skip
             losses.append(loss)
             accs.append(acc)
             self.steps += 1
