@@ -91,9 +91,10 @@ class FramePPO(A2C):
 
     def __init__(self, config: FramePPOConfig, obs_shape: tuple[int, ...], n_actions: int):
         super().__init__(config, obs_shape, n_actions)
-        # The epochs and minibatches are driven from Python, one jitted step each: inside a
-        # lax.scan, XLA:CPU ran the convolutions' gradients 10x slower (44 s against 3.8 s an
-        # update of 8 x 128 steps, 4 epochs of 4 minibatches).
+        # The epochs and minibatches are driven from Python (inside a lax.scan, XLA:CPU ran
+        # the convolutions' gradients 10x slower: 44 s against 3.8 s an update of 8 x 128
+        # steps, 4 epochs of 4 minibatches), each minibatch's gradients in chunks of frames
+        # (A2C's `SummedGrads`), then one optimiser step.
         self._prepare = jax.jit(self._advantages)
         self._adv_stats = jax.jit(lambda adv, rows: (adv[rows].mean(), adv[rows].std()))
 
@@ -108,6 +109,7 @@ class FramePPO(A2C):
         return tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
 
     def _apply(self, state: A2CState, grads):
+        """A minibatch's step (the update's count goes up once, after all of them)."""
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         return state.replace(params=optax.apply_updates(state.params, updates),
                              opt_state=opt_state), None  # fmt: skip
