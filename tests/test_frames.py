@@ -393,6 +393,16 @@ def test_updates_in_chunks_of_frames_match_one_pass(algo):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_summed_grads_refuses_a_bad_chunk_or_no_rows():
+    from prefrl.xla import SummedGrads
+
+    loss = lambda p, data, rows: ((data[rows] * p).mean(), {})
+    with pytest.raises(ValueError, match="chunk=0 is invalid"):
+        SummedGrads(loss, 0)
+    with pytest.raises(ValueError, match="no rows"):
+        SummedGrads(loss, 2)(jnp.float32(1.0), jnp.arange(4.0), np.arange(0))
+
+
 def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
     from prefrl.agents.frame_ppo import FramePPOConfig
     from prefrl.loops.rl import RLConfig, train_rl

@@ -26,13 +26,10 @@ CPU_STEP_OPTIONS: dict[str, Any] = {
 }
 
 
-def _cpu_options() -> dict[str, Any] | None:
-    return CPU_STEP_OPTIONS if jax.default_backend() == "cpu" else None
-
-
 def jit_step(fn: Callable, **jit_kwargs) -> Callable:
     """`jax.jit(fn, **jit_kwargs)`, with `CPU_STEP_OPTIONS` when JAX runs on the CPU."""
-    return jax.jit(fn, compiler_options=_cpu_options(), **jit_kwargs)
+    options = CPU_STEP_OPTIONS if jax.default_backend() == "cpu" else None
+    return jax.jit(fn, compiler_options=options, **jit_kwargs)
 
 
 class SummedGrads:
@@ -40,8 +37,8 @@ class SummedGrads:
 
     `loss_fn(params, data, rows, *args) -> (loss, metrics)` reads the rows `rows` (an index
     array) of `data` and returns their mean loss and metrics that are means over them too.
-    `grads(params, data, rows, *args)` splits `rows` into chunks of `chunk` rows, runs one
-    compiled call per chunk, and returns the gradients and metrics of the whole, each chunk
+    Called with `(params, data, rows, *args)`, it splits `rows` into chunks of `chunk` rows,
+    runs one compiled call per chunk, and returns the gradients and metrics of the whole, each chunk
     weighted by its share of the rows: the same step as one call on all rows, up to rounding.
 
     Why: XLA:CPU computes a convolution's gradients several times faster on a few dozen frames
@@ -51,6 +48,10 @@ class SummedGrads:
     """
 
     def __init__(self, loss_fn: Callable, chunk: int | None):
+        if chunk is not None and chunk < 1:
+            raise ValueError(
+                f"chunk={chunk} is invalid: expected a positive number of rows or None"
+            )
         self.chunk = chunk if jax.default_backend() == "cpu" else None
         grad_fn = jax.grad(loss_fn, has_aux=True)
 
@@ -61,11 +62,13 @@ class SummedGrads:
             new = grad_fn(params, data, rows, *args)
             return jax.tree.map(lambda t, x: t + weight * x, totals, new)
 
-        self._first = jax.jit(first, compiler_options=_cpu_options())
-        self._add = jax.jit(add, donate_argnums=0, compiler_options=_cpu_options())
+        self._first = jit_step(first)
+        self._add = jit_step(add, donate_argnums=0)
 
     def __call__(self, params, data, rows, *args):
         rows = np.asarray(rows)
+        if len(rows) == 0:
+            raise ValueError("no rows to take gradients over")
         size = len(rows) if self.chunk is None else self.chunk
         totals = None
         for start in range(0, len(rows), size):

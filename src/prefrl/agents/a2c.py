@@ -134,16 +134,17 @@ class A2C:
         return flat(rollout.obs), flat(rollout.action), flat(returns)
 
     def _apply(self, state: A2CState, grads):
+        """The optimiser's step (the update count is the caller's); the gradients' norm."""
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
         params = optax.apply_updates(state.params, updates)
-        return A2CState(params, opt_state, state.step + 1), optax.tree.norm(grads)
+        return state.replace(params=params, opt_state=opt_state), optax.tree.norm(grads)
 
     def update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
         """One gradient step on a rollout (`key` unused: A2C draws nothing)."""
         data = self._prepare(state.params, rollout)
         grads, metrics = self._grads(state.params, data, np.arange(len(data[0])))
         state, metrics["grad_norm"] = self._apply_grads(state, grads)
-        return state, metrics
+        return state.replace(step=state.step + 1), metrics
 
 
 def nstep_returns(reward, done, bootstrap, discount: float):

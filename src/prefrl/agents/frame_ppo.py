@@ -94,7 +94,7 @@ class FramePPO(A2C):
         # The epochs and minibatches are driven from Python (inside a lax.scan, XLA:CPU ran
         # the convolutions' gradients 10x slower: 44 s against 3.8 s an update of 8 x 128
         # steps, 4 epochs of 4 minibatches), each minibatch's gradients in chunks of frames
-        # (A2C's `SummedGrads`), then one optimiser step.
+        # (A2C's `SummedGrads`), then one optimiser step (A2C's `_apply`).
         self._prepare = jax.jit(self._advantages)
         self._adv_stats = jax.jit(lambda adv, rows: (adv[rows].mean(), adv[rows].std()))
 
@@ -107,12 +107,6 @@ class FramePPO(A2C):
                        cfg.discount, cfg.gae_lambda)  # fmt: skip
         flat = lambda x: x.reshape(-1, *x.shape[2:])
         return tuple(map(flat, (rollout.obs, rollout.action, rollout.log_prob, adv, ret)))
-
-    def _apply(self, state: A2CState, grads):
-        """A minibatch's step (the update's count goes up once, after all of them)."""
-        updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
-        return state.replace(params=optax.apply_updates(state.params, updates),
-                             opt_state=opt_state), None  # fmt: skip
 
     def update(self, state: A2CState, rollout: FrameRollout, key: jax.Array):
         """`epochs` passes over the rollout in `minibatches` shuffled minibatches."""
