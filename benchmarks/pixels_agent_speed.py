@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device_results import device_kind, results_path
 
 RESULTS = Path(__file__).parent / "results" / "pixels.json"
 FRAME_SKIP = 4
@@ -117,7 +118,7 @@ class PrefrlPong:
         return Adapter()
 
 
-def sb3_steps_per_s(algo: str, workers: int) -> float:
+def sb3_steps_per_s(algo: str, workers: int, device: str) -> float:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -126,11 +127,11 @@ def sb3_steps_per_s(algo: str, workers: int) -> float:
     if algo == "a2c":
         model = A2C("CnnPolicy", env, n_steps=s["n_steps"], learning_rate=7e-4, gamma=0.99,
                     gae_lambda=1.0, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
-                    rms_prop_eps=1e-5, device="cpu", seed=0)  # fmt: skip
+                    rms_prop_eps=1e-5, device=device, seed=0)  # fmt: skip
     else:
         model = PPO("CnnPolicy", env, n_steps=s["n_steps"], batch_size=s["n_envs"] * 32,
                     n_epochs=4, learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01,
-                    vf_coef=0.5, max_grad_norm=0.5, device="cpu", seed=0)  # fmt: skip
+                    vf_coef=0.5, max_grad_norm=0.5, device=device, seed=0)  # fmt: skip
 
     class Clock(BaseCallback):
         def __init__(self):
@@ -162,12 +163,14 @@ def main() -> int:
 
     import torch
 
+    kind = device_kind()  # (SB3 gets the same kind of device as JAX)
+    peer_device = "cpu" if kind == "cpu" else "cuda"
     rows = []
     for algo in args.algos:
         ours, theirs = [], []
         for r in range(args.rounds):
             ours.append(prefrl_steps_per_s(algo, args.env_workers))
-            theirs.append(sb3_steps_per_s(algo, args.env_workers))
+            theirs.append(sb3_steps_per_s(algo, args.env_workers, peer_device))
             print(f"{algo} round {r}: prefrl {ours[-1] * FRAME_SKIP:.0f} frames/s, "
                   f"SB3 {theirs[-1] * FRAME_SKIP:.0f} frames/s", flush=True)  # fmt: skip
         prefrl_fps = float(np.median(ours)) * FRAME_SKIP
@@ -177,17 +180,19 @@ def main() -> int:
                      "unit": "frames/s", "env": "atari:Pong", **{k: SETTINGS[algo][k] for k in
                      ("n_envs", "n_steps")}, "env_workers": args.env_workers, "rounds": args.rounds,
                      "peer_version": f"stable-baselines3 {__import__('stable_baselines3').__version__}, "
-                                     f"torch {torch.__version__} ({torch.get_num_threads()} threads)",
-                     "device": "cpu", "command": "python benchmarks/pixels_agent_speed.py "
+                                     f"torch {torch.__version__} ({torch.get_num_threads()} threads, "
+                                     f"{peer_device})",
+                     "device": kind, "command": "python benchmarks/pixels_agent_speed.py "
                      + " ".join(sys.argv[1:])})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    out = results_path(args.out, kind)
+    old = json.loads(out.read_text()) if out.exists() else {}
     keep = [r for r in old.get("speed", []) if r["what"] != "agent_frames_per_s"
             or (r["algo"], r.get("env_workers", 0)) not in {(a, args.env_workers) for a in args.algos}]  # fmt: skip
     old["speed"] = keep + rows
     old["agent_speed_command"] = "python benchmarks/pixels_agent_speed.py " + " ".join(sys.argv[1:])
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    args.out.write_text(json.dumps(old, indent=1) + "\n")
+    out.write_text(json.dumps(old, indent=1) + "\n")
     return 0
 
 

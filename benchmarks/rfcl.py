@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from device_results import device_kind
+from device_results import device_kind, results_path
 from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
@@ -99,7 +99,7 @@ def throughput(args, demo_dir: Path) -> list[dict]:
             sample = rows_[1:] or rows_  # (the first interval holds the compilation)
             rates[curriculum] = float(np.median([r["train/steps_per_s"] for r in sample]))
         rows.append({"config": label, "env": args.env, "steps_per_s": rates[True],
-                     "no_curriculum_steps_per_s": rates[False]})  # fmt: skip
+                     "no_curriculum_steps_per_s": rates[False], "device": device_kind()})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -136,12 +136,13 @@ def main() -> int:
     if not demo_dir.exists():
         make = plan_demos if args.env in PLANNED_TASKS else script_demos
         make(args.env, args.demos, seed=1000).save(demo_dir)
-    if args.throughput:
-        old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    if args.throughput:  # (an accelerator's figures go to a file of their own)
+        out = results_path(args.out, device_kind())
+        old = json.loads(out.read_text()) if out.exists() else {}
         old["throughput"] = throughput(args, demo_dir)
         old["throughput_command"] = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(old, indent=1) + "\n")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
     if args.preset:
         base = RFCL_PRESETS[args.preset].config

@@ -57,6 +57,26 @@ def _clips(brightness: float, n: int, rng) -> Segments:
                     start=np.zeros(n, np.int64))  # fmt: skip
 
 
+def test_validation_accuracy_is_left_out_while_every_held_out_pair_ties():
+    """Early in a game most random-policy clips tie: no accuracy to report, and no NaN for the
+    loop's divergence guard to stop on."""
+    from prefrl.loops.common import check_finite
+
+    rng = np.random.default_rng(0)
+    model = FrameRewardModel(FrameRewardConfig(batch_size=4, steps_per_fit=1, val_fraction=0.5),
+                             seed=0)  # fmt: skip
+    left, right = _clips(250, 16, rng), _clips(0, 16, rng)
+    right.id += 100
+    ties = PreferenceData()
+    ties.add(left, right, [Label.EQUAL] * 16)
+    metrics = model.fit(ties)
+    assert "reward/val_accuracy" not in metrics
+    check_finite(metrics, 1)
+    decided = PreferenceData()
+    decided.add(left, right, [Label.LEFT] * 16)
+    assert 0.0 <= model.fit(decided)["reward/val_accuracy"] <= 1.0
+
+
 @pytest.mark.parametrize("batch_norm", [False, True])
 def test_reward_model_learns_a_preference_and_scales_its_output(batch_norm):
     rng = np.random.default_rng(0)

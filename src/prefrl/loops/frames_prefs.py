@@ -274,9 +274,10 @@ class FramePreferenceRun(FrameRun):
         row["pretrain/seconds"] = time.perf_counter() - t0
         self.phase = "pretrained"
         metrics.log(0, row)
+        val = row.get("reward/val_accuracy")
+        val = "no decided held-out pair yet" if val is None else f"validation accuracy {val:.2f}"
         print(f"reward model pre-trained on {len(self.labels)} labels of random-policy clips: "
-              f"validation accuracy {row.get('reward/val_accuracy', float('nan')):.2f} "
-              f"({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
+              f"{val} ({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
         return True
 
     def env_step(self, obs, action, step: int):

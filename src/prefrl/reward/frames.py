@@ -226,8 +226,9 @@ class FrameRewardModel(RewardModel):
             "reward/labels": float(len(usable)),
             "reward/fit_seconds": time.perf_counter() - t0,
         }
-        if len(val):
-            metrics["reward/val_accuracy"] = self._accuracy(arrays, val)
+        accuracy = self._accuracy(arrays, val)
+        if accuracy is not None:
+            metrics["reward/val_accuracy"] = accuracy
         return metrics
 
     def _held_out(self, id_left: np.ndarray, id_right: np.ndarray) -> np.ndarray:
@@ -236,11 +237,12 @@ class FrameRewardModel(RewardModel):
         mixed = id_left.astype(np.uint64) * np.uint64(2654435761) + id_right.astype(np.uint64)
         return (mixed % np.uint64(1000)).astype(np.float64) < 1000 * self.config.val_fraction
 
-    def _accuracy(self, arrays, idx: np.ndarray) -> float:
-        """On the newest 64 decided held-out pairs (a bounded cost per fit)."""
+    def _accuracy(self, arrays, idx: np.ndarray) -> float | None:
+        """On the newest 64 decided held-out pairs (a bounded cost per fit); None while none is
+        decided (early on, most random-policy clips of a game tie)."""
         decided = idx[np.isin(arrays["label"][idx], (Label.LEFT, Label.RIGHT))][-64:]
         if len(decided) == 0:
-            return float("nan")
+            return None
         probs = np.concatenate([
             self.pair_probs(arrays["obs_left"][c], arrays["action_left"][c],
                             arrays["obs_right"][c], arrays["action_right"][c]).mean(0)
