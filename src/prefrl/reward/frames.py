@@ -108,31 +108,39 @@ class FrameRewardModel(RewardModel):
             return self.net.init(params, *inputs)
         return self.net.apply(params, *inputs, **kwargs)
 
-    def _raw_rewards(self, params, stacks, actions):
-        """Each member's unscaled reward per stack: (M, ...)."""
+    def _raw_rewards(self, params, obs, actions):
+        """Each member's unscaled reward per stack: (M, ...). `obs`: stacks (..., 84, 84, 4), or
+        clips' frames (N, H + 3, 84, 84), cut into stacks here (so a quarter of the bytes reach
+        the device)."""
+        stacks = obs if obs.shape[-1] == STACK else frame_stacks(obs)
         flat = stacks.reshape(-1, *stacks.shape[-3:])
         out = jax.vmap(lambda p: self._apply(p, flat, actions.reshape(-1)))(params)
         return out.reshape(self.num_members, *stacks.shape[:-3])
 
-    def _raw(self, params, stacks, actions) -> np.ndarray:
-        """`_raw_rewards` in a few compiled shapes whatever the count of stacks: on a CPU in
-        calls of 64 stacks (twice as fast as 2048 in one, `prefrl.xla.SummedGrads`), elsewhere
-        in one call padded to a power of two (at least 64)."""
-        flat = np.asarray(stacks).reshape(-1, *np.shape(stacks)[-3:])
+    def _raw(self, params, obs: np.ndarray, actions) -> np.ndarray:
+        """`_raw_rewards` of stacks (..., 84, 84, 4) or clips (N, H + 3, 84, 84) in a few
+        compiled shapes whatever their count: on a CPU in calls of about 64 stacks (twice as fast
+        as 2048 in one, `prefrl.xla.SummedGrads`), elsewhere in one call padded to a power of
+        two."""
+        obs = np.asarray(obs)
+        clips = obs.shape[-1] != STACK
+        flat = obs if clips else obs.reshape(-1, *obs.shape[-3:])
+        steps = flat.shape[1] - (STACK - 1) if clips else 1  # (stacks per row of `flat`)
         n = len(flat)
         if jax.default_backend() == "cpu":
-            chunk = READ_CHUNK
+            chunk = max(1, READ_CHUNK // steps)
             size = max(chunk, -(-n // chunk) * chunk)
         else:
-            size = chunk = max(READ_CHUNK, 1 << (n - 1).bit_length())
+            size = chunk = 1 << (max(n, READ_CHUNK // steps) - 1).bit_length()
         padded = np.concatenate([flat, np.zeros((size - n, *flat.shape[1:]), flat.dtype)])
-        acts = np.zeros(size, np.int32)
+        acts = np.zeros((size, steps), np.int32)
         if actions is not None:
-            acts[:n] = np.asarray(actions).reshape(-1)
+            acts[:n] = np.asarray(actions).reshape(n, steps)
+        acts = acts if clips else acts[:, 0]
         parts = [self._raw_jit(params, padded[i : i + chunk], acts[i : i + chunk])
                  for i in range(0, size, chunk)]  # fmt: skip
         raw = np.concatenate([np.asarray(p) for p in parts], axis=1)[:, :n]
-        return raw.reshape(self.num_members, *np.shape(stacks)[:-3])
+        return raw.reshape(self.num_members, *((n, steps) if clips else obs.shape[:-3]))
 
     def _step_actions(self, action, leading: tuple[int, ...]) -> np.ndarray | None:
         """The actions of `leading` steps as ints (a clip's are stored (N, H, 1)); the dot
@@ -254,9 +262,9 @@ class FrameRewardModel(RewardModel):
         """Shift and scale each member so its rewards on (a sample of) the labelled clips have
         mean 0 and std `target_std`."""
         pick = rng.choice(usable, min(64, len(usable)), replace=False)
-        stacks = frame_stacks(arrays["obs_left"][pick])
-        actions = self._step_actions(arrays["action_left"][pick], stacks.shape[:-3])
-        raw = np.asarray(self._raw(self.params, stacks, actions))
+        clips = arrays["obs_left"][pick]
+        actions = self._step_actions(arrays["action_left"][pick], clips.shape[:1] + (-1,))
+        raw = self._raw(self.params, clips, actions)
         raw = raw.reshape(self.num_members, -1)
         self.shift = raw.mean(1)
         self.scale = self.config.target_std / np.maximum(raw.std(1), 1e-8)
@@ -271,9 +279,9 @@ class FrameRewardModel(RewardModel):
                 "stacks (..., 84, 84, 4) or clips (N, H + 3, 84, 84) of a pixel env; for state "
                 "vectors use the MLP ensemble (prefrl.reward.RewardConfig)"
             )
-        stacks = obs if obs.shape[-1] == STACK else frame_stacks(obs)
-        actions = self._step_actions(action, stacks.shape[:-3]) if self.uses_actions else None
-        raw = np.asarray(self._raw(self.params, stacks, actions))
+        leading = obs.shape[:-3] if obs.shape[-1] == STACK else (len(obs), -1)
+        actions = self._step_actions(action, leading) if self.uses_actions else None
+        raw = self._raw(self.params, obs, actions)
         shape = (-1,) + (1,) * (raw.ndim - 1)
         return (raw - self.shift.reshape(shape)) * self.scale.reshape(shape)
 
