@@ -268,6 +268,22 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
         replace_config(config, stop_after="labels")
 
 
+def test_an_interrupted_frames_run_says_how_to_resume(tmp_path, monkeypatch, capsys):
+    """Ctrl-C after the agent started: the command names --resume, not --stop-after."""
+    from prefrl.cli import main
+    from prefrl.loops import frames_prefs
+    from prefrl.loops.rl import RLResult
+
+    stopped = RLResult(tmp_path / "run", 20_000, None, None, interrupted=True)
+    monkeypatch.setattr(frames_prefs, "train_frames_from_preferences", lambda config: stopped)
+    assert main(["frames", "--steps", "100000"]) == 130
+    out = capsys.readouterr().out
+    assert (
+        f"stopped at step 20,000; continue with: prefrl frames --resume {tmp_path / 'run'}" in out
+    )
+    assert "--stop-after" not in out
+
+
 def test_reward_graph_is_labelled_and_its_trace_keeps_clear_of_the_labels():
     from prefrl.loops.frames_viewer import GRAPH_HEIGHT, TRACE, reward_graph
 

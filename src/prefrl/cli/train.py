@@ -182,7 +182,7 @@ def cmd_frames(args: list[str]) -> int:
         "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
     result = train_frames_from_preferences(config)
-    if result.final_eval is None:  # (--stop-after: before the agent started)
+    if result.final_eval is None and not result.interrupted:  # (--stop-after: no agent yet)
         print(f"stopped after --stop-after {config.stop_after}; go on with: prefrl frames "
               f"--resume {result.run_dir} --stop-after None")  # fmt: skip
         return 0
