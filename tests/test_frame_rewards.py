@@ -209,11 +209,48 @@ def test_memory_stays_bounded_while_clips_pile_up():
     assert sizes[-1] == sizes[7] == 8 * (5 + 3) * 84 * 84  # each frame once, 8 clips at most
     assert pool.all().id.tolist() == list(range(32, 40))
     data = PreferenceData()
-    for i in range(10):
+    for i in range(100):
         data.add(_clips(i, 3, rng), _clips(i, 3, rng), [Label.LEFT] * 3)
         data.keep_newest(12)
     assert len(data) == 12 and data.arrays()["obs_left"].nbytes == 12 * 8 * 84 * 84
-    assert data.arrays()["obs_left"][-1, 0, 30, 30] == 9  # the newest kept
+    assert data.arrays()["obs_left"][-1, 0, 30, 30] == 99  # the newest kept
+    live = sum(v.nbytes for v in data.arrays().values())
+    assert data.nbytes <= 1.5 * live  # (the spare rows)
+
+
+def test_labelled_pairs_added_and_dropped_read_as_one_concatenation():
+    """Pairs kept with room to grow read back as the plain concatenation of what was added and
+    kept; arrays handed out earlier keep their rows; a wider dtype widens the store; another
+    clip shape is refused."""
+    rng = np.random.default_rng(3)
+    data, added, held = PreferenceData(), [], []
+    for i in range(30):
+        n = 1 + i % 4
+        left, right = _clips(i, n, rng), _clips(100 + i, n, rng)
+        labels = rng.choice([Label.LEFT, Label.RIGHT, Label.EQUAL], n)
+        data.add(left, right, labels)
+        added.append((left.obs, right.obs, labels))
+        if i % 7 == 6:
+            data.keep_newest(10)
+            held.append((data.arrays(), len(data)))
+    expected = np.concatenate([a[1] for a in added])
+    n = len(data)
+    np.testing.assert_array_equal(data.arrays()["obs_right"], expected[-n:])
+    np.testing.assert_array_equal(
+        data.arrays()["label"], np.concatenate([a[2] for a in added])[-n:]
+    )
+    first, first_len = held[0]
+    assert len(first["label"]) == first_len == 10  # (unchanged by the adds since)
+    wide = _clips(7, 2, rng)
+    wide.obs = wide.obs.astype(np.float32) + 0.5
+    data.add(wide, wide, [Label.LEFT, Label.RIGHT])
+    assert data.arrays()["obs_left"].dtype == np.float32
+    np.testing.assert_array_equal(data.arrays()["obs_left"][-2:], wide.obs)
+    np.testing.assert_array_equal(data.arrays()["obs_right"][:-2], expected[-n:])
+    small = _clips(8, 1, rng)
+    small.obs = small.obs[:, :, :42]
+    with pytest.raises(ValueError, match=r"obs_left of shape \(8, 42, 84\) per pair cannot join"):
+        data.add(small, small, [Label.LEFT])
 
 
 def _random_clips(seed: int, n_envs: int, steps: int, length: int) -> Segments:

@@ -203,7 +203,12 @@ class SegmentPool:
 
 class PreferenceData:
     """Labelled pairs, with their own copies of the segments' observations and actions (a
-    segment may leave the pool long before its label stops being used)."""
+    segment may leave the pool long before its label stops being used).
+
+    The pairs live in arrays with a quarter of their rows to spare: adding a few pairs, or
+    dropping the oldest, copies the rows already there only when the room runs out, so a run
+    that fits after every few labels does not copy all its clips' frames each time (1.2 GB for
+    3000 labelled pairs of Atari clips)."""
 
     FIELDS = (
         "obs_left",
@@ -218,8 +223,8 @@ class PreferenceData:
     )
 
     def __init__(self) -> None:
-        self._parts: list[dict[str, np.ndarray]] = []
-        self._cache: dict[str, np.ndarray] | None = None
+        self._rows: dict[str, np.ndarray] | None = None  # (capacity, ...) per field
+        self._start = self._stop = 0  # the live rows: _rows[f][_start:_stop]
 
     def add(self, left: Segments, right: Segments, labels) -> None:
         labels = np.asarray([Label.parse(x) for x in np.atleast_1d(labels)], np.int8)
@@ -230,47 +235,77 @@ class PreferenceData:
             )
         if len(labels) == 0:
             return
-        self._parts.append(
-            {
-                "obs_left": left.obs,
-                "action_left": left.action,
-                "obs_right": right.obs,
-                "action_right": right.action,
-                "label": labels,
-                "return_left": left.reward.sum(-1),
-                "return_right": right.reward.sum(-1),
-                "id_left": left.id,
-                "id_right": right.id,
-            }
-        )
-        self._cache = None
+        new = {
+            "obs_left": left.obs,
+            "action_left": left.action,
+            "obs_right": right.obs,
+            "action_right": right.action,
+            "label": labels,
+            "return_left": left.reward.sum(-1),
+            "return_right": right.reward.sum(-1),
+            "id_left": left.id,
+            "id_right": right.id,
+        }
+        self._append({k: np.asarray(v) for k, v in new.items()})
+
+    def _append(self, new: dict[str, np.ndarray]) -> None:
+        k = len(new["label"])
+        if self._rows is not None:
+            for f, rows in self._rows.items():
+                if rows.shape[1:] != new[f].shape[1:]:
+                    raise ValueError(
+                        f"{f} of shape {new[f].shape[1:]} per pair cannot join the earlier "
+                        f"pairs' {rows.shape[1:]}"
+                    )
+        fits = self._rows is not None and self._stop + k <= len(self._rows["label"])
+        if not fits or any(np.result_type(r, new[f]) != r.dtype for f, r in self._rows.items()):
+            self._regrow(new, k)
+        for f, rows in self._rows.items():
+            rows[self._stop : self._stop + k] = new[f]
+        self._stop += k
+
+    def _regrow(self, new: dict[str, np.ndarray], k: int) -> None:
+        """Fresh arrays (arrays handed out earlier keep their rows) holding the live rows, with
+        room for `k` more and a quarter of the rows to spare."""
+        n = len(self)
+        capacity = n + k + max(1, (n + k) // 4)
+        old = self._rows or {}
+        rows = {}
+        for f, v in new.items():
+            dtype = np.result_type(old[f], v) if f in old else v.dtype
+            rows[f] = np.empty((capacity, *v.shape[1:]), dtype)
+            if n:
+                rows[f][:n] = old[f][self._start : self._stop]
+        self._rows, self._start, self._stop = rows, 0, n
 
     def arrays(self) -> dict[str, np.ndarray]:
-        if self._cache is None:
-            if not self._parts:
-                raise ValueError("no labelled pairs yet")
-            self._cache = {k: np.concatenate([p[k] for p in self._parts]) for k in self.FIELDS}
-            self._parts = [self._cache]
-        return self._cache
+        """The labelled pairs, oldest first (views: pairs added later are not in them)."""
+        if not len(self):
+            raise ValueError("no labelled pairs yet")
+        return {f: v[self._start : self._stop] for f, v in self._rows.items()}
 
     def __len__(self) -> int:
-        return sum(len(p["label"]) for p in self._parts)
+        return self._stop - self._start
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held, spare rows included."""
+        return sum(v.nbytes for v in (self._rows or {}).values())
 
     def keep_newest(self, n: int) -> None:
-        """Drop all but the newest `n` labelled pairs (their memory with them)."""
-        if len(self) > n:
-            self._cache = {k: v[-n:].copy() for k, v in self.arrays().items()}
-            self._parts = [self._cache]
+        """Drop all but the newest `n` labelled pairs (their room is reused at the next
+        regrowth)."""
+        self._start = max(self._start, self._stop - n)
 
     def counts(self) -> dict[str, int]:
-        if not self._parts:
+        if not len(self):
             return {m.name.lower(): 0 for m in Label}
         labels = self.arrays()["label"]
         return {m.name.lower(): int((labels == m).sum()) for m in Label}
 
     def save(self, path: str | Path, count: int | None = None) -> None:
         """Write the labelled pairs (the first `count` of them if given) to one .npz file."""
-        arrays = self.arrays() if self._parts else {}
+        arrays = self.arrays() if len(self) else {}
         if count is not None:
             arrays = {k: v[:count] for k, v in arrays.items()}
         with atomic_write(path, "wb") as f:
@@ -281,7 +316,7 @@ class PreferenceData:
         data = cls()
         with np.load(path) as f:
             if "label" in f:
-                data._parts = [{k: f[k] for k in cls.FIELDS}]
+                data._append({k: f[k] for k in cls.FIELDS})
         return data
 
 
