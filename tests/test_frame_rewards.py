@@ -208,6 +208,11 @@ def test_memory_stays_bounded_while_clips_pile_up():
         sizes.append(pool.all().obs.nbytes)
     assert sizes[-1] == sizes[7] == 8 * (5 + 3) * 84 * 84  # each frame once, 8 clips at most
     assert pool.all().id.tolist() == list(range(32, 40))
+    for i in (40, 41):
+        clip = _clips(float(i), 1, rng)
+        clip.id[:] = i
+        pool.add(clip)
+    assert pool.newest(3).id.tolist() == [39, 40, 41]  # (across the ring's wrap)
     data = PreferenceData()
     for i in range(100):
         data.add(_clips(i, 3, rng), _clips(i, 3, rng), [Label.LEFT] * 3)

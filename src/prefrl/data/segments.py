@@ -175,6 +175,12 @@ class SegmentPool:
             raise ValueError("the segment pool is empty")
         return self._data[: self.size]
 
+    def newest(self, n: int) -> Segments:
+        """The newest `n` segments (all of them if fewer), oldest first."""
+        if self._data is None:
+            raise ValueError("the segment pool is empty")
+        return self._data[(self.ptr - np.arange(min(n, self.size), 0, -1)) % self.capacity]
+
     def sample_pairs(self, rng: np.random.Generator, n: int) -> tuple[Segments, Segments]:
         """`n` random pairs of two different segments."""
         if self.size < 2:

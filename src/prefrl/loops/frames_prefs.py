@@ -314,7 +314,7 @@ class FramePreferenceRun(FrameRun):
     def clip_return_fit(self) -> dict[str, float]:
         """Correlation of learned and true (clipped) clip returns over the newest clips (also
         the run page's scatter)."""
-        clips = self.pool.all()[-64:]
+        clips = self.pool.newest(64)
         learned = self.reward_model.predict(clips.obs, clips.action).sum(-1)
         true = np.sign(clips.reward).sum(-1)
         write_fit_scatter(self.run_dir, self.step, true, learned)
