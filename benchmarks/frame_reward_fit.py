@@ -19,19 +19,12 @@ import time
 
 import jax
 import numpy as np
+from random_clips import random_clips
 
-from prefrl.data.segments import Label, PreferenceData, Segments
+from prefrl.data.segments import Label, PreferenceData
 from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 
 PAIRS, H, BATCH = 500, 25, 32
-
-
-def clips(rng: np.random.Generator, n: int, first_id: int) -> Segments:
-    return Segments(obs=rng.integers(0, 255, (n, H + 3, 84, 84), np.uint8),
-                    action=np.zeros((n, H, 1), np.float32), reward=np.zeros((n, H), np.float32),
-                    state=np.zeros((n, 1, 1), np.uint8), id=np.arange(n) + first_id,
-                    step=np.zeros(n, np.int64), episode=np.zeros(n, np.int64),
-                    start=np.zeros(n, np.int64))  # fmt: skip
 
 
 def median_seconds(fn, reps: int) -> float:
@@ -49,10 +42,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--fits", type=int, default=3)
     args = parser.parse_args()
+    if args.reps < 1 or args.fits < 1:
+        parser.error(f"--reps {args.reps} and --fits {args.fits}: expected at least 1 each")
 
     rng = np.random.default_rng(0)
     data = PreferenceData()
-    data.add(clips(rng, PAIRS, 0), clips(rng, PAIRS, 10_000),
+    data.add(random_clips(rng, PAIRS, H), random_clips(rng, PAIRS, H, first_id=10_000),
              rng.choice([Label.LEFT, Label.RIGHT], PAIRS))  # fmt: skip
     model = FrameRewardModel(FrameRewardConfig(dropout=0.5, steps_per_fit=20), seed=0)
     arrays = data.arrays()

@@ -14,18 +14,11 @@ import json
 import time
 
 import numpy as np
+from random_clips import random_clips
 
 from prefrl.data.segments import Label, PreferenceData, Segments
 
 H = 25
-
-
-def clips(rng: np.random.Generator, n: int) -> Segments:
-    return Segments(obs=rng.integers(0, 255, (n, H + 3, 84, 84), np.uint8),
-                    action=np.zeros((n, H, 1), np.float32), reward=np.zeros((n, H), np.float32),
-                    state=np.zeros((n, 1, 1), np.uint8), id=np.arange(n),
-                    step=np.zeros(n, np.int64), episode=np.zeros(n, np.int64),
-                    start=np.zeros(n, np.int64))  # fmt: skip
 
 
 class Concatenated:
@@ -52,8 +45,10 @@ def main() -> int:
     parser.add_argument("--labels", type=int, default=1000, help="newest pairs kept")
     parser.add_argument("--adds", type=int, default=200)
     args = parser.parse_args()
+    if args.labels < 1 or args.adds < 1:
+        parser.error(f"--labels {args.labels} and --adds {args.adds}: expected at least 1 each")
     rng = np.random.default_rng(0)
-    first, one = clips(rng, args.labels), clips(rng, 1)
+    first, one = random_clips(rng, args.labels, H), random_clips(rng, 1, H)
     ours, theirs = PreferenceData(), Concatenated()
     ours.add(first, first, [Label.LEFT] * args.labels)
     theirs.add(first, first)

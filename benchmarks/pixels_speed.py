@@ -33,22 +33,20 @@ PAIRS, H, N_ENVS, N_STEPS, N_ACTIONS = 32, 25, 16, 5, 6
 
 
 def prefrl_reward_step(rng):
-    from prefrl.data.segments import Label, PreferenceData, Segments
+    from random_clips import random_clips
+
+    from prefrl.data.segments import Label, PreferenceData
     from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 
     model = FrameRewardModel(FrameRewardConfig(batch_size=PAIRS, steps_per_fit=1,
                                                val_fraction=0.0))  # fmt: skip
 
-    def clips():
-        return Segments(obs=rng.integers(0, 255, (PAIRS, H + 3, 84, 84), np.uint8),
-                        action=np.zeros((PAIRS, H, 1), np.float32),
-                        reward=np.zeros((PAIRS, H), np.float32),
-                        state=np.zeros((PAIRS, 1, 1), np.uint8), id=np.arange(PAIRS),
-                        step=np.zeros(PAIRS, np.int64), episode=np.zeros(PAIRS, np.int64),
-                        start=np.zeros(PAIRS, np.int64))  # fmt: skip
-
     data = PreferenceData()
-    data.add(clips(), clips(), rng.choice([Label.LEFT, Label.RIGHT], PAIRS))
+    data.add(
+        random_clips(rng, PAIRS, H),
+        random_clips(rng, PAIRS, H),
+        rng.choice([Label.LEFT, Label.RIGHT], PAIRS),
+    )
     arrays = data.arrays()
     target = rng.random(PAIRS).astype(np.float32)
     actions = np.zeros((PAIRS, H), np.int32)  # (the CNN does not read them)
