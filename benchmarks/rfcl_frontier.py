@@ -29,11 +29,7 @@ def play(env, policy, state, limit: int, deterministic: bool, episode: int):
     obs = env.set_state(state)
     key, first, success = jax.random.key(episode, impl="rbg"), None, False
     for t in range(limit):
-        if deterministic:
-            action = policy(obs)
-        else:
-            action = np.asarray(policy.agent.act(policy.state.actor_params, obs, key, t))
-            action = action if policy.action_scale is None else action * policy.action_scale
+        action = policy(obs) if deterministic else policy.sample(obs, key, t)
         obs, _, _, _, info = env.step(action)
         success = bool(info["success"])
         if success and first is None:

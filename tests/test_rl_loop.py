@@ -121,6 +121,19 @@ def test_load_policy_from_run_or_checkpoint(trained):
         load_policy(result.run_dir / "nope")
 
 
+def test_a_loaded_policy_samples_noisy_actions_reproducibly(trained):
+    import jax
+
+    policy = load_policy(trained[0].run_dir)
+    obs = np.zeros((5, policy.agent.obs_dim), np.float32)
+    key = jax.random.key(3, impl="rbg")
+    sampled = policy.sample(obs, key, 7)
+    assert sampled.shape == (5, policy.agent.action_dim) and np.abs(sampled).max() <= 1
+    np.testing.assert_allclose(policy.sample(obs, key, 7), sampled)
+    assert not np.allclose(policy.sample(obs, key, 8), sampled)  # the step draws new noise
+    assert not np.allclose(sampled, policy(obs))  # the same rows, all noisy
+
+
 @pytest.mark.parametrize(
     "field, value", [("steps", 0), ("eval_episodes", -1), ("warmstart_steps", -5)]
 )

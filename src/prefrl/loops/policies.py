@@ -67,6 +67,19 @@ class LoadedPolicy:
             raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
                              f"takes {self.agent.obs_dim} numbers per observation")  # fmt: skip
         action = np.asarray(deterministic_action(self.agent, self.state, obs, _eval_key()))
+        return self._to_env(action)
+
+    def sample(self, obs: np.ndarray, key: jax.Array, step: int) -> np.ndarray:
+        """Actions with the exploration noise of training (what moved an RFCL run's
+        curriculum), drawn with `key` folded with `step`."""
+        obs = np.asarray(obs, np.float32)
+        if isinstance(self.agent, SAC):
+            action = self.agent.act(self.state.actor_params, obs, key, step)
+        else:
+            action = self.agent.act(self.state.params, obs, key, step)[0]
+        return self._to_env(np.asarray(action))
+
+    def _to_env(self, action: np.ndarray) -> np.ndarray:
         return action if self.action_scale is None else action * self.action_scale
 
 
