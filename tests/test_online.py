@@ -143,6 +143,15 @@ def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
     assert any("train/critic_loss" in r and r["step"] < first_fit for r in rows)
 
 
+def test_update_every_three_steps_makes_a_third_of_the_updates(finished, tmp_path):
+    from prefrl.loops.policies import load_policy
+
+    every_step = int(load_policy(finished.run_dir).state.step)
+    result = train_online(_config(tmp_path, update_every=3))
+    assert every_step > 900  # updates from the first fit (step 300) on
+    assert abs(int(load_policy(result.run_dir).state.step) - every_step / 3) <= 1
+
+
 def test_training_episodes_go_on_after_a_fall_only_with_termination_continue(tmp_path):
     push = np.ones(3, np.float32)  # the hopper falls at once
     for termination, ends_early in (("continue", False), ("absorbing", True), ("end", True)):
@@ -218,6 +227,7 @@ def test_queries_wait_for_segments(tmp_path):
         ({"warmstart_steps": 2000}, "after the run's last step"),
         ({"refit_growth": -0.1}, r"--refit-growth=-0.1 is invalid: expected a number >= 0"),
         ({"refit_growth": float("nan")}, r"--refit-growth=nan is invalid"),
+        ({"update_every": 0}, r"--update-every=0 is invalid: expected a positive integer"),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, overrides, message):

@@ -43,9 +43,8 @@ class SacSteps:
         action = run.agent.act(run.state.actor_params, obs, run.key, step)
         if run.fitted:  # (queued after the update, it would wait for all of it in `store`)
             self.pending_reward = run.model.dispatch_step_reward(obs, action)
-        if len(run.buffer) >= cfg.sac.batch_size and (
-            run.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
-        ):
+        learning = run.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
+        if learning and len(run.buffer) >= cfg.sac.batch_size and step % cfg.update_every == 0:
             batch = run.buffer.sample(run.rng, self.batch_size)
             if not run.fitted:
                 batch = batch._replace(reward=run.intrinsic(batch.next_obs, run.buffer, run.rng))

@@ -76,6 +76,9 @@ class OnlineConfig:
     for unless unsupervised pre-training gives the agent a reward to train on meanwhile."""
     warmstart_steps: int = 1_000
     """Uniform-random actions (SAC) or the initial policy (PPO), no updates, for this many steps."""
+    update_every: int = 1
+    """SAC: an update (of --sac.utd-ratio critic steps) every this many env steps: 2 is an
+    update-to-data ratio of 0.5, about half the wall time where updates dominate."""
     unsupervised_steps: int = 0
     """PEBBLE's pre-training on a k-NN state-entropy reward after the warm start (0: off)."""
     knn_k: int = 5
@@ -112,7 +115,7 @@ class OnlineConfig:
             )
         positive = ("steps", "oversample", "segment_length", "segment_pool", "knn_k",
                     "eval_interval", "refit_labels", "eval_episodes", "checkpoint_interval",
-                    "log_interval", "buffer_size", "render_size")  # fmt: skip
+                    "log_interval", "buffer_size", "render_size", "update_every")  # fmt: skip
         check_fields(self, {
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "refit_growth": (self.refit_growth >= 0, "a number >= 0"),  # (NaN fails too)
