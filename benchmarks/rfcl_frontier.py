@@ -4,8 +4,11 @@ task is first solved and whether it is still solved at the episode's last step (
 frontier).
 
     python benchmarks/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --demos 4 1
+    python benchmarks/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --start-at 0
 
 With `--checkpoint` a checkpoint other than the run's latest; the frontier is the checkpoint's.
+With `--start-at N` every demo's state N instead of its frontier (0: the demo's own first
+state, what a solved demo needs); the time limits are then those of a start there.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def main() -> int:
     parser.add_argument("--checkpoint", type=Path)
     parser.add_argument("--demos", type=int, nargs="+", help="which demos (default: all)")
     parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--start-at", type=int, help="this state of each demo, not its frontier")
     args = parser.parse_args()
 
     ckpt = args.checkpoint or latest_checkpoint(args.run)
@@ -60,11 +64,12 @@ def main() -> int:
     frontier = json.loads((ckpt / "loop.json").read_text())["reverse"]["frontier"]
     print(f"{ckpt}: time limit 16 + steps left // {config.reverse_time_divisor}")
     for i in args.demos if args.demos is not None else range(len(demos)):
-        demo, start = demos[i], frontier[i]
+        demo = demos[i]
+        start = frontier[i] if args.start_at is None else min(args.start_at, len(demo.states) - 1)
         steps_left = len(demo.states) - start
         print(f"demo {i}: {len(demo.states)} states, first success at step {demo.first_success}, "
-              f"frontier at state {start} (the demo solves it {demo.first_success - start} steps "
-              "later)")  # fmt: skip
+              f"{'frontier' if args.start_at is None else 'start'} at state {start} (frontier "
+              f"{frontier[i]}; the demo solves it {demo.first_success - start} steps later)")  # fmt: skip
         for limit in sorted({16 + steps_left // config.reverse_time_divisor, 16 + steps_left,
                              env.max_episode_steps}):  # fmt: skip
             for deterministic in (True, False):
