@@ -216,12 +216,12 @@ def main() -> None:
                 policy=start, ratings=ratings, pairs=args.pair_within, cpl=cpl, steps=args.steps,
                 max_pairs=args.pairs, eval_episodes=args.eval_episodes,
             ))  # fmt: skip
-        run_grid({k: c for k, (_, c) in configs.items()}, args.seeds, runs, args)
+        sweep = run_grid({k: c for k, (_, c) in configs.items()}, args.seeds, runs, args)
         for label, (conservative, config) in configs.items():
             cpl = config.cpl
             starts, finals, props, episodes = [], [], [], []
             for seed in args.seeds:
-                run_dir = runs / "runs" / f"{label}_s{seed}"
+                run_dir = sweep.run_dir(label, seed)
                 summary = json.loads((run_dir / "summary.json").read_text())
                 start_returns = np.asarray(summary["start_returns"])
                 finetuned = np.asarray(summary["finetuned_returns"])

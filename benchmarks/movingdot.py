@@ -72,10 +72,10 @@ def main() -> int:
     args = parser.parse_args()
 
     grid = configs(args.steps)
-    run_grid(grid, args.seeds, args.runs, args)
+    sweep = run_grid(grid, args.seeds, args.runs, args)
     rows = []
     for label in grid:
-        runs = [args.runs / "runs" / f"{label}_s{seed}" for seed in args.seeds]
+        runs = [sweep.run_dir(label, seed) for seed in args.seeds]
         finals = [[r for r in read_metrics(run) if "eval/return_mean" in r][-1] for run in runs]
         returns = [f["eval/return_mean"] for f in finals]
         seconds = [training_seconds(run) for run in runs]

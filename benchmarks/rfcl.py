@@ -59,10 +59,6 @@ def label(args, method: str) -> str:
     return f"{args.env.replace(':', '-')}_{method}_d{args.demos}"
 
 
-def run_dir(args, method: str, seed: int) -> Path:
-    return args.runs / "runs" / f"{label(args, method)}_s{seed}"
-
-
 def last_eval(run_dir: Path) -> dict | None:
     evals = [r for r in read_metrics(run_dir) if "eval/success_at_end" in r]
     return evals[-1] if evals else None
@@ -162,10 +158,10 @@ def main() -> int:
             base, env=args.env, demos=demo_dir, steps=args.steps,
             eval_episodes=args.eval_episodes, **METHODS[method],
         )  # fmt: skip
-    run_grid(configs, args.seeds, args.runs, args)
+    sweep = run_grid(configs, args.seeds, args.runs, args)
     rows, device = [], device_kind()
     for method in args.methods:
-        runs = [run_dir(args, method, seed) for seed in args.seeds]
+        runs = [sweep.run_dir(label(args, method), seed) for seed in args.seeds]
         finals = [last_eval(r) for r in runs]
         at_end = [f["eval/success_at_end"] for f in finals]
         once = [f["eval/success_once"] for f in finals]
@@ -190,12 +186,12 @@ def main() -> int:
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
-    plot_success(args, args.out.with_name(f"rfcl_{args.env.replace(':', '-')}.png"))
+    plot_success(args, sweep, args.out.with_name(f"rfcl_{args.env.replace(':', '-')}.png"))
     print(f"wrote {args.out}")
     return 0
 
 
-def plot_success(args, path: Path) -> None:
+def plot_success(args, sweep, path: Path) -> None:
     """Success at the end of evaluation episodes over env steps: each method's mean over the
     seeds, with every seed faint behind it."""
     import matplotlib
@@ -207,7 +203,7 @@ def plot_success(args, path: Path) -> None:
     for method, colour in zip(args.methods, ("C0", "C1", "C2", "C3"), strict=False):
         curves = []
         for seed in args.seeds:
-            rows = [r for r in read_metrics(run_dir(args, method, seed))
+            rows = [r for r in read_metrics(sweep.run_dir(label(args, method), seed))
                     if "eval/success_at_end" in r]  # fmt: skip
             curves.append(([r["step"] for r in rows], [r["eval/success_at_end"] for r in rows]))
             ax.plot(*curves[-1], color=colour, alpha=0.25, lw=1)

@@ -48,6 +48,7 @@ def test_a_grid_over_seeds_gives_a_table_of_means_and_curves_and_skips_finished_
         "sac.batch_size-32_s0", "sac.batch_size-32_s1", "sac.batch_size-64_s0",
         "sac.batch_size-64_s1",
     ]  # fmt: skip
+    assert result.run_dir("sac.batch_size=64", 1) == runs / "sac.batch_size-64_s1"
     config = json.loads((runs / "sac.batch_size-64_s1" / "config.json").read_text())
     assert config["seed"] == 1 and config["sac"]["batch_size"] == 64
     # The table's mean and std are those of the runs' last evaluations.

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.config import config_to_dict
-from prefrl.sweep.spec import SweepRun, expand_runs, resumable, trainer_of
+from prefrl.sweep.spec import SweepRun, expand_runs, resumable, safe_label, trainer_of
 
 DONE_FILE = "sweep_done.json"
 """Written into a run's directory when it finished: a sweep started again skips it."""
@@ -54,6 +54,11 @@ class SweepResult:
     @property
     def complete(self) -> bool:
         return all(o.status in ("done", "finished") for o in self.outcomes)
+
+    def run_dir(self, label: str, seed: int) -> Path:
+        """The directory of config `label`'s run with `seed` (labels are made directory names:
+        `sac+demos` runs in `sac-demos_s0`)."""
+        return self.directory / "runs" / f"{safe_label(label)}_s{seed}"
 
 
 def execute_run(config, cwd: str | None = None) -> dict:
