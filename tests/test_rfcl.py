@@ -223,3 +223,25 @@ def test_an_rfcl_policy_loads_like_any_other(tmp_path, demo_file):
 
     compared = compare_policies([ckpt], episodes=2)
     assert compared.env_id == "toy:maze" and len(compared.results[0].success) == 2
+
+
+def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
+    """benchmarks/rfcl.py end to end on a tiny grid: runs on Ray, then reads each method's runs
+    back (`sac+demos` runs in a directory named `sac-demos`) into the results file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).parent.parent
+    out = tmp_path / "rfcl.json"
+    subprocess.run(
+        [sys.executable, "benchmarks/rfcl.py", "--env", "toy:maze-open", "--steps", "1000",
+         "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "2", "--runs",
+         str(tmp_path / "bench"), "--out", str(out)],
+        cwd=root, check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    rows = json.loads(out.read_text())["results"]
+    assert [r["method"] for r in rows] == ["rfcl", "sac+demos", "sac"]
+    assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
+    assert all(0 <= r["success_mean"] <= 1 and len(r["per_seed"]) == 1 for r in rows)
+    assert (tmp_path / "rfcl_toy-maze-open.png").read_bytes()[:4] == b"\x89PNG"
