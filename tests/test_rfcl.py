@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 from prefrl.agents import SACConfig
+from prefrl.data import ReplayBuffer
 from prefrl.data.demos import DemoSet
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
+from prefrl.rundir.checkpoints import latest_checkpoint
 
 SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic_layer_norm=True,
                   backup_entropy=False, batch_size=64, target_entropy_scale=0.5)  # fmt: skip
@@ -112,6 +114,8 @@ def test_several_envs_in_workers_run_as_in_this_process(tmp_path, demo_file):
                                     eval_interval=500, checkpoint_interval=500, envs=3,
                                     env_workers=workers, name=f"w{workers}"))  # fmt: skip
         assert result.step == 1000
+        stored = ReplayBuffer.load(latest_checkpoint(result.run_dir) / "online.npz")
+        assert len(stored) == 1000  # (not the last round's third step)
         lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
         rows.append([json.loads(line) for line in lines])
     for a, b in zip(*rows, strict=True):

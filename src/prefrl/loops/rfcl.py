@@ -371,7 +371,7 @@ def train_rfcl(config: RFCLConfig) -> RFCLResult:
 def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     """Every env steps once a round; the round's env steps are then counted one by one (updates,
     logs, evaluations and checkpoints fall on the steps they are due at). A last round that would
-    pass `steps` counts only up to it."""
+    pass `steps` counts, and stores, only the steps up to it."""
     cfg, agent, n = loop.config, loop.agent, loop.config.envs
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
@@ -391,7 +391,8 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 action = np.asarray(agent.act(loop.state.actor_params, obs, loop.key, loop.step))
             stepped = loop.pool.map(_step, [(a,) for a in loop.env_action(action)])
             first, loop.step = loop.step, min(loop.step + n, cfg.steps)
-            for i, (next_obs, _, success) in enumerate(stepped):  # (never terminal)
+            counted = stepped[: loop.step - first]
+            for i, (next_obs, _, success) in enumerate(counted):  # (never terminal)
                 loop.online.add(obs[i], action[i], float(success), next_obs, False)
                 obs[i] = next_obs
             for step in range(first + 1, loop.step + 1):
