@@ -25,6 +25,31 @@ def demo_file(tmp_path_factory):
     return path
 
 
+@pytest.fixture(scope="module")
+def gentle_demos(tmp_path_factory):
+    """Two maze demos by the scripted controller with its actions clipped to 0.4 and 0.2 (it
+    pushes to the bounds otherwise): the largest action of each dimension is known."""
+    from prefrl.envs.maze import scripted_action, shortest_path
+    from prefrl.loops.demos import rollout_demo
+
+    env = _maze()
+    maze = env.unwrapped
+    waypoints = [maze.centre(c) for c in shortest_path(maze)]
+    demos = []
+    for seed in (0, 1):
+        index = {"next": 0}
+
+        def act(obs, index=index):
+            action, index["next"] = scripted_action(maze, waypoints, index["next"])
+            return np.clip(action, [-0.4, -0.2], [0.4, 0.2])
+
+        demos.append(rollout_demo(env, act, seed, 20, {"source": "scripted", "seed": seed}))
+    env.close()
+    path = tmp_path_factory.mktemp("demos") / "gentle"
+    DemoSet("toy:maze", demos).save(path)
+    return path
+
+
 def _config(tmp_path, demos, **kw):
     base = {"env": "toy:maze", "demos": demos, "steps": 3000, "warmstart_steps": 500,
             "eval_interval": 1500, "eval_episodes": 4, "checkpoint_interval": 1500,
@@ -55,6 +80,26 @@ def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):
     with pytest.raises(ValueError, match="none of the demos of .* ends in success"):
         train_rfcl(_config(tmp_path, tmp_path / "failing"))
     assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_demos_that_no_longer_succeed_on_replay_are_left_out(tmp_path, demo_file, capsys):
+    """Stored flags say success, but demo 0's actions (zeroed, as if recorded on another
+    simulator) no longer reach the goal here: it is left out, named; with none left, an error
+    before any run exists."""
+    stale = DemoSet.load(demo_file)
+    stale.demos[0].actions[:] = 0.0
+    stale.save(tmp_path / "stale")
+    config = _config(tmp_path, tmp_path / "stale")
+    kept = load_demos(config, _maze())
+    assert len(kept) == 1 and np.array_equal(kept[0].states[0], stale.demos[1].states[0])
+    out = capsys.readouterr().out
+    assert "warning: demo 0 of" in out and "no longer succeeds" in out and "demo 1" not in out
+    stale.demos[1].actions[:] = 0.0
+    stale.save(tmp_path / "stale-all")
+    with pytest.raises(ValueError, match="none of the demos of .* ends in success, as stored and "
+                       "replayed here"):  # fmt: skip
+        train_rfcl(_config(tmp_path, tmp_path / "stale-all"))
+    assert not (tmp_path / "runs").exists()
 
 
 def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file):
@@ -148,14 +193,10 @@ def test_a_seeded_short_run_learns_the_open_maze_from_one_demo(tmp_path):
     assert result.success_at_end >= 0.7
 
 
-def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file):
+def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file, gentle_demos):
     """--demo-action-scale: the agent's [-1, 1] maps to `scale` x the demos' largest action per
     dimension (capped at the env's 1); demo transitions are stored in the agent's units."""
-    gentle = DemoSet.load(demo_file)  # (the scripted demos push to the bounds: scale them down)
-    gentle = DemoSet("toy:maze", [dataclasses.replace(d, actions=d.actions * [0.4, 0.2])
-                                  for d in gentle.demos])  # fmt: skip
-    gentle.save(tmp_path / "gentle")
-    run = RFCLRun(_config(tmp_path, tmp_path / "gentle", demo_action_scale=1.25), tmp_path)
+    run = RFCLRun(_config(tmp_path, gentle_demos, demo_action_scale=1.25), tmp_path)
     np.testing.assert_allclose(run.bound, [0.5, 0.25], rtol=1e-6)
     first = run.demos.demos[0]
     stored = run.offline.action[: len(run.offline)]
@@ -196,18 +237,14 @@ def test_adroit_time_limits_fit_the_demos_each_preset_is_for():
     assert divisors["rfcl-adroit-cpu"] == 1
 
 
-def test_an_rfcl_policy_loads_like_any_other(tmp_path, demo_file):
+def test_an_rfcl_policy_loads_like_any_other(tmp_path, gentle_demos):
     """`load_policy` (prefrl eval, demos record) takes an RFCL run, with the action bound of
     --demo-action-scale: saved in the checkpoint, or read again from the demos (checkpoints
     from before it was saved)."""
     from prefrl.loops.compare import compare_policies
     from prefrl.loops.policies import load_policy
 
-    gentle = DemoSet.load(demo_file)
-    gentle = DemoSet("toy:maze", [dataclasses.replace(d, actions=d.actions * [0.4, 0.2])
-                                  for d in gentle.demos])  # fmt: skip
-    gentle.save(tmp_path / "gentle")
-    result = train_rfcl(_config(tmp_path, tmp_path / "gentle", steps=800, eval_interval=800,
+    result = train_rfcl(_config(tmp_path, gentle_demos, steps=800, eval_interval=800,
                                 checkpoint_interval=800, demo_action_scale=1.25))  # fmt: skip
     policy = load_policy(result.run_dir)
     assert isinstance(policy.config, RFCLConfig) and policy.config.demo_action_scale == 1.25

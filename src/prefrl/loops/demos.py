@@ -135,14 +135,17 @@ class DemoCheck:
     """The largest difference between a replayed state and the stored one."""
 
 
-def check_demos(demos: DemoSet, env_id: str | None = None) -> list[DemoCheck]:
-    """Replay every demo's actions from its first state; whether each still ends in success."""
+def check_demos(demos: DemoSet, env_id: str | None = None,
+                env: PrefrlEnv | None = None) -> list[DemoCheck]:  # fmt: skip
+    """Replay every demo's actions from its first state; whether each still ends in success.
+    In `env` (an env of the demos' id, left open) where given, else in one made here."""
     env_id = env_id or demos.env_id
     if env_id != demos.env_id:
         raise ValueError(f"the demos are of {demos.env_id}, not {env_id}")
     if not demos.has_actions:
         raise ValueError("these demos have no actions to replay (states alone)")
-    env = make_env(env_id, seed=0)
+    owned = env is None
+    env = make_env(env_id, seed=0) if owned else env
     try:
         if env.obs_dim != demos.obs_dim or env.action_dim != demos.action_dim:
             raise ValueError(
@@ -160,7 +163,8 @@ def check_demos(demos: DemoSet, env_id: str | None = None) -> list[DemoCheck]:
                 success = _success(info, env_id)
             out.append(DemoCheck(i, len(demo), success, error))
     finally:
-        env.close()
+        if owned:
+            env.close()
     return out
 
 

@@ -33,6 +33,7 @@ from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
+from prefrl.loops.demos import check_demos
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.policies import LoadedPolicy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
@@ -141,7 +142,8 @@ class RFCLConfig:
 
 def load_demos(config: RFCLConfig, env) -> DemoSet:
     """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
-    success, each cut `trim_success` steps after its first success."""
+    success (as stored and, where they have actions, replayed in `env`), each cut
+    `trim_success` steps after its first success."""
     demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
@@ -153,10 +155,17 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
     if config.num_demos is not None and config.num_demos > len(demos):
         raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
     chosen = demos.demos[: config.num_demos]
+    replayed = (check_demos(DemoSet(demos.env_id, chosen, demos.info), env=env)
+                if demos.has_actions else None)  # fmt: skip
     kept = []
     for i, demo in enumerate(chosen):
         if not demo.ends_in_success:
             print(f"warning: demo {i} of {config.demos} does not end in success; left out")
+            continue
+        if replayed is not None and not replayed[i].success_at_end:
+            print(f"warning: demo {i} of {config.demos} no longer succeeds with its actions "
+                  f"replayed here (states differ by up to {replayed[i].max_state_error:.2g}; "
+                  "`prefrl demos check`); left out")  # fmt: skip
             continue
         end = min(len(demo), demo.first_success + config.trim_success)
         kept.append(dataclasses.replace(
@@ -165,7 +174,8 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
             rewards=demo.rewards[:end], success=demo.success[:end],
         ))  # fmt: skip
     if not kept:
-        raise ValueError(f"none of the demos of {config.demos} ends in success")
+        raise ValueError(f"none of the demos of {config.demos} ends in success, as stored "
+                         "and replayed here (`prefrl demos check`)")  # fmt: skip
     return DemoSet(demos.env_id, kept, demos.info)
 
 
