@@ -286,3 +286,35 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
     assert all(0 <= r["success_mean"] <= 1 and len(r["per_seed"]) == 1 for r in rows)
     assert (tmp_path / "rfcl_toy-maze-open.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _stepped_demo(env_id: str):
+    """A demo of `env_id` from random actions, its stored flags all success (what a file of
+    another tool could hold): the checks must find out for themselves."""
+    from prefrl.data.demos import Demo
+    from prefrl.envs import make_env
+
+    env = make_env(env_id, seed=0)
+    state = env.get_state if env.restores_state else lambda: np.zeros(3)  # (states from elsewhere)
+    obs, _ = env.reset(seed=0)
+    states, observations, actions = [state()], [obs], []
+    for action in np.random.default_rng(0).uniform(-1, 1, (20, env.action_dim)):
+        obs, *_ = env.step(action.astype(np.float32))
+        states.append(state())
+        observations.append(obs)
+        actions.append(action)
+    env.close()
+    return DemoSet(env_id, [Demo(np.stack(states), np.stack(observations),
+                                 np.stack(actions).astype(np.float32), np.zeros(20),
+                                 np.ones(20, bool), {"source": "test"})])  # fmt: skip
+
+
+@pytest.mark.parametrize(("env_id", "message"), [
+    ("toy:point-reach", "reports no success flag"),
+    ("tests.user_envs:Slider-v0", "cannot restore a saved state: RFCL starts episodes from demo"),
+])  # fmt: skip
+def test_an_env_without_success_or_restore_is_refused_before_a_run(tmp_path, env_id, message):
+    _stepped_demo(env_id).save(tmp_path / "demos")
+    with pytest.raises(ValueError, match=message):
+        train_rfcl(_config(tmp_path, tmp_path / "demos", env=env_id))
+    assert not (tmp_path / "runs").exists()

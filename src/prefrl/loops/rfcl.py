@@ -144,6 +144,9 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
     """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
     success (as stored and, where they have actions, replayed in `env`), each cut
     `trim_success` steps after its first success."""
+    if not env.restores_state:
+        raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
+                         "from demo states")  # fmt: skip
     demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
@@ -211,9 +214,6 @@ class RFCLRun(TrainingLoop):
         here = self.pool.workers == 0
         env = self.pool.envs[0] if here else make_env(config.env, seed=config.seed)
         super().__init__(config, run_dir, env, owns_env=not here)
-        if not self.env.restores_state:
-            raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
-                             "from demo states")  # fmt: skip
         self.demos = demos or load_demos(config, self.env)
         dims = (self.env.obs_dim, self.env.action_dim)
         self.agent = SAC(config.sac, *dims)
