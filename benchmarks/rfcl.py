@@ -33,6 +33,7 @@ import dataclasses
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -186,7 +187,11 @@ def main() -> int:
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
-    plot_success(args, sweep, args.out.with_name(f"rfcl_{args.env.replace(':', '-')}.png"))
+    name = f"rfcl_{args.env.replace(':', '-')}"
+    plot_success(args, sweep, args.out.with_name(f"{name}.png"))
+    if "rfcl" in args.methods:  # (the first seed's starts along its demos, beside the curves)
+        curriculum = sweep.run_dir(label(args, "rfcl"), args.seeds[0]) / "curriculum.png"
+        shutil.copyfile(curriculum, args.out.with_name(f"{name}_curriculum.png"))
     print(f"wrote {args.out}")
     return 0
 

@@ -285,7 +285,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert [r["method"] for r in rows] == ["rfcl", "sac+demos", "sac"]
     assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
     assert all(0 <= r["success_mean"] <= 1 and len(r["per_seed"]) == 1 for r in rows)
-    assert (tmp_path / "rfcl_toy-maze-open.png").read_bytes()[:4] == b"\x89PNG"
+    for figure in ("rfcl_toy-maze-open.png", "rfcl_toy-maze-open_curriculum.png"):
+        assert (tmp_path / figure).read_bytes()[:4] == b"\x89PNG"
 
 
 def _stepped_demo(env_id: str):
