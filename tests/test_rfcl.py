@@ -13,6 +13,8 @@ from prefrl.data.demos import DemoSet
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
 from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.plots import curriculum_events
 
 SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic_layer_norm=True,
                   backup_entropy=False, batch_size=64, target_entropy_scale=0.5)  # fmt: skip
@@ -191,6 +193,8 @@ def test_a_seeded_short_run_learns_the_open_maze_from_one_demo(tmp_path):
                                 sac=sac))  # fmt: skip
     assert result.demos_solved == 1 and result.stage == 2
     assert result.success_at_end >= 0.7
+    solved, stage2 = curriculum_events(read_metrics(result.run_dir))  # (curriculum.png's marks)
+    assert list(solved) == [0] and stage2 is not None and solved[0] <= stage2
 
 
 def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file, gentle_demos):

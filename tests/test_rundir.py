@@ -68,6 +68,28 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
     assert [r["step"] for r in read_metrics(tmp_path)] == [10, 20]
 
 
+def test_curriculum_figure_marks_solved_demos_and_stage_two(tmp_path):
+    from prefrl.rundir.plots import curriculum_events, plot_curriculum
+
+    rows = [
+        (100, [1.0, 0.5], [0, 0], 1), (200, [0.0, 0.2], [0, 0], 1),
+        (300, [0.0, 0.0], [1, 0], 1), (400, [0.0, 0.0], [1, 1], 2), (500, [0.0, 0.0], [1, 1], 2),
+    ]  # fmt: skip
+    with (tmp_path / "metrics.jsonl").open("w") as f:
+        for step, starts, solved, stage in rows:
+            row = {"step": step, "rfcl/stage": stage}
+            row |= {f"rfcl/start_fraction/demo_{i}": x for i, x in enumerate(starts)}
+            row |= {f"rfcl/solved/demo_{i}": float(x) for i, x in enumerate(solved)}
+            f.write(json.dumps(row) + "\n")
+        f.write(json.dumps({"step": 500, "eval/success_at_end": 1.0}) + "\n")
+    # Demo 0 solved at 300 (reaching its first state at 200 is not solving it); stage 2 at 400.
+    assert curriculum_events(read_metrics(tmp_path)) == ({0: 300, 1: 400}, 400)
+    assert plot_curriculum(tmp_path).read_bytes()[:4] == b"\x89PNG"
+    # A run of older prefrl logged no solved flags: no stars, the figure all the same.
+    older = [{k: v for k, v in r.items() if "solved" not in k} for r in read_metrics(tmp_path)]
+    assert curriculum_events(older) == ({}, 400)
+
+
 def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, monkeypatch):
     from prefrl.rundir import progress
 

@@ -290,6 +290,7 @@ class RFCLRun(TrainingLoop):
     def curriculum_metrics(self) -> dict[str, float]:
         share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)
         per_demo = {f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)}
+        per_demo |= {f"rfcl/solved/demo_{i}": float(s) for i, s in enumerate(self.reverse.solved)}
         return {**per_demo, "rfcl/stage": float(self.stage),
                 "rfcl/demos_solved": float(self.reverse.solved.sum()),
                 "rfcl/start_fraction_mean": float(share.mean()),

@@ -35,19 +35,44 @@ def plot_learning_curve(
     return _save(fig, Path(run_dir) / "learning_curve.png")
 
 
+SOLVED = "rfcl/solved/demo_"
+
+
+def curriculum_events(rows: list[dict]) -> tuple[dict[int, int], int | None]:
+    """From an RFCL run's metrics: the step at which each solved demo was first logged solved
+    ({demo: step}), and the first step logged in stage 2 (None: not reached)."""
+    solved: dict[int, int] = {}
+    stage2 = None
+    for r in rows:
+        for k, v in r.items():
+            if k.startswith(SOLVED) and v:
+                solved.setdefault(int(k.removeprefix(SOLVED)), r["step"])
+        if stage2 is None and r.get("rfcl/stage") == 2:
+            stage2 = r["step"]
+    return solved, stage2
+
+
 def plot_curriculum(run_dir: Path, prefix: str = "rfcl/start_fraction/demo_") -> Path | None:
     """curriculum.png: where each demo's episodes start (1: at its end, 0: at its first state)
-    against environment steps, beside a histogram of where they are now."""
+    against environment steps, a star where a demo was solved and a dashed line where stage 2
+    began, beside a histogram of where the starts are now."""
     rows = [r for r in read_metrics(run_dir) if any(k.startswith(prefix) for k in r)]
     if not rows:
         return None
     demos = sorted({k for r in rows for k in r if k.startswith(prefix)},
                    key=lambda k: int(k.removeprefix(prefix)))  # fmt: skip
+    solved, stage2 = curriculum_events(rows)
     fig, (curves, hist) = plt.subplots(1, 2, figsize=(9, 3.5), dpi=100,
                                        gridspec_kw={"width_ratios": [3, 1]})  # fmt: skip
     for key in demos:
+        demo = int(key.removeprefix(prefix))
         points = [(r["step"], r[key]) for r in rows if key in r]
-        curves.plot(*zip(*points, strict=True), label=key.removeprefix(prefix))
+        label = f"{demo} (solved)" if demo in solved else str(demo)
+        (line,) = curves.plot(*zip(*points, strict=True), label=label)
+        if demo in solved:
+            curves.plot(solved[demo], 0.0, "*", color=line.get_color(), markersize=11)
+    if stage2 is not None:
+        curves.axvline(stage2, color="grey", ls="--", lw=1, label="stage 2")
     curves.set_xlabel("environment steps")
     curves.set_ylabel("start along the demo (1 = its end)")
     curves.set_ylim(-0.05, 1.05)
