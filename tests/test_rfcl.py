@@ -323,3 +323,19 @@ def test_an_env_without_success_or_restore_is_refused_before_a_run(tmp_path, env
     with pytest.raises(ValueError, match=message):
         train_rfcl(_config(tmp_path, tmp_path / "demos", env=env_id))
     assert not (tmp_path / "runs").exists()
+
+
+def test_cli_rfcl_prints_its_summary_and_refuses_bad_demos(tmp_path, demo_file, capsys):
+    from prefrl.cli import main
+
+    code = main(["rfcl", "--demos", str(demo_file), "--steps", "600", "--warmstart-steps", "200",
+                 "--eval-interval", "600", "--eval-episodes", "2", "--sac.hidden-dims", "16", "16",
+                 "--runs-dir", str(tmp_path), "--name", "cli", "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "RFCL on toy:maze after 600 steps: stage 1, demos solved 0" in out
+    assert "curriculum.png" in out and (tmp_path / "cli" / "curriculum.png").exists()
+    code = main(["rfcl", "--demos", str(demo_file), "--env", "toy:maze-open",
+                 "--runs-dir", str(tmp_path), "--name", "bad"])  # fmt: skip
+    assert code == 2 and "holds demos of toy:maze, not of toy:maze-open" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

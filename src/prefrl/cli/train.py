@@ -214,5 +214,5 @@ def cmd_rfcl(args: list[str]) -> int:
     print(f"RFCL on {config.env} after {result.step:,} steps: stage {result.stage}, demos solved "
           f"{result.demos_solved}; on the task's initial states: success at the end "
           f"{result.success_at_end:.2f}, at some step {result.success_once:.2f}")  # fmt: skip
-    print(f"run directory: {result.run_dir}")
+    print(f"run directory: {result.run_dir} (curriculum.png: each demo's starts over the run)")
     return 0

@@ -419,7 +419,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                     obs[i], started[i], limit[i] = loop.start_episode(i)
                     t[i] = 0
             for step in range(first + 1, loop.step + 1):
-                if step % cfg.log_interval == 0:
+                if step % cfg.log_interval == 0 or step == cfg.steps:
                     metrics.log(step, loop.curriculum_metrics())
                 if step % cfg.eval_interval == 0 or step == cfg.steps:
                     plot_curriculum(loop.run_dir)
