@@ -22,12 +22,12 @@ if TYPE_CHECKING:
     from prefrl.loops.rl import RLConfig
 
 
-def deterministic_action(agent: SAC | PPO, state, obs, key):
-    """The policy's action without exploration noise: SAC's tanh of the mean, PPO's clipped
-    mean."""
+def policy_action(agent: SAC | PPO, state, obs, key, step: int = 0, deterministic: bool = False):
+    """The policy's action: sampled as in training (noise from `key` folded with `step`), or
+    without exploration noise (SAC's tanh of the mean, PPO's clipped mean)."""
     if isinstance(agent, SAC):
-        return agent.act(state.actor_params, obs, key, 0, deterministic=True)
-    return agent.act(state.params, obs, key, 0, deterministic=True)[0]
+        return agent.act(state.actor_params, obs, key, step, deterministic=deterministic)
+    return agent.act(state.params, obs, key, step, deterministic=deterministic)[0]
 
 
 @functools.cache
@@ -62,24 +62,19 @@ class LoadedPolicy:
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Actions for one observation (obs_dim,) or a batch (n, obs_dim)."""
-        obs = np.asarray(obs, np.float32)
-        if obs.shape[-1:] != (self.agent.obs_dim,):
-            raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
-                             f"takes {self.agent.obs_dim} numbers per observation")  # fmt: skip
-        action = np.asarray(deterministic_action(self.agent, self.state, obs, _eval_key()))
-        return self._to_env(action)
+        return self._act(obs, _eval_key(), 0, deterministic=True)
 
     def sample(self, obs: np.ndarray, key: jax.Array, step: int) -> np.ndarray:
         """Actions with the exploration noise of training (what moved an RFCL run's
         curriculum), drawn with `key` folded with `step`."""
-        obs = np.asarray(obs, np.float32)
-        if isinstance(self.agent, SAC):
-            action = self.agent.act(self.state.actor_params, obs, key, step)
-        else:
-            action = self.agent.act(self.state.params, obs, key, step)[0]
-        return self._to_env(np.asarray(action))
+        return self._act(obs, key, step, deterministic=False)
 
-    def _to_env(self, action: np.ndarray) -> np.ndarray:
+    def _act(self, obs, key: jax.Array, step: int, deterministic: bool) -> np.ndarray:
+        obs = np.asarray(obs, np.float32)
+        if obs.shape[-1:] != (self.agent.obs_dim,):
+            raise ValueError(f"observations of shape {obs.shape}: this policy ({self.config.env}) "
+                             f"takes {self.agent.obs_dim} numbers per observation")  # fmt: skip
+        action = np.asarray(policy_action(self.agent, self.state, obs, key, step, deterministic))
         return action if self.action_scale is None else action * self.action_scale
 
 

@@ -32,7 +32,7 @@ from prefrl.loops.common import (
     stoppable,
 )
 from prefrl.loops.evaluate import EvalResult
-from prefrl.loops.policies import deterministic_action
+from prefrl.loops.policies import policy_action
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
     begin_checkpoint,
@@ -241,7 +241,7 @@ class RLRun(TrainingLoop):
             )
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
-        return deterministic_action(self.agent, self.state, obs, self.key)
+        return policy_action(self.agent, self.state, obs, self.key, deterministic=True)
 
     def close(self) -> None:
         super().close()

@@ -58,7 +58,7 @@ class SweepResult:
     def run_dir(self, label: str, seed: int) -> Path:
         """The directory of config `label`'s run with `seed` (labels are made directory names:
         `sac+demos` runs in `sac-demos_s0`)."""
-        return self.directory / "runs" / f"{safe_label(label)}_s{seed}"
+        return self.directory / "runs" / SweepRun(safe_label(label), seed, None).name
 
 
 def execute_run(config, cwd: str | None = None) -> dict:
