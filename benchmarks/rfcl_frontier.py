@@ -48,6 +48,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=10)
     parser.add_argument("--start-at", type=int, help="this state of each demo, not its frontier")
     args = parser.parse_args()
+    if args.start_at is not None and args.start_at < 0:
+        parser.error(f"--start-at {args.start_at}: expected a state index >= 0")
 
     ckpt = args.checkpoint or latest_checkpoint(args.run)
     if ckpt is None or not (ckpt / "loop.json").is_file():

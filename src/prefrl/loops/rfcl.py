@@ -410,7 +410,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 if step > cfg.warmstart_steps and step % cfg.update_every == 0:
                     loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
             t += 1
-            for i, (_, truncated, success) in enumerate(stepped):
+            for i, (_, truncated, success) in enumerate(counted):
                 if t[i] >= limit[i] or truncated:
                     stage = loop.stage
                     loop.end_episode(started[i], success)
