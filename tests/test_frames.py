@@ -12,7 +12,7 @@ from prefrl.data import PreferenceData
 from prefrl.envs import UnknownEnvError, make_env, make_pixel_env
 from prefrl.envs.frames import area_matrix
 from prefrl.envs.movingdot import CENTRE, DOT, HEIGHT, WIDTH
-from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.store import FeedbackStore, NotFound, run_uid
 
 
 def test_area_matrix_averages_intervals():
@@ -341,14 +341,21 @@ def test_preferences_on_frames_wait_for_a_person(tmp_path):
         progress=False,
     )  # fmt: skip
     result = {}
-    run = threading.Thread(target=lambda: result.update(r=train_frames_from_preferences(config)))
+    # A daemon: should the test fail, a trainer left waiting for labels must not keep pytest alive.
+    run = threading.Thread(
+        target=lambda: result.update(r=train_frames_from_preferences(config)), daemon=True
+    )
     run.start()
     deadline = time.time() + 300
     answered = 0
     while answered < 4 and time.time() < deadline:  # a person answering, as the web app does
         if (tmp_path / "person" / "feedback.db").exists():
             with FeedbackStore(tmp_path / "person") as store:
-                run_id = store.run_id(run_uid(tmp_path / "person"), create=False)
+                try:  # the store file exists a moment before the trainer writes its run's row
+                    run_id = store.run_id(run_uid(tmp_path / "person"), create=False)
+                except NotFound:
+                    time.sleep(0.05)
+                    continue
                 open_ = store.open_queries(run_id)
                 if open_:
                     store.add_labels([q.id for q in open_], ["left"] * len(open_), "human")
