@@ -304,6 +304,17 @@ def test_adroit_tasks_have_a_sparse_success_and_states_that_replay_exactly(task)
     env.close()
 
 
+@pytest.mark.parametrize("task, steps", [("door", 200), ("pen", 100)])
+def test_adroit_episodes_last_as_long_as_the_rfcl_paper_s(task, steps):
+    """The pen runs 100 steps (gymnasium-robotics registers 200): success is judged at the end."""
+    env = make_env(f"adroit:{task}", seed=0)
+    assert env.max_episode_steps == steps
+    env.reset(seed=0)
+    truncated = [env.step(np.zeros(env.action_dim))[3] for _ in range(steps)]
+    assert truncated == [False] * (steps - 1) + [True]
+    env.close()
+
+
 def test_sparse_pusher_succeeds_with_the_object_at_the_goal():
     env = make_env("sparse:pusher", seed=0)
     env.reset(seed=0)

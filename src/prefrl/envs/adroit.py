@@ -19,6 +19,9 @@ from prefrl.envs.backends import GymMujocoBackend, get_mujoco_state, set_mujoco_
 
 TASKS = {"door": "AdroitHandDoor-v1", "pen": "AdroitHandPen-v1",
          "hammer": "AdroitHandHammer-v1", "relocate": "AdroitHandRelocate-v1"}  # fmt: skip
+# The RFCL paper's episode lengths (and D4RL's): gymnasium-robotics registers the pen with 200 steps,
+# the paper runs it for 100 and judges success at the last one.
+EPISODE_STEPS = {"door": 200, "pen": 100, "hammer": 200, "relocate": 200}
 INSTALL = "the Adroit environments need the adroit extra: pip install 'prefrl[adroit]'"
 
 
@@ -84,7 +87,7 @@ def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
         except ImportError as e:
             raise ImportError(INSTALL) from e
         gym.register_envs(gymnasium_robotics)
-    env = SparseSuccess(gym.make(TASKS[name]))
+    env = SparseSuccess(gym.make(TASKS[name], max_episode_steps=EPISODE_STEPS[name]))
     if render:
         from prefrl.envs.backends import prepare_offscreen
 
