@@ -116,3 +116,31 @@ PREFRL_WITH_CTRL_C = [
 """`python -m prefrl` for a child that a test stops with SIGINT, as Ctrl-C would: with Python's
 own SIGINT handler, which a test run started as a shell's background job (`make test &`) would
 otherwise hand down as ignored."""
+
+
+_exit_status = {"code": 0}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _exit_status["code"] = int(exitstatus)
+
+
+def pytest_unconfigure(config):
+    """A test that leaves a non-daemon thread running (a trainer waiting for labels that never
+    come) would keep the interpreter from exiting after the summary, and CI would hang until its
+    limit. A watchdog (a daemon, so it dies with a normal exit) names such threads two minutes
+    on and ends the process with the run's status, or 1."""
+    import threading
+    import traceback
+
+    def watchdog():
+        time.sleep(120)
+        frames = sys._current_frames()
+        for t in threading.enumerate():
+            if t.is_alive() and not t.daemon and t is not threading.main_thread():
+                print(f"\nthread {t.name!r} still running after the tests:", file=sys.stderr)
+                traceback.print_stack(frames.get(t.ident), file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(_exit_status["code"] or 1)
+
+    threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
