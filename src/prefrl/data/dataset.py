@@ -13,7 +13,6 @@ stored with the dataset as Minari's `ref_min_score` / `ref_max_score`.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -228,12 +227,6 @@ class OfflineDataset:
         if all(p.states is not None for p in parts):
             cat["states"] = np.concatenate([p.states for p in parts])
         return cls(**cat, env_id=parts[0].env_id, name=name, **kw)
-
-    def with_rewards(self, rewards: np.ndarray) -> OfflineDataset:
-        rewards = np.asarray(rewards, np.float32).reshape(-1)
-        if len(rewards) != len(self):
-            raise ValueError(f"{len(rewards)} rewards for a dataset of {len(self)} transitions")
-        return dataclasses.replace(self, rewards=rewards)
 
     # ------------------------------------------------------------------------------- Minari I/O
     def save(self, path: str | Path) -> Path:

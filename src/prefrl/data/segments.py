@@ -100,9 +100,6 @@ class SegmentRecorder:
             self._first_step = global_step
         self._steps.append((obs, action, reward, state))
 
-    def discard(self) -> None:
-        self._steps = []
-
     def end_episode(
         self, rng: np.random.Generator, episode: int, final: tuple | None = None
     ) -> Segments | None:

@@ -26,7 +26,6 @@ from prefrl.envs.pool import EnvPool
 STACK, SIZE, FRAME_SKIP, NOOP_MAX = 4, 84, 4, 30
 FRAME_SIZE = (SIZE, SIZE)
 """(height, width) of every pixel env's frames."""
-GREY_WEIGHTS = np.array([0.299, 0.587, 0.114], np.float32)  # ITU-R 601 luma, as ALE's grey
 
 
 class Game(Protocol):

@@ -127,7 +127,6 @@ class SegmentRewardModel(RewardModel):
             jnp.ones((1, t), jnp.int32),
             jnp.ones((1, t)),
         )
-        self.epochs_trained = 0
         self.best_epoch = 0
         self._scores = jax.jit(self._scores_impl, static_argnames="train")
         self._rewards = jax.jit(self._rewards_impl)
@@ -265,7 +264,6 @@ class SegmentRewardModel(RewardModel):
             if progress is not None:
                 progress(epoch, metrics)
         self.params, self.best_epoch = (best[1], best[2]) if n_val else (params, cfg.epochs)
-        self.epochs_trained = cfg.epochs
         out = {
             "reward/train_loss": history[-1]["train_loss"],
             "reward/best_epoch": float(self.best_epoch),
