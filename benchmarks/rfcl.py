@@ -118,6 +118,9 @@ def main() -> int:
     parser.add_argument("--reverse-time-divisor", type=int,
                         help="r in stage 1's time limit 16 + steps left // r (default: the "
                         "preset's, else 1)")  # fmt: skip
+    parser.add_argument("--solved-share", type=float,
+                        help="stage 1 ends once more than this share of the demos are solved "
+                        "(default: the preset's, else 0.9)")  # fmt: skip
     parser.add_argument("--env-workers", type=int,
                         help="processes each run steps its envs in (default: the preset's)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
@@ -151,6 +154,8 @@ def main() -> int:
                           checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
     if args.reverse_time_divisor is not None:
         base = dataclasses.replace(base, reverse_time_divisor=args.reverse_time_divisor)
+    if args.solved_share is not None:
+        base = dataclasses.replace(base, solved_share=args.solved_share)
     if args.env_workers is not None:
         base = dataclasses.replace(base, env_workers=args.env_workers)
     configs = {}
@@ -172,7 +177,7 @@ def main() -> int:
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": device, "sac_hidden": list(base.sac.hidden_dims),
-            "reverse_time_divisor": base.reverse_time_divisor,
+            "reverse_time_divisor": base.reverse_time_divisor, "solved_share": base.solved_share,
             "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
