@@ -129,18 +129,19 @@ def pytest_unconfigure(config):
     """A test that leaves a non-daemon thread running (a trainer waiting for labels that never
     come) would keep the interpreter from exiting after the summary, and CI would hang until its
     limit. A watchdog (a daemon, so it dies with a normal exit) names such threads two minutes
-    on and ends the process with the run's status, or 1."""
+    on and ends the process with the run's status (1 if the tests passed but a thread was
+    left)."""
     import threading
     import traceback
 
     def watchdog():
         time.sleep(120)
-        frames = sys._current_frames()
-        for t in threading.enumerate():
-            if t.is_alive() and not t.daemon and t is not threading.main_thread():
-                print(f"\nthread {t.name!r} still running after the tests:", file=sys.stderr)
-                traceback.print_stack(frames.get(t.ident), file=sys.stderr)
+        frames, main = sys._current_frames(), threading.main_thread()
+        left = [t for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not main]
+        for t in left:
+            print(f"\nthread {t.name!r} still running after the tests:", file=sys.stderr)
+            traceback.print_stack(frames.get(t.ident), file=sys.stderr)
         sys.stderr.flush()
-        os._exit(_exit_status["code"] or 1)
+        os._exit(_exit_status["code"] or (1 if left else 0))
 
     threading.Thread(target=watchdog, name="exit-watchdog", daemon=True).start()
