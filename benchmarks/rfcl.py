@@ -56,6 +56,10 @@ METHODS = {
 RESULTS = Path(__file__).parent / "results" / "rfcl.json"
 
 
+OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
+"""RFCLConfig fields the flags of the same names set, when given, over the preset's."""
+
+
 def label(args, method: str) -> str:
     return f"{args.env.replace(':', '-')}_{method}_d{args.demos}"
 
@@ -152,12 +156,8 @@ def main() -> int:
         sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
         base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
                           checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
-    if args.reverse_time_divisor is not None:
-        base = dataclasses.replace(base, reverse_time_divisor=args.reverse_time_divisor)
-    if args.solved_share is not None:
-        base = dataclasses.replace(base, solved_share=args.solved_share)
-    if args.env_workers is not None:
-        base = dataclasses.replace(base, env_workers=args.env_workers)
+    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    base = dataclasses.replace(base, **overrides)
     configs = {}
     for method in args.methods:
         configs[label(args, method)] = dataclasses.replace(

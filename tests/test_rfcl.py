@@ -282,8 +282,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     subprocess.run(
         [sys.executable, "benchmarks/rfcl.py", "--env", "toy:maze-open", "--steps", "1000",
          "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "2", "--solved-share", "0.5",
-         "--runs",
-         str(tmp_path / "bench"), "--out", str(out)],
+         "--runs", str(tmp_path / "bench"), "--out", str(out)],
         cwd=root, check=True, capture_output=True, timeout=600,
     )  # fmt: skip
     rows = json.loads(out.read_text())["results"]
