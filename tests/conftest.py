@@ -135,7 +135,7 @@ def pytest_unconfigure(config):
     import traceback
 
     def watchdog():
-        time.sleep(120)
+        time.sleep(float(os.environ.get("PREFRL_TEST_EXIT_WATCHDOG_S", "120")))
         frames, main = sys._current_frames(), threading.main_thread()
         left = [t for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not main]
         for t in left:
