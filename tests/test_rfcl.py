@@ -175,6 +175,43 @@ def test_several_envs_in_workers_run_as_in_this_process(tmp_path, demo_file):
     assert episodes[-1] > 3  # (episodes ended and began again in every env)
 
 
+def test_forward_seeds_are_scored_by_a_success_at_any_step_reverse_starts_by_the_last(
+    tmp_path, demo_file, monkeypatch
+):
+    """Every episode succeeds at its first step and at no other (a fake success flag): the
+    forward curriculum scores its seeds as succeeded, as the reference implementation does
+    (by return), while no reverse frontier moves, as none succeeded at its last step."""
+    from prefrl.loops import rfcl
+
+    fresh = set()  # ids of envs whose episode has not stepped yet
+    start_from, step = rfcl._start_from, rfcl._step
+
+    def start_and_mark(env, seed, state):
+        fresh.add(id(env))
+        return start_from(env, seed, state)
+
+    def step_first_succeeds(env, action):
+        next_obs, truncated, _ = step(env, action)
+        success = id(env) in fresh
+        fresh.discard(id(env))
+        return next_obs, truncated, success
+
+    monkeypatch.setattr(rfcl, "_start_from", start_and_mark)
+    monkeypatch.setattr(rfcl, "_step", step_first_succeeds)
+    for name, changes in (("fwd", {"reverse_curriculum": False}), ("rev", {})):
+        result = train_rfcl(_config(tmp_path, demo_file, steps=1500, warmstart_steps=1500,
+                                    eval_interval=1500, name=name, **changes))  # fmt: skip
+        loop = json.loads((latest_checkpoint(result.run_dir) / "loop.json").read_text())
+        if name == "fwd":
+            played = [h for h in loop["forward"]["history"] if h]
+            assert len(played) >= 5 and all(all(h) for h in played)
+        else:
+            lengths = [len(d.states) for d in load_demos(_config(tmp_path, demo_file),
+                                                         _maze()).demos]  # fmt: skip
+            assert loop["stage"] == 1 and loop["reverse"]["frontier"] == [n - 1 for n in lengths]
+            assert loop["forward"]["episodes"] == 0 and loop["reverse"]["successes"] == [0, 0]
+
+
 def _maze():
     from prefrl.envs import make_env
 

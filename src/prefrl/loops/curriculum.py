@@ -12,7 +12,9 @@ rule). Stage 1 ends once more than 90% of the demos are solved.
 
 Forward (stage 2): the task's own initial states, as reset seeds 0..N-1. Each seed is scored by
 its last 5 episodes: 3 if it succeeded in some but under 75% of them, 2 if in none (or never
-played), 1 if in 75% or more. Seeds are drawn with 0.9 * rank(score)^(-1/0.1) + 0.1 *
+played), 1 if in 75% or more. An episode counts as a success here if it succeeded at any step
+(the reference implementation scores a seed by its returns, > 0 for any success), while the
+reverse curriculum counts the success at the last step. Seeds are drawn with 0.9 * rank(score)^(-1/0.1) + 0.1 *
 rank(staleness)^(-1/0.1), each part normalised (prioritised level replay; equal values share a
 rank): unsolved-but-learnable seeds first, and none forgotten for long.
 """
@@ -128,6 +130,7 @@ class ForwardCurriculum:
         return int(rng.choice(self.seeds, p=self.weights()))
 
     def record(self, seed: int, success: bool) -> None:
+        """An episode from `seed` ended; `success`: it succeeded at some step."""
         self.episodes += 1
         self.history[seed].append(bool(success))
         self.last_played[seed] = self.episodes

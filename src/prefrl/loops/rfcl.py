@@ -250,14 +250,16 @@ class RFCLRun(TrainingLoop):
             seed = int(self.rng.integers(self.config.forward_seeds))
         return self.pool.call(i, _start_from, seed, None), seed, self.env.max_episode_steps
 
-    def end_episode(self, started: Start | int, success: bool) -> None:
-        """Tells the curriculum that started the episode how it ended (a stage-1 episode that
-        ends after stage 2 began, in another env, is not counted)."""
+    def end_episode(self, started: Start | int, success_at_end: bool, success_once: bool) -> None:
+        """Tells the curriculum that started the episode how it ended: the reverse one by the
+        success at its last step, the forward one by a success at any step (as the reference
+        implementation scores reset seeds: a return above 0). A stage-1 episode that ends after
+        stage 2 began, in another env, is not counted."""
         self.episodes += 1
         if not isinstance(started, Start):
-            self.forward.record(started, success)
+            self.forward.record(started, success_once)
         elif self.stage == 1:
-            self.reverse.record(started, success)
+            self.reverse.record(started, success_at_end)
             if self.reverse.done:
                 self.begin_stage2()
 
@@ -392,6 +394,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     obs = np.zeros((n, loop.env.obs_dim), np.float32)
     started: list[Start | int] = [0] * n
     limit, t = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    succeeded = np.zeros(n, bool)  # at some step of the episode in progress
     for i in range(n):
         obs[i], started[i], limit[i] = loop.start_episode(i)
     with stoppable(loop, progress) as stop:
@@ -406,6 +409,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
             for i, (next_obs, _, success) in enumerate(counted):  # (never terminal)
                 loop.online.add(obs[i], action[i], float(success), next_obs, False)
                 obs[i] = next_obs
+                succeeded[i] |= success
             for step in range(first + 1, loop.step + 1):
                 if step > cfg.warmstart_steps and step % cfg.update_every == 0:
                     loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
@@ -413,11 +417,11 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
             for i, (_, truncated, success) in enumerate(counted):
                 if t[i] >= limit[i] or truncated:
                     stage = loop.stage
-                    loop.end_episode(started[i], success)
+                    loop.end_episode(started[i], success, bool(succeeded[i]))
                     if loop.stage != stage:
                         progress.say(f"stage 2 (forward curriculum) from step {loop.step:,}")
                     obs[i], started[i], limit[i] = loop.start_episode(i)
-                    t[i] = 0
+                    t[i], succeeded[i] = 0, False
             for step in range(first + 1, loop.step + 1):
                 if step % cfg.log_interval == 0 or step == cfg.steps:
                     metrics.log(step, loop.curriculum_metrics())
