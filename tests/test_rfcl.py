@@ -175,6 +175,22 @@ def test_several_envs_in_workers_run_as_in_this_process(tmp_path, demo_file):
     assert episodes[-1] > 3  # (episodes ended and began again in every env)
 
 
+def test_updates_wait_for_the_warm_start_and_again_when_stage_two_begins(tmp_path, demo_file):
+    """The fresh stage-2 online buffer fills with `warmstart_steps` of the policy's steps before
+    it makes half of any batch; the baselines (stage 2 from the start) wait once."""
+    config = _config(tmp_path, demo_file, warmstart_steps=500, update_every=2)
+    run = RFCLRun(config, tmp_path)
+    assert [run.updates_due(s) for s in (500, 501, 502)] == [False, False, True]
+    run.step = 3000
+    run.begin_stage2()
+    assert not any(run.updates_due(s) for s in range(3001, 3501))
+    assert run.updates_due(3502) and not run.updates_due(3503)
+    run.close()
+    baseline = RFCLRun(dataclasses.replace(config, reverse_curriculum=False), tmp_path)
+    assert [baseline.updates_due(s) for s in (500, 502)] == [False, True]
+    baseline.close()
+
+
 def test_forward_seeds_are_scored_by_a_success_at_any_step_reverse_starts_by_the_last(
     tmp_path, demo_file, monkeypatch
 ):

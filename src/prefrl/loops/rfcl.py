@@ -8,7 +8,8 @@ SAC from a few demonstrations with simulator states.
    for their states alone (`demo_actions=False`).
 2. Stage 2, forward curriculum (`curriculum.ForwardCurriculum`): episodes start from the task's
    own initial states (reset seeds), the learnable-but-unsolved ones first; the stage-1 replay
-   buffer becomes the offline half of each batch.
+   buffer becomes the offline half of each batch, once the policy has filled a fresh online
+   one for `warmstart_steps` steps.
 
 The reward is the task's success flag (0/1) and episodes never terminate (the time limit
 truncates them, and the critic always bootstraps). The headline metric is the success at an
@@ -70,7 +71,8 @@ class RFCLConfig:
     """Env steps in all (with --resume: the total to reach, not more steps)."""
     seed: int = 0
     warmstart_steps: int = 5_000
-    """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum)."""
+    """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum),
+    and no updates; stage 2 begins with as many steps of the policy's, again without updates."""
     update_every: int = 1
     """An update every this many env steps (with sac.utd_ratio critic steps each), counted over
     all the envs."""
@@ -269,6 +271,14 @@ class RFCLRun(TrainingLoop):
         self.offline = self.online
         self.online = ReplayBuffer(self.config.buffer_size, self.env.obs_dim, self.env.action_dim)
 
+    def updates_due(self, step: int) -> bool:
+        """Whether env step `step` is followed by an update: after the first `warmstart_steps`
+        steps, and after as many more once stage 2 began, which the policy collects into the
+        fresh online buffer before any batch is half made of it (the reference implementation
+        seeds stage 2 with the policy likewise)."""
+        wait = self.config.warmstart_steps + (self.stage2_step or 0)
+        return step > wait and step % self.config.update_every == 0
+
     def batch(self) -> Batch:
         size = self.agent.config.batch_size * self.agent.config.utd_ratio
         return self.online.sample_beside(self.offline, self.rng, size)
@@ -411,7 +421,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 obs[i] = next_obs
                 succeeded[i] |= success
             for step in range(first + 1, loop.step + 1):
-                if step > cfg.warmstart_steps and step % cfg.update_every == 0:
+                if loop.updates_due(step):
                     loop.state, update_metrics = agent.update(loop.state, loop.batch(), loop.key)
             t += 1
             for i, (_, truncated, success) in enumerate(counted):
