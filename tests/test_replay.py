@@ -47,6 +47,21 @@ def test_sample_from_empty_buffer_is_an_error():
         ReplayBuffer(4, 3, 2).sample(np.random.default_rng(0), 2)
 
 
+def test_a_half_and_half_batch_mixes_both_buffers_in_every_minibatch():
+    """SAC with utd_ratio U cuts a batch into U consecutive minibatches: each must hold both
+    buffers alike. (An online block then an offline one gave the first critic step online rows
+    alone and the actor, which takes the last minibatch, offline rows alone.)"""
+    online, offline = ReplayBuffer(100, 2, 1), ReplayBuffer(100, 2, 1)
+    for _ in range(50):
+        online.add(np.zeros(2), np.zeros(1), 0.0, np.zeros(2), False)
+        offline.add(np.ones(2), np.zeros(1), 1.0, np.ones(2), False)
+    rng = np.random.default_rng(0)
+    batch = online.sample_beside(offline, rng, 4 * 16)
+    np.testing.assert_array_equal(batch.reward.reshape(4, 16).mean(1), 0.5)
+    np.testing.assert_array_equal(batch.obs[:, 0], batch.reward)  # rows kept whole
+    assert online.sample_beside(offline, rng, 7).reward.sum() == 3  # this buffer gives the odd one
+
+
 def test_relabel_rewrites_every_reward_in_place_with_fixed_chunk_shapes():
     buf = ReplayBuffer(50, 3, 2)
     _fill(buf, 23)

@@ -1,7 +1,8 @@
 """Soft Actor-Critic with a vmapped critic ensemble, DroQ options and update-to-data ratio > 1.
 
-One call of `SAC.update` does `utd_ratio` critic steps (a `lax.scan` over minibatches), then one
-actor and one temperature step, all inside a single jitted function. With `utd_ratio=1` this is
+One call of `SAC.update` does `utd_ratio` critic steps (a `lax.scan` over the batch cut into
+consecutive minibatches), then one actor and one temperature step on the last minibatch, all
+inside a single jitted function. With `utd_ratio=1` this is
 plain SAC (Haarnoja et al. 2018); with dropout + LayerNorm critics and a high ratio it is DroQ.
 """
 

@@ -76,12 +76,16 @@ class ReplayBuffer:
     def sample_beside(self, other: ReplayBuffer | None, rng: np.random.Generator,
                       batch_size: int) -> Batch:  # fmt: skip
         """A batch half from this buffer, half from `other` (RLPD's symmetric sampling; this
-        buffer gives the odd one); all from this one when `other` is None or empty."""
+        buffer gives the odd one); all from this one when `other` is None or empty.
+
+        The two halves alternate row by row, so that any run of consecutive rows holds both
+        alike: SAC with `utd_ratio` > 1 cuts the batch into consecutive minibatches, and a
+        batch of two blocks would give some of them one buffer's rows alone."""
         if other is None or len(other) == 0:
             return self.sample(rng, batch_size)
         half = batch_size // 2
         a, b = self.sample(rng, batch_size - half), other.sample(rng, half)
-        return Batch(*(np.concatenate([x, y]) for x, y in zip(a, b, strict=True)))
+        return Batch(*(_alternate(x, y) for x, y in zip(a, b, strict=True)))
 
     def relabel(self, reward_fn: RewardFn, chunk_size: int = 8192) -> None:
         """Overwrite every stored reward with `reward_fn(obs, action, next_obs)`, in place.
@@ -135,3 +139,10 @@ class ReplayBuffer:
                 getattr(buf, name)[:n] = data[name]
         buf.ptr, buf.size = meta["ptr"], n
         return buf
+
+
+def _alternate(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x's rows at the even positions, y's at the odd ones (len(x) is len(y) or one more)."""
+    out = np.empty((len(x) + len(y), *x.shape[1:]), x.dtype)
+    out[0::2], out[1::2] = x, y
+    return out
