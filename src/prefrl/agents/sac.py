@@ -2,8 +2,8 @@
 
 One call of `SAC.update` does `utd_ratio` critic steps (a `lax.scan` over the batch cut into
 consecutive minibatches), then one actor and one temperature step on the last minibatch, all
-inside a single jitted function. With `utd_ratio=1` this is
-plain SAC (Haarnoja et al. 2018); with dropout + LayerNorm critics and a high ratio it is DroQ.
+inside a single jitted function. With `utd_ratio=1` this is plain SAC (Haarnoja et al. 2018);
+with dropout + LayerNorm critics and a high ratio it is DroQ.
 """
 
 from __future__ import annotations

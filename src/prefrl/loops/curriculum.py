@@ -14,9 +14,10 @@ Forward (stage 2): the task's own initial states, as reset seeds 0..N-1. Each se
 its last 5 episodes: 3 if it succeeded in some but under 75% of them, 2 if in none (or never
 played), 1 if in 75% or more. An episode counts as a success here if it succeeded at any step
 (the reference implementation scores a seed by its returns, > 0 for any success), while the
-reverse curriculum counts the success at the last step. Seeds are drawn with 0.9 * rank(score)^(-1/0.1) + 0.1 *
-rank(staleness)^(-1/0.1), each part normalised (prioritised level replay; equal values share a
-rank): unsolved-but-learnable seeds first, and none forgotten for long.
+reverse curriculum counts the success at the last step. Seeds are drawn with
+0.9 * rank(score)^(-1/0.1) + 0.1 * rank(staleness)^(-1/0.1), each part normalised (prioritised
+level replay; equal values share a rank): unsolved-but-learnable seeds first, and none
+forgotten for long.
 """
 
 from __future__ import annotations
