@@ -60,6 +60,11 @@ def _config(tmp_path, demos, **kw):
     return RFCLConfig(**{**base, **kw})
 
 
+def _last_states(tmp_path, demo_file) -> list[int]:
+    """Each kept demo's last state index: where its reverse frontier starts."""
+    return [len(d.states) - 1 for d in load_demos(_config(tmp_path, demo_file), _maze()).demos]
+
+
 def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):
     from test_offline import synthetic
 
@@ -138,9 +143,7 @@ def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file)
 def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, demo_file):
     first = train_rfcl(_config(tmp_path, demo_file))
     ckpt = json.loads((first.run_dir / "checkpoints" / "step_000003000" / "loop.json").read_text())
-    lengths = [len(d.states) for d in load_demos(_config(tmp_path, demo_file),
-                                                 _maze()).demos]  # fmt: skip
-    assert ckpt["stage"] == 1 and ckpt["reverse"]["frontier"] != [n - 1 for n in lengths]
+    assert ckpt["stage"] == 1 and ckpt["reverse"]["frontier"] != _last_states(tmp_path, demo_file)
     result = train_rfcl(_config(tmp_path, demo_file, steps=4500, resume=first.run_dir))
     assert result.step == 4500 and not result.interrupted
     rows = [json.loads(line) for line in (first.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -222,9 +225,8 @@ def test_forward_seeds_are_scored_by_a_success_at_any_step_reverse_starts_by_the
             played = [h for h in loop["forward"]["history"] if h]
             assert len(played) >= 5 and all(all(h) for h in played)
         else:
-            lengths = [len(d.states) for d in load_demos(_config(tmp_path, demo_file),
-                                                         _maze()).demos]  # fmt: skip
-            assert loop["stage"] == 1 and loop["reverse"]["frontier"] == [n - 1 for n in lengths]
+            frontier = loop["reverse"]["frontier"]
+            assert loop["stage"] == 1 and frontier == _last_states(tmp_path, demo_file)
             assert loop["forward"]["episodes"] == 0 and loop["reverse"]["successes"] == [0, 0]
 
 
