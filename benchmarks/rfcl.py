@@ -21,7 +21,9 @@ side on this machine (on 2 cores the small maze networks leave a core mostly idl
 side by side finish sooner than one after the other), --address a Ray cluster. Each run is a
 normal run directory under --runs (logs/rfcl-bench by default)/runs: stop the script at any
 time and start it again with the same arguments; finished runs are skipped, stopped ones
-resume from their checkpoints. Writes benchmarks/results/rfcl.json (success at the end
+resume from their checkpoints. Each finished run's metrics are kept in benchmarks/results/rfcl-runs
+(--keep; small files, committed): on a new machine the grid restores its finished runs from there and
+runs only the others. Writes benchmarks/results/rfcl.json (success at the end
 and at some step on the task's own initial states, deterministic actions, mean and std over
 seeds, beside the env steps per second of each method).
 """
@@ -47,6 +49,9 @@ from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
 from prefrl.presets import RFCL_PRESETS
 from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.plots import plot_curriculum
+from prefrl.sweep.runner import DONE_FILE
+from prefrl.sweep.spec import expand_runs
 
 METHODS = {
     "rfcl": {},
@@ -54,6 +59,8 @@ METHODS = {
     "sac": {"reverse_curriculum": False, "forward_curriculum": False, "demo_actions": False},
 }
 RESULTS = Path(__file__).parent / "results" / "rfcl.json"
+KEPT_FILES = ("metrics.jsonl", "sessions.jsonl", DONE_FILE)
+"""What is kept of a finished run: enough for its rows and plots, and for a sweep to skip it."""
 
 
 OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
@@ -79,6 +86,21 @@ THROUGHPUT_CONFIGS = {
     "cpu (10 critics 3x128, an update every 2 steps)": {
         "sac": dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128)), "update_every": 2},
 }  # fmt: skip
+
+
+def keep_finished(runs: Path, keep: Path, names: list[str]) -> None:
+    """Both ways between the run directories and `keep`: a finished run missing from `runs` is
+    restored from `keep` (a new machine, a cleaned logs folder), one missing from `keep` is kept."""
+    for name in names:
+        run_dir, kept = runs / "runs" / name, keep / runs.name / name
+        if (kept / DONE_FILE).exists() and not (run_dir / DONE_FILE).exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # (a run stopped midway: it finished)
+            shutil.copytree(kept, run_dir)
+        elif (run_dir / DONE_FILE).exists() and not (kept / DONE_FILE).exists():
+            kept.mkdir(parents=True, exist_ok=True)
+            for f in KEPT_FILES:
+                if (run_dir / f).exists():
+                    shutil.copyfile(run_dir / f, kept / f)
 
 
 def throughput(args, demo_dir: Path) -> list[dict]:
@@ -130,6 +152,8 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", type=Path, default=RESULTS.with_name("rfcl-runs"),
+                        help="where finished runs' metrics are kept, by --runs folder name")  # fmt: skip
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
     add_grid_flags(parser)
@@ -164,7 +188,12 @@ def main() -> int:
             base, env=args.env, demos=demo_dir, steps=args.steps,
             eval_episodes=args.eval_episodes, **METHODS[method],
         )  # fmt: skip
-    sweep = run_grid(configs, args.seeds, args.runs, args)
+    names = [r.name for r in expand_runs(configs, args.seeds, args.runs / "runs")]
+    keep_finished(args.runs, args.keep, names)
+    try:
+        sweep = run_grid(configs, args.seeds, args.runs, args)
+    finally:
+        keep_finished(args.runs, args.keep, names)
     rows, device = [], device_kind()
     for method in args.methods:
         runs = [sweep.run_dir(label(args, method), seed) for seed in args.seeds]
@@ -195,7 +224,7 @@ def main() -> int:
     name = f"rfcl_{args.env.replace(':', '-')}"
     plot_success(args, sweep, args.out.with_name(f"{name}.png"))
     if "rfcl" in args.methods:  # (the first seed's starts along its demos, beside the curves)
-        curriculum = sweep.run_dir(label(args, "rfcl"), args.seeds[0]) / "curriculum.png"
+        curriculum = plot_curriculum(sweep.run_dir(label(args, "rfcl"), args.seeds[0]))
         shutil.copyfile(curriculum, args.out.with_name(f"{name}_curriculum.png"))
     print(f"wrote {args.out}")
     return 0

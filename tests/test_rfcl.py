@@ -327,19 +327,22 @@ def test_an_rfcl_policy_loads_like_any_other(tmp_path, gentle_demos):
 
 def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     """benchmarks/rfcl.py end to end on a tiny grid: runs on Ray, then reads each method's runs
-    back (`sac+demos` runs in a directory named `sac-demos`) into the results file."""
+    back (`sac+demos` runs in a directory named `sac-demos`) into the results file. Its finished
+    runs are kept: with the run directories gone (a new machine), it restores them, trains
+    nothing and writes the same rows."""
+    import shutil
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).parent.parent
     out = tmp_path / "rfcl.json"
-    subprocess.run(
-        [sys.executable, "benchmarks/rfcl.py", "--env", "toy:maze-open", "--steps", "1000",
-         "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "2", "--solved-share", "0.5",
-         "--runs", str(tmp_path / "bench"), "--out", str(out)],
-        cwd=root, check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
+    command = [
+        sys.executable, "benchmarks/rfcl.py", "--env", "toy:maze-open", "--steps", "1000",
+        "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "2", "--solved-share", "0.5",
+        "--runs", str(tmp_path / "bench"), "--out", str(out), "--keep", str(tmp_path / "kept"),
+    ]  # fmt: skip
+    subprocess.run(command, cwd=root, check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["results"]
     assert [r["method"] for r in rows] == ["rfcl", "sac+demos", "sac"]
     assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
@@ -349,6 +352,14 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert stored["solved_share"] == 0.5
     for figure in ("rfcl_toy-maze-open.png", "rfcl_toy-maze-open_curriculum.png"):
         assert (tmp_path / figure).read_bytes()[:4] == b"\x89PNG"
+
+    kept = sorted(p.name for p in (tmp_path / "kept/bench").iterdir())
+    assert kept == [f"toy-maze-open_{m}_d1_s0" for m in ("rfcl", "sac-demos", "sac")]
+    shutil.rmtree(tmp_path / "bench/runs")
+    again = subprocess.run(command, cwd=root, check=True, capture_output=True, text=True,
+                           timeout=600)  # fmt: skip
+    assert "3 runs finished (skipped); 0 runs to go" in again.stdout
+    assert json.loads(out.read_text())["results"] == rows
 
 
 def _stepped_demo(env_id: str):
