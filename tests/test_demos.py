@@ -81,8 +81,10 @@ def test_bad_demo_files_are_refused_with_what_to_do(tmp_path, maze_demos):
     synthetic().save(tmp_path / "no-states")  # an offline dataset: no simulator states
     with pytest.raises(ValueError, match="has no simulator states; RFCL starts episodes from"):
         DemoSet.load(tmp_path / "no-states")
-    with pytest.raises(FileNotFoundError, match="record demos with `prefrl demos record`"):
+    with pytest.raises(FileNotFoundError, match="not a Minari dataset .*; make demos with `pre"):
         DemoSet.load(tmp_path)
+    with pytest.raises(FileNotFoundError, match="none does not exist; make demos with `prefrl"):
+        DemoSet.load(tmp_path / "none")
     d = maze_demos[0]
     with pytest.raises(ValueError, match="has 5 success: expected"):
         Demo(d.states, d.observations, d.actions, d.rewards, d.success[:5])

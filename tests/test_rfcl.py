@@ -3,6 +3,7 @@ seeded maze run whose curriculum moves and which resumes mid-stage."""
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -333,7 +334,6 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     import shutil
     import subprocess
     import sys
-    from pathlib import Path
 
     root = Path(__file__).parent.parent
     out = tmp_path / "rfcl.json"
@@ -394,17 +394,30 @@ def test_an_env_without_success_or_restore_is_refused_before_a_run(tmp_path, env
     assert not (tmp_path / "runs").exists()
 
 
-def test_cli_rfcl_prints_its_summary_and_refuses_bad_demos(tmp_path, demo_file, capsys):
+def test_cli_rfcl_prints_its_summary_and_refuses_bad_demos(tmp_path, demo_file, capsys,
+                                                            monkeypatch):  # fmt: skip
+    """...and stores the demos' path whole, so that the run resumes from any folder."""
     from prefrl.cli import main
 
-    code = main(["rfcl", "--demos", str(demo_file), "--steps", "600", "--warmstart-steps", "200",
+    monkeypatch.chdir(demo_file.parent)
+    code = main(["rfcl", "--demos", demo_file.name, "--steps", "600", "--warmstart-steps", "200",
                  "--eval-interval", "600", "--eval-episodes", "2", "--sac.hidden-dims", "16", "16",
                  "--runs-dir", str(tmp_path), "--name", "cli", "--no-progress"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
     assert "RFCL on toy:maze after 600 steps: stage 1, demos solved 0" in out
     assert "curriculum.png" in out and (tmp_path / "cli" / "curriculum.png").exists()
+    stored = json.loads((tmp_path / "cli" / "config.json").read_text())
+    assert Path(stored["demos"]) == demo_file.absolute()
     code = main(["rfcl", "--demos", str(demo_file), "--env", "toy:maze-open",
                  "--runs-dir", str(tmp_path), "--name", "bad"])  # fmt: skip
     assert code == 2 and "holds demos of toy:maze, not of toy:maze-open" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+    code = main(["rfcl", "--demos", "nowhere", "--runs-dir", str(tmp_path), "--name", "none"])
+    err = capsys.readouterr().err
+    assert code == 2 and "error: --demos: " in err and "nowhere does not exist; make demos" in err
+    code = main(["rfcl", "--demos", demo_file.name, "--steps", "100", "--warmstart-steps", "200",
+                 "--eval-episodes", "1", "--sac.hidden-dims", "16", "16", "--runs-dir",
+                 str(tmp_path), "--name", "short", "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "--steps 100 ends within the --warmstart-steps 200" in out

@@ -102,3 +102,6 @@ def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("step 500/1,000 (50%),") and "eval return -150.2" in lines[0]
     assert "labels 20" in lines[0] and lines[-1].startswith("step 1,000/1,000 (100%)")
+    with progress.TrainingProgress(1000, 0, eval_label="eval success", eval_digits=2) as bar:
+        bar.update(1000, last_eval=0.85)  # (RFCL's: a success rate)
+    assert "steps/s, eval success 0.85" in capsys.readouterr().out

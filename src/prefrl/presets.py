@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from prefrl.agents import SACConfig
 from prefrl.agents.a2c import A2CConfig
@@ -183,7 +184,7 @@ OFFLINE_PRESETS: dict[str, Preset] = {
 # a third of what is left of them is too short (docs/guides/demos.md): the CPU preset, made for
 # planned demos, gives all of it.
 _RFCL_ADROIT = {"reverse_delta": 8, "reverse_streak": 3, "reverse_time_divisor": 3}
-_RFCL_PAPER = RFCLConfig(env="adroit:door", steps=1_000_000, eval_interval=20_000,
+_RFCL_PAPER = RFCLConfig(env="adroit:door", demos=Path("demos/door"), steps=1_000_000, eval_interval=20_000,
                          checkpoint_interval=50_000, envs=8, update_every=2, **_RFCL_ADROIT)  # fmt: skip
 """The paper's Adroit runs: 8 envs, an update every other env step."""
 _RFCL_CPU_SAC = dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128))
@@ -218,6 +219,7 @@ RFCL_PRESETS: dict[str, Preset] = {
         "(update-to-data 0.5, the paper's wall-time setting), 500k steps",
         RFCLConfig(
             env="adroit:door",
+            demos=Path("demos/door"),
             steps=500_000,
             eval_interval=20_000,
             checkpoint_interval=25_000,

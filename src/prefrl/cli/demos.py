@@ -85,7 +85,7 @@ class CheckArgs:
 
     file: Annotated[Path, tyro.conf.Positional]
     env: str | None = None
-    """The env to replay in (default: the demos' own)."""
+    """The env the demos must be of (default: the demos' own; another is refused)."""
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,8 @@ def cmd_demos(args: list[str]) -> int:
     action, rest = args[0], args[1:]
     if action == "info":
         if not rest or rest[0].startswith("-"):
-            print("usage: prefrl demos info FILE")
+            print("usage: prefrl demos info FILE\n\nA demo file's env, demos, lengths and first "
+                  "successes (FILE: a demo folder, or ManiSkill2's trajectory .h5).")  # fmt: skip
             return 0 if rest else 2
         if rest[0].endswith(".h5"):  # (ManiSkill2's trajectory file, read as it is)
             from prefrl.data.demos import read_maniskill2

@@ -1,6 +1,8 @@
-"""The training commands: `rl`, `train`, `offline`, `offline-cpl`, `finetune`."""
+"""The training commands: `rl`, `train`, `offline`, `offline-cpl`, `finetune`, `frames`, `rfcl`."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from prefrl.cli.common import parse_config, print_cpl_end, print_eval, print_run_end
 
@@ -204,6 +206,8 @@ def cmd_rfcl(args: list[str]) -> int:
         "Forward Curriculum Learning (SAC; episodes start from demo states, then from the "
         "task's own).",
     )  # fmt: skip
+    if not any(a == "--resume" or a.startswith("--resume=") for a in args):
+        config = dataclasses.replace(config, demos=config.demos.absolute())  # (resumable anywhere)
     result = train_rfcl(config)
     if result.interrupted:
         print(f"stopped at step {result.step:,}; continue with: prefrl rfcl --resume "

@@ -20,6 +20,12 @@ import numpy as np
 from prefrl.data.minari_io import read_minari, write_minari
 from prefrl.data.replay import ReplayBuffer
 
+MAKE_DEMOS = (
+    "make demos with `prefrl demos plan` (Adroit), `prefrl demos script` (the mazes) or "
+    "`prefrl demos record RUN` (a trained policy), or bring them with `prefrl demos import-d4rl` "
+    "or `import-maniskill2`"
+)
+
 
 @dataclass
 class Demo:
@@ -138,9 +144,7 @@ class DemoSet:
 
     @classmethod
     def load(cls, path: str | Path) -> DemoSet:
-        env_id, ours, _, episodes = read_minari(
-            path, "record demos with `prefrl demos record` or `prefrl demos script`"
-        )
+        env_id, ours, _, episodes = read_minari(path, MAKE_DEMOS)
         has_actions = bool(ours.pop("actions", True))
         ours.pop("kind", None)
         infos_of = ours.pop("demo_info", None) or [{}] * len(episodes)
@@ -212,7 +216,8 @@ def load_demos_of(path: Path | str, env_id: str, env) -> DemoSet:
     and action sizes of `env` (an env of that id)."""
     demos = DemoSet.load(path)
     if demos.env_id != env_id:
-        raise ValueError(f"{path} holds demos of {demos.env_id}, not of {env_id}")
+        raise ValueError(f"{path} holds demos of {demos.env_id}, not of {env_id}; give demos "
+                         f"of {env_id}, or --env {demos.env_id} ({MAKE_DEMOS})")  # fmt: skip
     if demos.obs_dim != env.obs_dim or (demos.has_actions and demos.action_dim != env.action_dim):
         raise ValueError(
             f"{path}: observations of size {demos.obs_dim} and actions of size "

@@ -81,6 +81,8 @@ def read_minari(path: str | Path, make_hint: str) -> tuple[str, dict, dict, list
     from minari.dataset.minari_storage import MinariStorage
 
     path = Path(path).resolve()
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; {make_hint}")
     data = path / "data" if (path / "data").is_dir() else path
     if not (data / "metadata.json").exists():
         raise FileNotFoundError(

@@ -149,7 +149,10 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
     if not env.restores_state:
         raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
                          "from demo states")  # fmt: skip
-    demos = load_demos_of(config.demos, config.env, env)
+    try:
+        demos = load_demos_of(config.demos, config.env, env)
+    except FileNotFoundError as e:  # (a default the user never typed, a run moved: say the flag)
+        raise FileNotFoundError(f"--demos: {e}") from None
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
     if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
@@ -396,9 +399,11 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     logs, evaluations and checkpoints fall on the steps they are due at). A last round that would
     pass `steps` counts, and stores, only the steps up to it."""
     cfg, agent, n = loop.config, loop.agent, loop.config.envs
-    progress = TrainingProgress(
-        cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
-    )
+    progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval,
+                                eval_label="eval success", eval_digits=2)  # fmt: skip
+    if loop.step < cfg.warmstart_steps >= cfg.steps:
+        progress.say(f"warning: --steps {cfg.steps:,} ends within the --warmstart-steps "
+                     f"{cfg.warmstart_steps:,} of random actions: the run makes no updates")  # fmt: skip
     periodic = PeriodicTasks(loop, metrics, progress, f"RFCL on {cfg.env}")
     update_metrics = None
     obs = np.zeros((n, loop.env.obs_dim), np.float32)
@@ -440,6 +445,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 periodic.after_step(step, update_metrics,
                                     info=f"stage {loop.stage}, demos solved "
                                          f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
+    plot_curriculum(loop.run_dir)  # (where a stop left it, too)
     final = periodic.final
     extra = final.extra if final is not None else {}
     return RFCLResult(loop.run_dir, loop.step, loop.stage, int(loop.reverse.solved.sum()),

@@ -21,9 +21,13 @@ PLAIN_EVERY_S = 30.0
 
 class TrainingProgress:
     def __init__(
-        self, total: int, start: int, enabled: bool = True, last_eval: float | None = None
-    ):
+        self, total: int, start: int, enabled: bool = True, last_eval: float | None = None,
+        eval_label: str = "eval return", eval_digits: int = 1,
+    ):  # fmt: skip
+        """`eval_label`, `eval_digits`: what the evaluations' mean is called and how it is shown
+        (RFCL's is a success rate: "eval success", 2)."""
         self.enabled = enabled
+        self._label, self._digits = eval_label, eval_digits
         self.total = total
         self.plain = enabled and not Console().is_terminal
         self._progress = Progress(
@@ -31,7 +35,7 @@ class TrainingProgress:
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("{task.fields[rate]} steps/s"),
-            TextColumn("eval return {task.fields[eval]}"),
+            TextColumn(eval_label + " {task.fields[eval]}"),
             TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
             TextColumn("eta"),
@@ -39,7 +43,7 @@ class TrainingProgress:
             disable=not enabled or self.plain,
         )
         self._task = self._progress.add_task(
-            "train", total=total, completed=start, rate="-", eval=_fmt(last_eval), info=""
+            "train", total=total, completed=start, rate="-", eval=self._fmt(last_eval), info=""
         )
         self._last_line = (time.monotonic(), start)
         self._eval, self._info = last_eval, ""
@@ -69,7 +73,7 @@ class TrainingProgress:
         if task.speed:
             fields["rate"] = f"{task.speed:,.0f}"
         if last_eval is not None:
-            fields["eval"] = _fmt(last_eval)
+            fields["eval"] = self._fmt(last_eval)
         if info is not None:
             fields["info"] = info
         self._progress.update(self._task, completed=step, **fields)
@@ -88,9 +92,8 @@ class TrainingProgress:
         rate = (step - then_step) / max(now - then, 1e-9)
         info = f", {self._info}" if self._info else ""
         print(f"step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), {rate:,.0f} "
-              f"steps/s, eval return {_fmt(self._eval)}{info}", flush=True)  # fmt: skip
+              f"steps/s, {self._label} {self._fmt(self._eval)}{info}", flush=True)  # fmt: skip
         self._last_line = (now, step)
 
-
-def _fmt(value: float | None) -> str:
-    return "(none yet)" if value is None else f"{value:,.1f}"
+    def _fmt(self, value: float | None) -> str:
+        return "(none yet)" if value is None else f"{value:,.{self._digits}f}"
