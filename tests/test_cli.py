@@ -90,9 +90,11 @@ def test_bad_values_are_usage_errors_that_name_them(capsys, args, expected):
     assert expected in " ".join(capsys.readouterr().err.split())
 
 
-def test_unknown_preset_and_command(capsys):
-    with pytest.raises(SystemExit, match="unknown --preset 'nope'; known: quickstart"):
-        main(["rl", "--preset", "nope"])
+def test_unknown_preset_command_and_run_are_usage_errors(capsys, tmp_path):
+    assert main(["rl", "--preset", "nope"]) == 2
+    assert "prefrl rl: error: unknown --preset 'nope'; known: quickstart" in capsys.readouterr().err
+    assert main(["rfcl", "--resume", str(tmp_path)]) == 2
+    assert "no config.json there (not a run directory)" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
 

@@ -39,13 +39,13 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     if resume is not None:
         stored = Path(resume) / "config.json"
         if not stored.exists():
-            raise SystemExit(
-                f"{prog}: --resume {resume}: no config.json there (not a run directory)"
+            raise FileNotFoundError(
+                f"--resume {resume}: no config.json there (not a run directory)"
             )
         base = config_from_dict(cls, json.loads(stored.read_text()))
     elif preset is not None:
         if preset not in presets:
-            raise SystemExit(f"{prog}: unknown --preset {preset!r}; known: {', '.join(presets)}")
+            raise LookupError(f"unknown --preset {preset!r}; known: {', '.join(presets)}")
         base = presets[preset].config
     else:
         base = cls()
