@@ -22,7 +22,7 @@ side by side finish sooner than one after the other), --address a Ray cluster. E
 normal run directory under --runs (logs/rfcl-bench by default)/runs: stop the script at any
 time and start it again with the same arguments; finished runs are skipped, stopped ones
 resume from their checkpoints. Each finished run's metrics are kept in benchmarks/results/rfcl-runs
-(--keep; small files, committed): on a new machine the grid restores its finished runs from there and
+(--keep; gzipped, committed): on a new machine the grid restores its finished runs from there and
 runs only the others. Writes benchmarks/results/rfcl.json (success at the end
 and at some step on the task's own initial states, deterministic actions, mean and std over
 seeds, beside the env steps per second of each method).
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import platform
@@ -60,7 +61,8 @@ METHODS = {
 }
 RESULTS = Path(__file__).parent / "results" / "rfcl.json"
 KEPT_FILES = ("metrics.jsonl", "sessions.jsonl", DONE_FILE)
-"""What is kept of a finished run: enough for its rows and plots, and for a sweep to skip it."""
+"""What is kept of a finished run: enough for its rows and plots, and for a sweep to skip it
+(the record that it finished last, so that a copy cut short is no finished run)."""
 
 
 OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
@@ -89,18 +91,26 @@ THROUGHPUT_CONFIGS = {
 
 
 def keep_finished(runs: Path, keep: Path, names: list[str]) -> None:
-    """Both ways between the run directories and `keep`: a finished run missing from `runs` is
-    restored from `keep` (a new machine, a cleaned logs folder), one missing from `keep` is kept."""
+    """Both ways between the run directories and `keep` (gzipped): a finished run missing from
+    `runs` is restored from `keep` (a new machine, a cleaned logs folder), one missing from
+    `keep` is kept."""
     for name in names:
         run_dir, kept = runs / "runs" / name, keep / runs.name / name
-        if (kept / DONE_FILE).exists() and not (run_dir / DONE_FILE).exists():
+        kept_done, done = kept / f"{DONE_FILE}.gz", run_dir / DONE_FILE
+        if kept_done.exists() and not done.exists():
             shutil.rmtree(run_dir, ignore_errors=True)  # (a run stopped midway: it finished)
-            shutil.copytree(kept, run_dir)
-        elif (run_dir / DONE_FILE).exists() and not (kept / DONE_FILE).exists():
+            run_dir.mkdir(parents=True)
+            for f in KEPT_FILES:  # (the record that it finished last)
+                if (kept / f"{f}.gz").exists():
+                    with gzip.open(kept / f"{f}.gz") as src, open(run_dir / f, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        elif done.exists() and not kept_done.exists():
             kept.mkdir(parents=True, exist_ok=True)
             for f in KEPT_FILES:
                 if (run_dir / f).exists():
-                    shutil.copyfile(run_dir / f, kept / f)
+                    with (open(run_dir / f, "rb") as src,
+                          gzip.GzipFile(kept / f"{f}.gz", "wb", mtime=0) as dst):  # fmt: skip
+                        shutil.copyfileobj(src, dst)
 
 
 def throughput(args, demo_dir: Path) -> list[dict]:
