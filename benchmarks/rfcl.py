@@ -163,7 +163,7 @@ def main() -> int:
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--keep", type=Path, default=RESULTS.with_name("rfcl-runs"),
-                        help="where finished runs' metrics are kept, by --runs folder name")  # fmt: skip
+                        help="where finished runs' metrics are kept (by --runs name)")  # fmt: skip
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
     add_grid_flags(parser)

@@ -212,12 +212,17 @@ def read_maniskill2(path: str | Path) -> DemoSet:
 
 
 def load_demos_of(path: Path | str, env_id: str, env) -> DemoSet:
-    """The demo file at `path`, refused unless it holds demos of `env_id` with the observation
-    and action sizes of `env` (an env of that id)."""
-    demos = DemoSet.load(path)
+    """The demo file at `path` (`--demos` of `prefrl rl` and `prefrl rfcl`), refused unless it
+    holds demos of `env_id` with the observation and action sizes of `env` (an env of that id)."""
+    try:
+        demos = DemoSet.load(path)
+    except FileNotFoundError as e:  # (a default the user never typed, a run moved: say the flag)
+        raise FileNotFoundError(f"--demos: {e}") from None
     if demos.env_id != env_id:
-        raise ValueError(f"{path} holds demos of {demos.env_id}, not of {env_id}; give demos "
-                         f"of {env_id}, or --env {demos.env_id} ({MAKE_DEMOS})")  # fmt: skip
+        raise ValueError(
+            f"{path} holds demos of {demos.env_id}, not of {env_id}: give demos of {env_id} "
+            f"(`prefrl demos plan|script|record`), or --env {demos.env_id}"
+        )
     if demos.obs_dim != env.obs_dim or (demos.has_actions and demos.action_dim != env.action_dim):
         raise ValueError(
             f"{path}: observations of size {demos.obs_dim} and actions of size "

@@ -149,17 +149,13 @@ def load_demos(config: RFCLConfig, env) -> DemoSet:
     if not env.restores_state:
         raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
                          "from demo states")  # fmt: skip
-    try:
-        demos = load_demos_of(config.demos, config.env, env)
-    except FileNotFoundError as e:  # (a default the user never typed, a run moved: say the flag)
-        raise FileNotFoundError(f"--demos: {e}") from None
+    demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
     if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
         reason = "--no-demo-actions" if demos.has_actions else f"{config.demos} has none"
         raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
-                         f"actions, and this run has none ({reason}): drop one of the "
-                         "two")  # fmt: skip
+                         f"actions, and this run has none ({reason}): drop one of the two")  # fmt: skip
     if config.num_demos is not None and config.num_demos > len(demos):
         raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
     chosen = demos.demos[: config.num_demos]
@@ -399,11 +395,11 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     logs, evaluations and checkpoints fall on the steps they are due at). A last round that would
     pass `steps` counts, and stores, only the steps up to it."""
     cfg, agent, n = loop.config, loop.agent, loop.config.envs
-    progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval,
-                                eval_label="eval success", eval_digits=2)  # fmt: skip
+    progress = TrainingProgress(cfg.steps, loop.step, cfg.progress, loop.last_eval,
+                                "eval success", eval_digits=2)  # fmt: skip
     if loop.step < cfg.warmstart_steps >= cfg.steps:
         progress.say(f"warning: --steps {cfg.steps:,} ends within the --warmstart-steps "
-                     f"{cfg.warmstart_steps:,} of random actions: the run makes no updates")  # fmt: skip
+                     f"{cfg.warmstart_steps:,} of random actions: no updates will be made")  # fmt: skip
     periodic = PeriodicTasks(loop, metrics, progress, f"RFCL on {cfg.env}")
     update_metrics = None
     obs = np.zeros((n, loop.env.obs_dim), np.float32)
@@ -445,7 +441,8 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
                 periodic.after_step(step, update_metrics,
                                     info=f"stage {loop.stage}, demos solved "
                                          f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
-    plot_curriculum(loop.run_dir)  # (where a stop left it, too)
+    if stop.requested:  # (drawn at each evaluation; a stop comes between two)
+        plot_curriculum(loop.run_dir)
     final = periodic.final
     extra = final.extra if final is not None else {}
     return RFCLResult(loop.run_dir, loop.step, loop.stage, int(loop.reverse.solved.sum()),
