@@ -183,10 +183,10 @@ OFFLINE_PRESETS: dict[str, Preset] = {
 # 269 steps); planned demos reach success in 32-79 steps, about as fast as a trained policy, so
 # a third of what is left of them is too short (docs/guides/demos.md): the CPU preset, made for
 # planned demos, gives all of it.
-_RFCL_ADROIT = {"reverse_delta": 8, "reverse_streak": 3, "reverse_time_divisor": 3}
-_RFCL_PAPER = RFCLConfig(env="adroit:door", demos=Path("demos/door"), steps=1_000_000,
-                         eval_interval=20_000, checkpoint_interval=50_000, envs=8, update_every=2,
-                         **_RFCL_ADROIT)  # fmt: skip
+_RFCL_ADROIT = {"env": "adroit:door", "demos": Path("demos/door"),  # (where `demos plan` writes)
+                "reverse_delta": 8, "reverse_streak": 3, "reverse_time_divisor": 3}  # fmt: skip
+_RFCL_PAPER = RFCLConfig(steps=1_000_000, eval_interval=20_000, checkpoint_interval=50_000,
+                         envs=8, update_every=2, **_RFCL_ADROIT)  # fmt: skip
 """The paper's Adroit runs: 8 envs, an update every other env step."""
 _RFCL_CPU_SAC = dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128))
 RFCL_PRESETS: dict[str, Preset] = {
@@ -219,8 +219,6 @@ RFCL_PRESETS: dict[str, Preset] = {
         "time limit 16 + steps left, critics 3x128, an update every other env step "
         "(update-to-data 0.5, the paper's wall-time setting), 500k steps",
         RFCLConfig(
-            env="adroit:door",
-            demos=Path("demos/door"),
             steps=500_000,
             eval_interval=20_000,
             checkpoint_interval=25_000,

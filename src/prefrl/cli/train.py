@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from prefrl.cli.common import parse_config, print_cpl_end, print_eval, print_run_end
+from prefrl.cli.common import (
+    parse_config,
+    pop_option,
+    print_cpl_end,
+    print_eval,
+    print_run_end,
+)
 
 
 def cmd_rl(args: list[str]) -> int:
@@ -206,7 +212,7 @@ def cmd_rfcl(args: list[str]) -> int:
         "Forward Curriculum Learning (SAC; episodes start from demo states, then from the "
         "task's own).",
     )  # fmt: skip
-    if not any(a == "--resume" or a.startswith("--resume=") for a in args):
+    if pop_option(args, "--resume")[0] is None:
         config = dataclasses.replace(config, demos=config.demos.absolute())  # (resumable anywhere)
     result = train_rfcl(config)
     if result.interrupted:
