@@ -3,6 +3,7 @@ seeded maze run whose curriculum moves and which resumes mid-stage."""
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -330,7 +331,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     """benchmarks/rfcl.py end to end on a tiny grid: runs on Ray, then reads each method's runs
     back (`sac+demos` runs in a directory named `sac-demos`) into the results file. Its finished
     runs are kept: with the run directories gone (a new machine), it restores them, trains
-    nothing and writes the same rows."""
+    nothing and writes the same rows. benchmarks/rfcl_holding.py plays the runs' policies."""
     import shutil
     import subprocess
     import sys
@@ -355,6 +356,14 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 
     kept = sorted(p.name for p in (tmp_path / "kept/bench").iterdir())
     assert kept == [f"toy-maze-open_{m}_d1_s0" for m in ("rfcl", "sac-demos", "sac")]
+    holding = subprocess.run(
+        [sys.executable, "benchmarks/rfcl_holding.py", "--episodes", "2",
+         *(str(tmp_path / "bench/runs" / name) for name in kept)],
+        cwd=root, check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    lines = holding.stdout.splitlines()
+    assert [line.split(" ")[0] for line in lines] == kept
+    assert all(re.search(r"reached [0-2]/2, at the last step [0-2]/2", line) for line in lines)
     shutil.rmtree(tmp_path / "bench/runs")
     again = subprocess.run(command, cwd=root, check=True, capture_output=True, text=True,
                            timeout=600)  # fmt: skip

@@ -1,0 +1,68 @@
+"""Reaching against holding: plays each run's latest policy (deterministic actions) from the
+task's own starts and says how many episodes reach a success at some step, how many still
+succeed at the last step, and how long the others held it; on `adroit:pen`, also how many of
+those dropped the pen (its height under 0.075, gymnasium-robotics' own test).
+
+    python benchmarks/rfcl_holding.py logs/rfcl-bench/runs/adroit-pen_{rfcl,sac-demos,sac}_d5_s1
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.envs import make_env
+from prefrl.loops.policies import load_policy
+from prefrl.rundir.checkpoints import latest_checkpoint
+
+PEN_DROPPED_BELOW = 0.075
+
+
+def play(env, policy, seed: int) -> tuple[np.ndarray, bool]:
+    """(success at each step, whether the pen fell: False on other envs)."""
+    obs, _ = env.reset(seed=seed)
+    successes, dropped = [], False
+    for _ in range(env.max_episode_steps):
+        obs, _, _, _, info = env.step(policy(obs))
+        successes.append(bool(info["success"]))
+        if env.env_id == "adroit:pen":
+            dropped |= env.unwrapped.data.body("Object").xpos[2] < PEN_DROPPED_BELOW
+    return np.array(successes), dropped
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--episodes", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=5000, help="reset seeds seed, seed+1, ...")
+    args = parser.parse_args()
+    for run in args.runs:
+        ckpt = latest_checkpoint(run)
+        if ckpt is None:
+            parser.error(f"{run}: no checkpoint")
+        policy = load_policy(ckpt)
+        env = make_env(policy.config.env, seed=0)
+        played = [play(env, policy, args.seed + e) for e in range(args.episodes)]
+        reached = [(s, d) for s, d in played if s.any()]
+        held = sum(s[-1] for s, _ in reached)
+        lost = [(s, d) for s, d in reached if not s[-1]]
+        line = (f"{run.name} ({ckpt.name}): reached {len(reached)}/{args.episodes}, "
+                f"at the last step {held}/{args.episodes}")  # fmt: skip
+        if reached:
+            line += (
+                f"; first success at step {int(np.median([s.argmax() + 1 for s, _ in reached]))}"
+            )
+        if lost:
+            line += (f"; the {len(lost)} that lost it: {int(np.median([s.sum() for s, _ in lost]))}"
+                     " steps at the target (median)")  # fmt: skip
+            if env.env_id == "adroit:pen":
+                line += f", {sum(d for _, d in lost)} dropped the pen"
+        print(line)
+        env.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
