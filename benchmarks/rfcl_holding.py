@@ -38,6 +38,8 @@ def main() -> int:
     parser.add_argument("--episodes", type=int, default=40)
     parser.add_argument("--seed", type=int, default=5000, help="reset seeds seed, seed+1, ...")
     args = parser.parse_args()
+    if args.episodes < 1:
+        parser.error(f"--episodes {args.episodes}: expected a positive integer")
     for run in args.runs:
         ckpt = latest_checkpoint(run)
         if ckpt is None:
