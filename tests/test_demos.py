@@ -2,6 +2,7 @@
 replayed, rendered; bad demo files refused with what to do."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -51,6 +52,24 @@ def test_replaying_a_demo_tells_whether_it_still_succeeds(maze_demos):
         check_demos(maze_demos, "toy:maze-open")
 
 
+def test_the_check_says_how_long_each_demos_end_keeps_success(maze_demos):
+    """At rest in the goal (10 steps after the first success), the last action held keeps the
+    point there for longer than from the step after the first success, when it is still
+    moving; the horizon caps the count."""
+    at_rest = check_demos(maze_demos)
+    moving = DemoSet("toy:maze", [_cut(d, d.first_success + 1) for d in maze_demos.demos])
+    for rest, move in zip(at_rest, check_demos(moving), strict=True):
+        assert 0 <= move.holds < rest.holds <= 50 and move.success_at_end
+    assert [c.holds for c in check_demos(maze_demos, horizon=3)] == [3, 3, 3]
+
+
+def _cut(demo, steps: int):
+    return dataclasses.replace(
+        demo, states=demo.states[: steps + 1], observations=demo.observations[: steps + 1],
+        actions=demo.actions[:steps], rewards=demo.rewards[:steps], success=demo.success[:steps],
+    )  # fmt: skip
+
+
 def test_only_stable_successes_become_demos_and_the_task_must_say_success():
     env = make_env("toy:maze-open", seed=0)
     maze = env.unwrapped
@@ -97,7 +116,11 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert main(["demos", "script", "--episodes", "2", "--hold", "5", "--out", str(out)]) == 0
     assert "2 demos of toy:maze (with actions)" in capsys.readouterr().out
     assert main(["demos", "check", str(out)]) == 0
-    assert "2 of 2 demos still succeed" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "2 of 2 demos still succeed" in printed
+    assert re.search(r"demo 1: \d+ steps, .* keeps success for \d+\+? steps with the last", printed)
+    assert main(["demos", "check", str(out), "--hold-horizon", "0"]) == 2
+    assert "--hold-horizon 0 is invalid: expected an integer >= 1" in capsys.readouterr().err
     video = tmp_path / "d.mp4"
     assert (
         main(["demos", "video", str(out), "--index", "1", "--size", "64", "--out", str(video)]) == 0

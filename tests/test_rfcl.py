@@ -111,6 +111,18 @@ def test_demos_that_no_longer_succeed_on_replay_are_left_out(tmp_path, demo_file
     assert not (tmp_path / "runs").exists()
 
 
+def test_demos_ending_where_success_slips_away_are_named(tmp_path, demo_file, capsys):
+    """Cut 1 step after their first success, the maze demos end with the point still moving:
+    their last action held, it leaves the goal before stage 1's first time limit (17 steps)."""
+    load_demos(_config(tmp_path, demo_file, trim_success=1), _maze())
+    out = capsys.readouterr().out
+    for i in (0, 1):
+        assert re.search(rf"warning: demo {i} of .* keeps success for \d+ steps with its last "
+                         r"action held; .* judged 17 steps later", out)  # fmt: skip
+    load_demos(_config(tmp_path, demo_file), _maze())  # cut 50 steps on: at rest in the goal
+    assert "keeps success" not in capsys.readouterr().out
+
+
 def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file):
     config = _config(tmp_path, demo_file, trim_success=5)
     run = RFCLRun(config, tmp_path)

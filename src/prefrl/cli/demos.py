@@ -81,11 +81,14 @@ class ManiSkillArgs:
 
 @dataclass(frozen=True)
 class CheckArgs:
-    """Replay every demo's actions from its first state; report which still succeed."""
+    """Replay every demo's actions from its first state; report which still succeed, and how
+    long each one's last state keeps success with its last action held."""
 
     file: Annotated[Path, tyro.conf.Positional]
     env: str | None = None
     """The env the demos must be of (default: the demos' own; another is refused)."""
+    hold_horizon: int = 50
+    """The most steps the hold after each demo's end is measured for."""
 
 
 @dataclass(frozen=True)
@@ -156,11 +159,16 @@ def cmd_demos(args: list[str]) -> int:
         _print_demos(demos, opts.out)
     elif action == "check":
         demos = DemoSet.load(opts.file)
-        checks = make.check_demos(demos, opts.env)
+        if opts.hold_horizon < 1:
+            raise ValueError(f"--hold-horizon {opts.hold_horizon} is invalid: expected an "
+                             "integer >= 1 (steps)")  # fmt: skip
+        checks = make.check_demos(demos, opts.env, horizon=opts.hold_horizon)
         for c in checks:
+            held = f"{c.holds}+" if c.holds == opts.hold_horizon else str(c.holds)
             print(f"demo {c.index}: {c.steps} steps, replayed: "
                   f"{'success' if c.success_at_end else 'FAILS'} at the end "
-                  f"(largest state difference {c.max_state_error:.2g})")  # fmt: skip
+                  f"(largest state difference {c.max_state_error:.2g}); its last state keeps "
+                  f"success for {held} steps with the last action held")  # fmt: skip
         good = sum(c.success_at_end for c in checks)
         print(f"{good} of {len(checks)} demos still succeed")
         return 0 if good == len(checks) else 1

@@ -31,6 +31,12 @@ START_OFFSETS = np.array([0.5, 0.25, 0.125, 0.0625, 0.0625])
 """P(start = frontier + k), k = 0..4."""
 
 
+def time_limit(steps_left: int, time_divisor: int = 1) -> int:
+    """The dynamic time limit of an episode that starts `steps_left` states before a demo's
+    end: 16 steps plus the demo's own steps left, divided by r (`time_divisor`)."""
+    return 16 + steps_left // time_divisor
+
+
 @dataclass(frozen=True)
 class Start:
     demo: int
@@ -68,7 +74,7 @@ class ReverseCurriculum:
         demo = int(rng.choice(len(self.lengths), p=self.weights()))
         k = int(rng.choice(len(START_OFFSETS), p=START_OFFSETS))
         step = int(min(self.frontier[demo] + k, self.lengths[demo] - 1))
-        limit = 16 + int(self.lengths[demo] - step) // self.time_divisor
+        limit = time_limit(int(self.lengths[demo] - step), self.time_divisor)
         return Start(demo, step, limit, step == self.frontier[demo])
 
     def record(self, start: Start, success: bool) -> None:

@@ -5,7 +5,8 @@
 - `record_demos`: any prefrl policy (e.g. a SAC expert trained on a dense reward), keeping the
   episodes that reach a stable success;
 - `check_demos`: replay each demo's actions from its first state and say which still succeed
-  (a demo recorded on another version of a simulator may not);
+  (a demo recorded on another version of a simulator may not), and how long its last state
+  keeps success with the last action held (`success_hold`);
 - `demo_video`: a demo's states rendered to an mp4;
 - `import_d4rl_adroit`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
   scene each reset drew), turned into prefrl states.
@@ -133,12 +134,30 @@ class DemoCheck:
     """Its actions, replayed from its first state, still end in success."""
     max_state_error: float
     """The largest difference between a replayed state and the stored one."""
+    holds: int
+    """Steps the demo's last state keeps success with its last action held (at most the
+    horizon asked for)."""
 
 
-def check_demos(demos: DemoSet, env_id: str | None = None,
-                env: PrefrlEnv | None = None) -> list[DemoCheck]:  # fmt: skip
-    """Replay every demo's actions from its first state; whether each still ends in success.
-    In `env` (an env of the demos' id, left open) where given, else in one made here."""
+def success_hold(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, horizon: int) -> int:
+    """Steps that `state` keeps success with `action` held, at most `horizon`. RFCL's first
+    episodes start at a demo's last state and must end in success some steps later, so a demo
+    that ends while the task is slipping away (a ball about to fall) gives its reverse
+    curriculum little to learn from."""
+    env.reset(seed=0)
+    env.set_state(state)
+    for t in range(horizon):
+        *_, info = env.step(action)
+        if not _success(info, env.env_id):
+            return t
+    return horizon
+
+
+def check_demos(demos: DemoSet, env_id: str | None = None, env: PrefrlEnv | None = None,
+                horizon: int = 50) -> list[DemoCheck]:  # fmt: skip
+    """Replay every demo's actions from its first state; whether each still ends in success,
+    and how long its last state holds success (`success_hold`, up to `horizon` steps). In `env`
+    (an env of the demos' id, left open) where given, else in one made here."""
     env_id = env_id or demos.env_id
     if env_id != demos.env_id:
         raise ValueError(f"the demos are of {demos.env_id}, not {env_id}")
@@ -161,7 +180,8 @@ def check_demos(demos: DemoSet, env_id: str | None = None,
                 _, _, _, _, info = env.step(action)
                 error = max(error, float(np.abs(env.get_state() - demo.states[t + 1]).max()))
                 success = _success(info, env_id)
-            out.append(DemoCheck(i, len(demo), success, error))
+            holds = success_hold(env, demo.states[-1], demo.actions[-1], horizon)
+            out.append(DemoCheck(i, len(demo), success, error, holds))
     finally:
         if owned:
             env.close()

@@ -18,7 +18,6 @@ episode's last step on the task's own initial states, with deterministic actions
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +27,15 @@ import numpy as np
 
 from prefrl.agents import SAC, SACConfig
 from prefrl.data import Batch, ReplayBuffer
-from prefrl.data.demos import DemoSet, demo_buffer, load_demos_of
+from prefrl.data.demos import DemoSet, demo_buffer
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
 from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
-from prefrl.loops.demos import check_demos
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.policies import LoadedPolicy
+from prefrl.loops.rfcl_demos import action_bound, load_demos
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -140,56 +139,6 @@ class RFCLConfig:
             "demo_action_scale": (self.demo_action_scale is None or self.demo_action_scale >= 1,
                                   "a multiple >= 1 of the demos' largest actions, or None"),
         }, "--")  # fmt: skip
-
-
-def load_demos(config: RFCLConfig, env) -> DemoSet:
-    """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
-    success (as stored and, where they have actions, replayed in `env`), each cut
-    `trim_success` steps after its first success."""
-    if not env.restores_state:
-        raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
-                         "from demo states")  # fmt: skip
-    demos = load_demos_of(config.demos, config.env, env)
-    if config.demo_actions and not demos.has_actions:
-        raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
-    if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
-        reason = "--no-demo-actions" if demos.has_actions else f"{config.demos} has none"
-        raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
-                         f"actions, and this run has none ({reason}): drop one of the two")  # fmt: skip
-    if config.num_demos is not None and config.num_demos > len(demos):
-        raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
-    chosen = demos.demos[: config.num_demos]
-    replayed = (check_demos(DemoSet(demos.env_id, chosen, demos.info), env=env)
-                if demos.has_actions else None)  # fmt: skip
-    kept = []
-    for i, demo in enumerate(chosen):
-        if not demo.ends_in_success:
-            print(f"warning: demo {i} of {config.demos} does not end in success; left out")
-            continue
-        if replayed is not None and not replayed[i].success_at_end:
-            print(f"warning: demo {i} of {config.demos} no longer succeeds with its actions "
-                  f"replayed here (states differ by up to {replayed[i].max_state_error:.2g}; "
-                  "`prefrl demos check`); left out")  # fmt: skip
-            continue
-        end = min(len(demo), demo.first_success + config.trim_success)
-        kept.append(dataclasses.replace(
-            demo, states=demo.states[: end + 1], observations=demo.observations[: end + 1],
-            actions=None if demo.actions is None else demo.actions[:end],
-            rewards=demo.rewards[:end], success=demo.success[:end],
-        ))  # fmt: skip
-    if not kept:
-        raise ValueError(f"none of the demos of {config.demos} ends in success, as stored "
-                         "and replayed here (`prefrl demos check`)")  # fmt: skip
-    return DemoSet(demos.env_id, kept, demos.info)
-
-
-def action_bound(demos: DemoSet, scale: float | None) -> np.ndarray | None:
-    """Per action dimension, `scale` times the largest |action| of the demos, at most the env's
-    bound (1); None without a scale."""
-    if scale is None:
-        return None
-    largest = np.max([np.abs(d.actions).max(0) for d in demos.demos], axis=0)
-    return np.minimum(scale * largest, 1.0).astype(np.float32)
 
 
 def _start_from(env, seed: int, state: np.ndarray | None) -> np.ndarray:

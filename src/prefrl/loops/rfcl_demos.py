@@ -1,0 +1,82 @@
+"""The demonstrations as RFCL takes them: checked, trimmed, and warned about where their ends
+give the reverse curriculum little to learn from."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from prefrl.data.demos import DemoSet, load_demos_of
+from prefrl.envs import PrefrlEnv
+from prefrl.loops.curriculum import time_limit
+from prefrl.loops.demos import check_demos, success_hold
+
+if TYPE_CHECKING:
+    from prefrl.loops.rfcl import RFCLConfig
+
+
+def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
+    """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
+    success (as stored and, where they have actions, replayed in `env`), each cut
+    `trim_success` steps after its first success."""
+    if not env.restores_state:
+        raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
+                         "from demo states")  # fmt: skip
+    demos = load_demos_of(config.demos, config.env, env)
+    if config.demo_actions and not demos.has_actions:
+        raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
+    if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
+        reason = "--no-demo-actions" if demos.has_actions else f"{config.demos} has none"
+        raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
+                         f"actions, and this run has none ({reason}): drop one of the two")  # fmt: skip
+    if config.num_demos is not None and config.num_demos > len(demos):
+        raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
+    chosen = demos.demos[: config.num_demos]
+    replayed = (check_demos(DemoSet(demos.env_id, chosen, demos.info), env=env)
+                if demos.has_actions else None)  # fmt: skip
+    kept = []
+    for i, demo in enumerate(chosen):
+        if not demo.ends_in_success:
+            print(f"warning: demo {i} of {config.demos} does not end in success; left out")
+            continue
+        if replayed is not None and not replayed[i].success_at_end:
+            print(f"warning: demo {i} of {config.demos} no longer succeeds with its actions "
+                  f"replayed here (states differ by up to {replayed[i].max_state_error:.2g}; "
+                  "`prefrl demos check`); left out")  # fmt: skip
+            continue
+        end = min(len(demo), demo.first_success + config.trim_success)
+        kept.append(dataclasses.replace(
+            demo, states=demo.states[: end + 1], observations=demo.observations[: end + 1],
+            actions=None if demo.actions is None else demo.actions[:end],
+            rewards=demo.rewards[:end], success=demo.success[:end],
+        ))  # fmt: skip
+    for i, demo in enumerate(kept):
+        if demo.actions is not None:
+            _warn_if_slipping(config, env, i, demo)
+    if not kept:
+        raise ValueError(f"none of the demos of {config.demos} ends in success, as stored "
+                         "and replayed here (`prefrl demos check`)")  # fmt: skip
+    return DemoSet(demos.env_id, kept, demos.info)
+
+
+def action_bound(demos: DemoSet, scale: float | None) -> np.ndarray | None:
+    """Per action dimension, `scale` times the largest |action| of the demos, at most the env's
+    bound (1); None without a scale."""
+    if scale is None:
+        return None
+    largest = np.max([np.abs(d.actions).max(0) for d in demos.demos], axis=0)
+    return np.minimum(scale * largest, 1.0).astype(np.float32)
+
+
+def _warn_if_slipping(config: RFCLConfig, env: PrefrlEnv, i: int, demo) -> None:
+    """Stage 1's first episodes start at a demo's last state and must still be in success when
+    their time limit ends: say so when the demo's own last action does not keep it there."""
+    limit = time_limit(1, config.reverse_time_divisor)
+    holds = success_hold(env, demo.states[-1], demo.actions[-1], limit)
+    if holds < limit:
+        print(f"warning: demo {i} of {config.demos} ends in a state that keeps success for "
+              f"{holds} steps with its last action held; stage 1's first episodes start there "
+              f"and are judged {limit} steps later, so its reverse curriculum may not move "
+              "(`prefrl demos check`; demos that end in a success that lasts work best)")  # fmt: skip
