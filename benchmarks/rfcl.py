@@ -8,13 +8,15 @@
     python benchmarks/rfcl.py --env toy:maze --demos 1 --steps 60000 --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:pen --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
+    python benchmarks/rfcl.py --env adroit:relocate --demos 5 --preset rfcl-adroit-cpu --settle 17
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     # the paper's wall-time config, where there is a GPU (planned demos: time limit 16 + all)
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
         --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
 
 The demos are made here, once per --runs directory: scripted on the mazes, planned with the
-simulator on Adroit (`prefrl demos plan`, reset seeds from 1000).
+simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
+--runs directory holds one set: another --settle is refused).
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -45,6 +47,7 @@ import numpy as np
 from device_results import device_kind, results_path
 from sweep_grid import add_grid_flags, run_grid
 
+from prefrl.data.demos import DemoSet
 from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
 from prefrl.loops.demos import script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
@@ -159,6 +162,9 @@ def main() -> int:
                         "(default: the preset's, else 0.9)")  # fmt: skip
     parser.add_argument("--env-workers", type=int,
                         help="processes each run steps its envs in (default: the preset's)")  # fmt: skip
+    parser.add_argument("--settle", type=int, default=0,
+                        help="demos go on past their hold to a state whose success lasts this "
+                        "many steps with the last action held (`prefrl demos plan --settle`)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -173,7 +179,11 @@ def main() -> int:
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
     if not demo_dir.exists():
         make = plan_demos if args.env in PLANNED_TASKS else script_demos
-        make(args.env, args.demos, seed=1000).save(demo_dir)
+        make(args.env, args.demos, seed=1000, settle=args.settle).save(demo_dir)
+    made_with = DemoSet.load(demo_dir).info.get("settle", 0)
+    if made_with != args.settle:
+        raise SystemExit(f"{demo_dir} holds demos made with --settle {made_with}, not "
+                         f"{args.settle}: move it aside (and the runs made from it) or match it")  # fmt: skip
     if args.throughput:  # (an accelerator's figures go to a file of their own)
         out = results_path(args.out, device_kind())
         old = json.loads(out.read_text()) if out.exists() else {}

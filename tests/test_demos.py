@@ -63,6 +63,20 @@ def test_the_check_says_how_long_each_demos_end_keeps_success(maze_demos):
     assert [c.holds for c in check_demos(maze_demos, horizon=3)] == [3, 3, 3]
 
 
+def test_settled_demos_end_where_success_lasts_with_the_last_action_held(maze_demos):
+    """--settle 30: each demo goes on past --hold until its state would keep success 30 steps
+    with the last action held, which the check then measures; a settle no state reaches within
+    the episode leaves no demo."""
+    settled = script_demos("toy:maze", 3, seed=0, hold=10, settle=30)
+    assert settled.info["settle"] == 30
+    for before, after, check in zip(maze_demos.demos, settled.demos,
+                                    check_demos(settled, horizon=60), strict=True):  # fmt: skip
+        assert len(after) > len(before) and check.holds >= 30 and check.success_at_end
+        np.testing.assert_allclose(after.states[: len(before) + 1], before.states)
+    with pytest.raises(RuntimeError, match="solved 0 of 10 episodes"):
+        script_demos("toy:maze", 1, seed=0, hold=10, settle=2000)
+
+
 def _cut(demo, steps: int):
     return dataclasses.replace(
         demo, states=demo.states[: steps + 1], observations=demo.observations[: steps + 1],
@@ -138,6 +152,8 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
         assert "already holds demos; choose another --out" in capsys.readouterr().err
     assert main(["demos", "script", "--hold", "-1", "--out", str(tmp_path / "new")]) == 2
     assert "--hold -1 is invalid: expected an integer >= 0" in capsys.readouterr().err
+    assert main(["demos", "script", "--settle", "-2", "--out", str(tmp_path / "new")]) == 2
+    assert "--settle -2 is invalid: expected an integer >= 0" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 
 

@@ -343,7 +343,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     """benchmarks/rfcl.py end to end on a tiny grid: runs on Ray, then reads each method's runs
     back (`sac+demos` runs in a directory named `sac-demos`) into the results file. Its finished
     runs are kept: with the run directories gone (a new machine), it restores them, trains
-    nothing and writes the same rows. benchmarks/rfcl_holding.py plays the runs' policies."""
+    nothing and writes the same rows; it refuses to mix demos made with another --settle.
+    benchmarks/rfcl_holding.py plays the runs' policies."""
     import shutil
     import subprocess
     import sys
@@ -381,6 +382,9 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
                            timeout=600)  # fmt: skip
     assert "3 runs finished (skipped); 0 runs to go" in again.stdout
     assert json.loads(out.read_text())["results"] == rows
+    other = subprocess.run([*command, "--settle", "5"], check=False, cwd=root,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert other.returncode != 0 and "made with --settle 0, not 5: move it aside" in other.stderr
 
 
 def _stepped_demo(env_id: str):

@@ -23,6 +23,10 @@ class ScriptArgs:
     seed: int = 0
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
+    settle: int = 0
+    """After --hold, go on to a state from which success lasts this many steps with the last
+    action held (0: cut at --hold). RFCL's first episodes start at a demo's end and are judged
+    17 steps later: --settle 17 (`prefrl demos check` measures it)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class PlanArgs:
     at most)."""
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
+    settle: int = 0
+    """After --hold, go on to a state from which success lasts this many steps with the last
+    action held (0: cut at --hold). RFCL's first episodes start at a demo's end and are judged
+    17 steps later: --settle 17 (`prefrl demos check` measures it)."""
     samples: int = 32
     """Variations of the plan rolled out before each step."""
     horizon: int | None = None
@@ -59,6 +67,10 @@ class RecordArgs:
     seed: int = 0
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
+    settle: int = 0
+    """After --hold, go on to a state from which success lasts this many steps with the last
+    action held (0: cut at --hold). RFCL's first episodes start at a demo's end and are judged
+    17 steps later: --settle 17 (`prefrl demos check` measures it)."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +153,18 @@ def cmd_demos(args: list[str]) -> int:
             opts = dataclasses.replace(opts, out=Path("demos") / opts.env.split(":")[-1])
         check_free(opts.out, "demos")  # (before minutes of planning or recording)
         if action == "script":
-            demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold)
+            demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold, opts.settle)
         elif action == "plan":
             from prefrl.loops.demo_planner import PlanConfig, plan_demos
 
             config = PlanConfig(samples=opts.samples, horizon=opts.horizon)
-            demos = plan_demos(opts.env, opts.episodes, opts.seed, opts.hold, config)
+            demos = plan_demos(
+                opts.env, opts.episodes, opts.seed, opts.hold, config, settle=opts.settle
+            )
         elif action == "record":
-            demos = make.record_demos(opts.policy, opts.episodes, opts.seed, opts.hold)
+            demos = make.record_demos(
+                opts.policy, opts.episodes, opts.seed, opts.hold, settle=opts.settle
+            )
         elif action == "import-d4rl":
             demos = make.import_d4rl_adroit(opts.file, opts.env)
         else:

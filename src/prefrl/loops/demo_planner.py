@@ -201,7 +201,7 @@ class MPPIPlanner:
 
 def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
                config: PlanConfig | None = None, max_tries: int | None = None,
-               log: Callable[[str], None] = print) -> DemoSet:  # fmt: skip
+               log: Callable[[str], None] = print, settle: int = 0) -> DemoSet:  # fmt: skip
     """Demos of `env_id` planned one reset seed at a time (seeds `seed`, `seed + 1`, ...), the
     first `episodes` whose episode reaches a stable success."""
     if env_id not in PLANNED_TASKS:
@@ -220,16 +220,19 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
             env.reset(seed=reset_seed)
             planner = MPPIPlanner(env, task, cfg, np.random.default_rng([seed, reset_seed]))
             info = {"source": "planned", "planner": "mppi", "seed": reset_seed}
-            demo = rollout_demo(env, planner, reset_seed, hold, info)
+            demo = rollout_demo(env, planner, reset_seed, hold, info, settle)
             if demo is None:
-                log(f"seed {reset_seed}: no stable success")
+                log(f"seed {reset_seed}: no stable success" + (" that settles" if settle else ""))
                 continue
-            log(f"seed {reset_seed}: first success at step {demo.first_success}")
+            log(f"seed {reset_seed}: first success at step {demo.first_success}, "
+                f"{len(demo)} steps")  # fmt: skip
             demos.append(demo)
     finally:
         env.close()
     if len(demos) < episodes:
         raise RuntimeError(f"the planner solved {len(demos)} of {tried} reset seeds "
-                           f"({episodes} asked for): try --samples or --horizon higher")  # fmt: skip
+                           f"({episodes} asked for): try --samples or --horizon higher"
+                           + (", or --settle lower" if settle else ""))  # fmt: skip
     return DemoSet(env_id, demos, {"source": "planned", "planner": "mppi", "seed": seed,
-                                   "hold": hold, **dataclasses.asdict(cfg)})  # fmt: skip
+                                   "hold": hold, "settle": settle,
+                                   **dataclasses.asdict(cfg)})  # fmt: skip

@@ -12,7 +12,9 @@
   scene each reset drew), turned into prefrl states.
 
 A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
-judges an episode by its last step, so demos should end in a success that lasts).
+judges an episode by its last step, so demos should end in a success that lasts). With `settle`
+it goes on until its state would keep success that many steps with the last action held:
+RFCL's first episodes start at a demo's end.
 """
 
 from __future__ import annotations
@@ -35,15 +37,18 @@ def _success(info: dict, env_id: str) -> bool:
     return bool(info["success"])
 
 
-def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict) -> Demo | None:
+def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict,
+                 settle: int = 0) -> Demo | None:  # fmt: skip
     """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
-    first success; None when it never succeeds, or fails again within `hold` steps."""
-    if hold < 0:
-        raise ValueError(f"--hold {hold} is invalid: expected an integer >= 0 (the steps kept "
-                         "after the first success)")  # fmt: skip
+    first success, or later, at the first state from which success lasts `settle` steps with
+    the last action held (`success_hold`); None when it never succeeds, fails again before
+    the cut, or reaches no such state."""
+    if hold < 0 or settle < 0:
+        bad, value = ("--hold", hold) if hold < 0 else ("--settle", settle)
+        raise ValueError(f"{bad} {value} is invalid: expected an integer >= 0 (steps)")
     obs, _ = env.reset(seed=seed)
     states, observations, actions, rewards, success = [env.get_state()], [obs], [], [], []
-    first = None
+    first, settled = None, False
     for t in range(env.max_episode_steps or 1000):
         action = np.asarray(act(obs), np.float32)
         obs, reward, terminated, truncated, step_info = env.step(action)
@@ -56,15 +61,26 @@ def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict) -> Demo 
             first = t
         if first is not None and not success[-1]:
             return None  # not a stable success
-        if first is not None and t - first >= hold or terminated or truncated:
+        if first is not None and t - first >= hold:
+            settled = settle == 0 or _lasts(env, states[-1], action, settle)
+        if settled or terminated or truncated:
             break
-    if first is None or t - first < hold:
+    if not settled:
         return None
     return Demo(np.stack(states), np.stack(observations), np.stack(actions), np.array(rewards),
                 np.array(success), info)  # fmt: skip
 
 
-def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20) -> DemoSet:
+def _lasts(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, steps: int) -> bool:
+    """Whether success lasts `steps` steps from `state` with `action` held; the episode then
+    goes on from `state` (its time limit restarts: the caller counts the steps)."""
+    holds = success_hold(env, state, action, steps)
+    env.set_state(state)
+    return holds >= steps
+
+
+def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
+                 settle: int = 0) -> DemoSet:  # fmt: skip
     """Scripted demos of a built-in maze (`toy:maze`, `toy:maze-open`, `toy:maze-medium`)."""
     from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
 
@@ -86,7 +102,7 @@ def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20) -> D
                 return action
 
             demo = rollout_demo(env, act, seed + tried, hold,
-                                {"source": "scripted", "seed": seed + tried})  # fmt: skip
+                                {"source": "scripted", "seed": seed + tried}, settle)  # fmt: skip
             tried += 1
             if demo is not None:
                 demos.append(demo)
@@ -94,11 +110,12 @@ def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20) -> D
         env.close()
     if len(demos) < episodes:
         raise RuntimeError(f"the scripted controller solved {len(demos)} of {tried} episodes")
-    return DemoSet(env_id, demos, {"source": "scripted", "seed": seed, "hold": hold})
+    return DemoSet(env_id, demos, {"source": "scripted", "seed": seed, "hold": hold,
+                                   "settle": settle})  # fmt: skip
 
 
 def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20,
-                 max_tries: int | None = None) -> DemoSet:  # fmt: skip
+                 max_tries: int | None = None, settle: int = 0) -> DemoSet:  # fmt: skip
     """Demos from a trained prefrl policy (deterministic actions): the first `episodes`
     episodes (seeds `seed`, `seed + 1`, ...) that reach a stable success."""
     from prefrl.loops.policies import load_policy
@@ -110,7 +127,7 @@ def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20
     try:
         while len(demos) < episodes and tried < limit:
             info = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed + tried}
-            demo = rollout_demo(env, policy, seed + tried, hold, info)
+            demo = rollout_demo(env, policy, seed + tried, hold, info, settle)
             tried += 1
             if demo is not None:
                 demos.append(demo)
@@ -123,7 +140,7 @@ def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20
         print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
               f"({episodes} asked for)")  # fmt: skip
     return DemoSet(env_id, demos, {"source": "policy", "checkpoint": str(policy.checkpoint),
-                                   "seed": seed, "hold": hold})  # fmt: skip
+                                   "seed": seed, "hold": hold, "settle": settle})  # fmt: skip
 
 
 @dataclass

@@ -79,4 +79,5 @@ def _warn_if_slipping(config: RFCLConfig, env: PrefrlEnv, i: int, demo) -> None:
         print(f"warning: demo {i} of {config.demos} ends in a state that keeps success for "
               f"{holds} steps with its last action held; stage 1's first episodes start there "
               f"and are judged {limit} steps later, so its reverse curriculum may not move "
-              "(`prefrl demos check`; demos that end in a success that lasts work best)")  # fmt: skip
+              f"(`prefrl demos check`; `prefrl demos plan|record|script --settle {limit}` "
+              "makes demos that end where it lasts)")  # fmt: skip
