@@ -129,6 +129,8 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     out = tmp_path / "demos"
     assert main(["demos", "script", "--episodes", "2", "--hold", "5", "--out", str(out)]) == 0
     assert "2 demos of toy:maze (with actions)" in capsys.readouterr().out
+    assert main(["demos", "info", str(out)]) == 0
+    assert "made with: source scripted, seed 0, hold 5, settle 0" in capsys.readouterr().out
     assert main(["demos", "check", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "2 of 2 demos still succeed" in printed

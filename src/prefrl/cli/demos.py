@@ -135,15 +135,19 @@ def cmd_demos(args: list[str]) -> int:
     action, rest = args[0], args[1:]
     if action == "info":
         if not rest or rest[0].startswith("-"):
-            print("usage: prefrl demos info FILE\n\nA demo file's env, demos, lengths and first "
-                  "successes (FILE: a demo folder, or ManiSkill2's trajectory .h5).")  # fmt: skip
+            print("usage: prefrl demos info FILE\n\nA demo file's env, demos, lengths, first "
+                  "successes and how they were made (FILE: a demo folder, or ManiSkill2's "
+                  "trajectory .h5).")  # fmt: skip
             return 0 if rest else 2
         if rest[0].endswith(".h5"):  # (ManiSkill2's trajectory file, read as it is)
             from prefrl.data.demos import read_maniskill2
 
             _print_demos(read_maniskill2(rest[0]), rest[0])
         else:
-            _print_demos(DemoSet.load(rest[0]), rest[0])
+            demos = DemoSet.load(rest[0])
+            _print_demos(demos, rest[0])
+            if demos.info:  # (how they were made: source, seeds, --hold, --settle, ...)
+                print("made with: " + ", ".join(f"{k} {v}" for k, v in demos.info.items()))
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
     if action in ("script", "plan", "record", "import-d4rl", "import-maniskill2"):
