@@ -14,6 +14,16 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory):
+    """Two scripted demos of toy:maze, saved (RFCL's tests)."""
+    from prefrl.loops.demos import script_demos
+
+    path = tmp_path_factory.mktemp("demos") / "maze"
+    script_demos("toy:maze", 2, seed=0).save(path)
+    return path
+
+
 def _postgres_bin() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return os.path.dirname(found[-1]) if found else None

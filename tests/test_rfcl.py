@@ -23,13 +23,6 @@ SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic
 
 
 @pytest.fixture(scope="module")
-def demo_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("demos") / "maze"
-    script_demos("toy:maze", 2, seed=0).save(path)
-    return path
-
-
-@pytest.fixture(scope="module")
 def gentle_demos(tmp_path_factory):
     """Two maze demos by the scripted controller with its actions clipped to 0.4 and 0.2 (it
     pushes to the bounds otherwise): the largest action of each dimension is known."""
@@ -65,62 +58,6 @@ def _config(tmp_path, demos, **kw):
 def _last_states(tmp_path, demo_file) -> list[int]:
     """Each kept demo's last state index: where its reverse frontier starts."""
     return [len(d.states) - 1 for d in load_demos(_config(tmp_path, demo_file), _maze()).demos]
-
-
-def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):
-    from test_offline import synthetic
-
-    with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:maze-open"):
-        train_rfcl(_config(tmp_path, demo_file, env="toy:maze-open"))
-    with pytest.raises(ValueError, match="--num-demos 5: .* holds 2"):
-        train_rfcl(_config(tmp_path, demo_file, num_demos=5))
-    synthetic(env="toy:maze", obs_dim=7).save(tmp_path / "no-states")
-    with pytest.raises(ValueError, match="no simulator states; RFCL starts episodes from demo"):
-        train_rfcl(_config(tmp_path, tmp_path / "no-states"))
-    bare = DemoSet.load(demo_file)
-    bare = DemoSet("toy:maze", [dataclasses.replace(d, actions=None) for d in bare.demos])
-    bare.save(tmp_path / "bare", action_dim=2)
-    with pytest.raises(ValueError, match="has no actions: use --no-demo-actions"):
-        train_rfcl(_config(tmp_path, tmp_path / "bare"))
-    failing = DemoSet.load(demo_file)
-    failing.demos[0].success[:] = False
-    failing.demos[1].success[:] = False
-    failing.save(tmp_path / "failing")
-    with pytest.raises(ValueError, match="none of the demos of .* ends in success"):
-        train_rfcl(_config(tmp_path, tmp_path / "failing"))
-    assert not (tmp_path / "runs").exists()  # nothing written
-
-
-def test_demos_that_no_longer_succeed_on_replay_are_left_out(tmp_path, demo_file, capsys):
-    """Stored flags say success, but demo 0's actions (zeroed, as if recorded on another
-    simulator) no longer reach the goal here: it is left out, named; with none left, an error
-    before any run exists."""
-    stale = DemoSet.load(demo_file)
-    stale.demos[0].actions[:] = 0.0
-    stale.save(tmp_path / "stale")
-    config = _config(tmp_path, tmp_path / "stale")
-    kept = load_demos(config, _maze())
-    assert len(kept) == 1 and np.array_equal(kept[0].states[0], stale.demos[1].states[0])
-    out = capsys.readouterr().out
-    assert "warning: demo 0 of" in out and "no longer succeeds" in out and "demo 1" not in out
-    stale.demos[1].actions[:] = 0.0
-    stale.save(tmp_path / "stale-all")
-    with pytest.raises(ValueError, match="none of the demos of .* ends in success, as stored and "
-                       "replayed here"):  # fmt: skip
-        train_rfcl(_config(tmp_path, tmp_path / "stale-all"))
-    assert not (tmp_path / "runs").exists()
-
-
-def test_demos_ending_where_success_slips_away_are_named(tmp_path, demo_file, capsys):
-    """Cut 1 step after their first success, the maze demos end with the point still moving:
-    their last action held, it leaves the goal before stage 1's first time limit (17 steps)."""
-    load_demos(_config(tmp_path, demo_file, trim_success=1), _maze())
-    out = capsys.readouterr().out
-    for i in (0, 1):
-        assert re.search(rf"warning: demo {i} of .* keeps success for \d+ steps with its last "
-                         r"action held; .* judged 17 steps later", out)  # fmt: skip
-    load_demos(_config(tmp_path, demo_file), _maze())  # cut 50 steps on: at rest in the goal
-    assert "keeps success" not in capsys.readouterr().out
 
 
 def test_demos_are_trimmed_and_half_of_each_stage_one_batch(tmp_path, demo_file):

@@ -52,9 +52,8 @@ def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
             actions=None if demo.actions is None else demo.actions[:end],
             rewards=demo.rewards[:end], success=demo.success[:end],
         ))  # fmt: skip
-    for i, demo in enumerate(kept):
         if demo.actions is not None:
-            _warn_if_slipping(config, env, i, demo)
+            _warn_if_slipping(config, env, i, kept[-1])
     if not kept:
         raise ValueError(f"none of the demos of {config.demos} ends in success, as stored "
                          "and replayed here (`prefrl demos check`)")  # fmt: skip
