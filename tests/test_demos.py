@@ -159,6 +159,32 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert not (tmp_path / "new").exists()
 
 
+def test_force_replaces_demos_only_once_the_new_ones_are_made(tmp_path, capsys):
+    out = tmp_path / "demos"
+    assert main(["demos", "script", "--episodes", "2", "--hold", "5", "--out", str(out)]) == 0
+    assert main(["demos", "script", "--episodes", "2", "--out", str(out)]) == 2
+    assert (
+        "choose another --out, or replace them (--force; in Python, replace=True)"
+        in capsys.readouterr().err
+    )
+    assert len(DemoSet.load(out)) == 2
+    # Bad flags stop it before anything is made: the old demos stay.
+    assert main(["demos", "script", "--hold", "-1", "--force", "--out", str(out)]) == 2
+    assert len(DemoSet.load(out)) == 2
+    args = ["demos", "script", "--episodes", "3", "--hold", "5", "--seed", "4", "--force"]
+    assert main([*args, "--out", str(out)]) == 0
+    replaced = DemoSet.load(out)
+    assert len(replaced) == 3 and replaced.info["seed"] == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demos"]  # nothing left beside it
+    # A folder holding anything else is never replaced.
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    assert main([*args, "--out", str(other)]) == 2
+    assert "already holds other files; choose another --out" in capsys.readouterr().err
+    assert (other / "keep.txt").read_text() == "mine"
+
+
 def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     """A file in D4RL's Adroit layout (per-step qpos, qvel and the door's position; episodes
     ended by timeouts), written from two short door episodes: imported, every state and

@@ -10,7 +10,7 @@ from prefrl.agents import SACConfig
 from prefrl.data import ReplayBuffer
 from prefrl.loops.policies import load_policy
 from prefrl.loops.rl import RLConfig, train_rl
-from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.checkpoints import IncompatibleCheckpoint, latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
 
@@ -110,6 +110,31 @@ def test_new_run_refuses_to_overwrite_an_existing_directory(trained):
     _, tmp = trained
     with pytest.raises(FileExistsError, match="--resume"):
         train_rl(_config(tmp))
+
+
+def test_resume_refuses_other_networks_or_env_and_keeps_the_run(trained):
+    """A resume with flags that change the networks' sizes, or with another env, stops before it
+    trains or rewrites config.json; the run then resumes as it was."""
+    result, tmp = trained
+    stored = (result.run_dir / "config.json").read_text()
+    other_sizes = _config(
+        tmp, steps=3500, resume=result.run_dir, sac=SACConfig(hidden_dims=(32, 32))
+    )
+    with pytest.raises(
+        IncompatibleCheckpoint,
+        match=r"Dense_0/kernel has shape \(\d+, 64\) there and \(\d+, 32\) with",
+    ):
+        train_rl(other_sizes)
+    fewer_layers = _config(tmp, steps=3500, resume=result.run_dir, sac=SACConfig(hidden_dims=(64,)))
+    with pytest.raises(
+        IncompatibleCheckpoint,
+        match="actor_params/params/MLP_0/Dense_1/bias is only in the checkpoint",
+    ):
+        train_rl(fewer_layers)
+    with pytest.raises(ValueError, match="--env Pendulum-v1: .* is a run on toy:point-reach"):
+        train_rl(_config(tmp, env="Pendulum-v1", steps=3500, resume=result.run_dir))
+    assert (result.run_dir / "config.json").read_text() == stored
+    assert latest_checkpoint(result.run_dir).name == "step_000003000"  # none set aside
 
 
 def test_load_policy_from_run_or_checkpoint(trained):

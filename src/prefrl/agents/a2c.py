@@ -21,6 +21,7 @@ from flax import struct
 
 from prefrl.nn.conv import FrameActorCritic
 from prefrl.rundir.config import check_fields
+from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import SummedGrads, jit_step
 
 FRAMES_PER_PASS = 16
@@ -100,7 +101,7 @@ class A2C:
         return flax.serialization.to_bytes(jax.device_get(state))
 
     def state_from_bytes(self, data: bytes) -> A2CState:
-        return flax.serialization.from_bytes(self.init(jax.random.PRNGKey(0)), data)
+        return state_from_bytes(self.init(jax.random.PRNGKey(0)), data)
 
     def _act(self, params, obs, key, deterministic: bool = False):
         """(actions, their log-probabilities, values) for a batch of observations: actions

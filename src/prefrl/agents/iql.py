@@ -21,6 +21,7 @@ from flax import struct
 
 from prefrl.nn import BoundedMeanGaussianActor, CriticEnsemble, ValueNet, gaussian_log_prob
 from prefrl.rundir.config import check_fields
+from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
@@ -125,7 +126,7 @@ class IQL:
         return flax.serialization.to_bytes(jax.device_get(state))
 
     def state_from_bytes(self, data: bytes) -> IQLState:
-        return flax.serialization.from_bytes(self.init(jax.random.key(0)), data)
+        return state_from_bytes(self.init(jax.random.key(0)), data)
 
     @staticmethod
     def to_device(obs, action, reward, next_obs, terminal) -> OfflineArrays:

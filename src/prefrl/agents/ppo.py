@@ -18,6 +18,7 @@ from flax import struct
 
 from prefrl.nn import GaussianActor, ValueNet, gaussian_log_prob
 from prefrl.rundir.config import check_fields
+from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
@@ -130,7 +131,7 @@ class PPO:
         return flax.serialization.to_bytes(jax.device_get(state))
 
     def state_from_bytes(self, data: bytes) -> PPOState:
-        return flax.serialization.from_bytes(self.init(jax.random.PRNGKey(0)), data)
+        return state_from_bytes(self.init(jax.random.PRNGKey(0)), data)
 
     def _act(self, params, obs, key, step, deterministic: bool = False):
         """(action in [-1, 1] for the env, raw sample, its log-prob)."""

@@ -21,6 +21,7 @@ from flax import struct
 from prefrl.data.batch import Batch
 from prefrl.nn import CriticEnsemble, TanhGaussianActor, tanh_gaussian_sample
 from prefrl.rundir.config import check_fields
+from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
@@ -147,7 +148,7 @@ class SAC:
 
     def state_from_bytes(self, data: bytes) -> SACState:
         template = self.init(jax.random.PRNGKey(0))
-        return flax.serialization.from_bytes(template, data)
+        return state_from_bytes(template, data)
 
     # ----------------------------------------------------------------------------- acting
     def _act(

@@ -93,9 +93,9 @@ def print_eval(results, names: list[str], title: str) -> None:
     from rich.table import Table
 
     table = Table(title=title)
-    columns = ("policy", "episodes", "return mean", "return std", "min", "max", "length mean")
-    for col in columns:
-        table.add_column(col, justify="left" if col == "policy" else "right")
+    table.add_column("policy", overflow="fold")  # (a run's path is wrapped, not cut short)
+    for col in ("episodes", "return mean", "std", "min", "max", "length"):
+        table.add_column(col, justify="right")
     for name, result in zip(names, results, strict=True):
         r = result.returns
         table.add_row(

@@ -20,6 +20,8 @@ class ScriptArgs:
     episodes: int = 5
     out: Path = Path("demos/maze")
     """The Minari dataset directory to write."""
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
     seed: int = 0
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
@@ -39,6 +41,8 @@ class PlanArgs:
     """Demos to make (one per solved reset seed)."""
     out: Path | None = None
     """The Minari dataset directory to write (None: demos/<task>, e.g. demos/door)."""
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
     seed: int = 0
     """The first reset seed; seeds the planner cannot solve are skipped (5 x --episodes tried
     at most)."""
@@ -64,6 +68,8 @@ class RecordArgs:
     """Demos to keep (one per episode that reaches a stable success; 10 x this tried at
     most)."""
     out: Path = Path("demos/recorded")
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
     seed: int = 0
     hold: int = 20
     """Steps kept after the first success (each must stay a success)."""
@@ -81,6 +87,8 @@ class ImportArgs:
     env: str
     """adroit:door, adroit:pen, adroit:hammer or adroit:relocate."""
     out: Path = Path("demos/imported")
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
 
 
 @dataclass(frozen=True)
@@ -89,14 +97,18 @@ class ManiSkillArgs:
 
     file: Annotated[Path, tyro.conf.Positional]
     out: Path = Path("demos/maniskill2")
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
 
 
 @dataclass(frozen=True)
 class CheckArgs:
-    """Replay every demo's actions from its first state; report which still succeed, and how
-    long each one's last state keeps success with its last action held."""
+    """Replay each demo from its first state: which still succeed, and how long each end holds.
 
-    file: Annotated[Path, tyro.conf.Positional]
+    A demo's end holds while its last state keeps success with the last action held."""
+
+    demos: Annotated[Path, tyro.conf.Positional]
+    """The demo folder."""
     env: str | None = None
     """The env the demos must be of (default: the demos' own; another is refused)."""
     hold_horizon: int = 50
@@ -107,7 +119,8 @@ class CheckArgs:
 class VideoArgs:
     """A demo rendered from its stored states to an mp4."""
 
-    file: Annotated[Path, tyro.conf.Positional]
+    demos: Annotated[Path, tyro.conf.Positional]
+    """The demo folder."""
     out: Path = Path("demo.mp4")
     index: int = 0
     size: int = 256
@@ -124,7 +137,7 @@ def cmd_demos(args: list[str]) -> int:
             print(f"prefrl demos: unknown action {args[0]!r}", file=sys.stderr)
         lines = ["usage: prefrl demos ACTION [--help] [flags]", "", "actions:"]
         for name, spec in ACTIONS.items():
-            doc = "A demo file's env, demos, lengths and first successes: info FILE"
+            doc = "A demo folder's env, demos, lengths, first successes and making: info PATH"
             doc = doc if spec is None else spec.__doc__.strip().splitlines()[0]
             lines.append(f"  {name:<17} {doc}")
         print("\n".join(lines))
@@ -135,8 +148,8 @@ def cmd_demos(args: list[str]) -> int:
     action, rest = args[0], args[1:]
     if action == "info":
         if not rest or rest[0].startswith("-"):
-            print("usage: prefrl demos info FILE\n\nA demo file's env, demos, lengths, first "
-                  "successes and how they were made (FILE: a demo folder, or ManiSkill2's "
+            print("usage: prefrl demos info PATH\n\nA demo folder's env, demos, lengths, first "
+                  "successes and how they were made (PATH: a demo folder, or ManiSkill2's "
                   "trajectory .h5).")  # fmt: skip
             return 0 if rest else 2
         if rest[0].endswith(".h5"):  # (ManiSkill2's trajectory file, read as it is)
@@ -146,8 +159,9 @@ def cmd_demos(args: list[str]) -> int:
         else:
             demos = DemoSet.load(rest[0])
             _print_demos(demos, rest[0])
-            if demos.info:  # (how they were made: source, seeds, --hold, --settle, ...)
-                print("made with: " + ", ".join(f"{k} {v}" for k, v in demos.info.items()))
+            made = {k: v for k, v in demos.info.items() if v is not None}
+            if made:  # (how they were made: source, seeds, --hold, --settle, ...)
+                print("made with: " + ", ".join(f"{k} {v}" for k, v in made.items()))
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
     if action in ("script", "plan", "record", "import-d4rl", "import-maniskill2"):
@@ -155,7 +169,7 @@ def cmd_demos(args: list[str]) -> int:
 
         if action == "plan" and opts.out is None:
             opts = dataclasses.replace(opts, out=Path("demos") / opts.env.split(":")[-1])
-        check_free(opts.out, "demos")  # (before minutes of planning or recording)
+        check_free(opts.out, "demos", opts.force)  # (before minutes of planning or recording)
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold, opts.settle)
         elif action == "plan":
@@ -175,10 +189,10 @@ def cmd_demos(args: list[str]) -> int:
             from prefrl.data.demos import read_maniskill2
 
             demos = read_maniskill2(opts.file)
-        demos.save(opts.out)
+        demos.save(opts.out, replace=opts.force)
         _print_demos(demos, opts.out)
     elif action == "check":
-        demos = DemoSet.load(opts.file)
+        demos = DemoSet.load(opts.demos)
         if opts.hold_horizon < 1:
             raise ValueError(f"--hold-horizon {opts.hold_horizon} is invalid: expected an "
                              "integer >= 1 (steps)")  # fmt: skip
@@ -193,7 +207,7 @@ def cmd_demos(args: list[str]) -> int:
         print(f"{good} of {len(checks)} demos still succeed")
         return 0 if good == len(checks) else 1
     else:
-        demos = DemoSet.load(opts.file)
+        demos = DemoSet.load(opts.demos)
         print(f"video: {make.demo_video(demos, opts.index, opts.out, opts.size)}")
     return 0
 

@@ -116,8 +116,9 @@ class DemoSet:
         return self.demos[0].actions.shape[1] if self.has_actions else None
 
     # ------------------------------------------------------------------ Minari I/O
-    def save(self, path: str | Path, action_dim: int | None = None) -> Path:
-        """A Minari dataset directory at `path` (refused if one is there). Without actions,
+    def save(self, path: str | Path, action_dim: int | None = None, replace: bool = False) -> Path:
+        """A Minari dataset directory at `path` (refused if one is there, unless `replace`; a
+        folder holding anything else is refused either way). Without actions,
         Minari still needs an action array: zeros of `action_dim` are stored, and the metadata
         says they are none."""
         width = self.action_dim or action_dim
@@ -140,7 +141,8 @@ class DemoSet:
             "prefrl": {"env": self.env_id, "kind": "demos", "actions": self.has_actions,
                        "demo_info": [d.info for d in self.demos], **self.info},
         }  # fmt: skip
-        return write_minari(path, episodes, self.obs_dim, width, self.env_id, meta, "demos")
+        return write_minari(path, episodes, self.obs_dim, width, self.env_id, meta, "demos",
+                            replace)  # fmt: skip
 
     @classmethod
     def load(cls, path: str | Path) -> DemoSet:

@@ -19,28 +19,35 @@ def minari_id(name: str) -> str:
     return f"prefrl/{name}" if re.search(r"-v\d+$", name) else f"prefrl/{name}-v0"
 
 
-def check_free(path: str | Path, what: str = "a dataset") -> None:
-    """Refuse an --out that already holds something (checked again when writing; call it early
-    too, before minutes of work)."""
+def check_free(path: str | Path, what: str = "a dataset", replace: bool | None = None) -> None:
+    """Refuse an --out that already holds something, or with `replace` one that holds anything
+    but a dataset (checked again when writing; call it early too, before minutes of work).
+    `replace` False: replacing could have been asked for, and the refusal says how; None: not."""
     path = Path(path)
     if path.exists() and (path.is_file() or any(path.iterdir())):
-        held = what if (path / "data").exists() else "other files"
-        raise FileExistsError(f"{path.resolve()} already holds {held}; choose another --out")
+        if not (path / "data").exists():
+            raise FileExistsError(f"{path.resolve()} already holds other files; choose another "
+                                  "--out")  # fmt: skip
+        if not replace:
+            how = "" if replace is None else ", or replace them (--force; in Python, replace=True)"
+            raise FileExistsError(f"{path.resolve()} already holds {what}; choose another "
+                                  f"--out{how}")  # fmt: skip
 
 
 def write_minari(path: str | Path, episodes, obs_dim: int, action_dim: int, env_id: str,
-                 meta: dict, what: str = "a dataset") -> Path:  # fmt: skip
+                 meta: dict, what: str = "a dataset", replace: bool | None = None) -> Path:  # fmt: skip
     """Write `episodes` (dicts of Minari's per-episode arrays: observations T+1 rows, actions,
     rewards, terminations, truncations T rows, infos T+1 rows) to a new directory at `path`,
-    refused if one is there. Written under a temporary name and renamed when complete, so an
-    interrupted write never leaves something that looks like a dataset."""
+    refused if one is there (with `replace`, if anything but a dataset is there). Written under a
+    temporary name and renamed when complete, so an interrupted write never leaves something
+    that looks like a dataset, and a replaced one stays until the new one is whole."""
     import gymnasium as gym
     import minari
     from minari.data_collector.episode_buffer import EpisodeBuffer
     from minari.dataset.minari_storage import MinariStorage
 
     path = Path(path).resolve()  # Minari joins a relative path onto itself
-    check_free(path, what)
+    check_free(path, what, replace)
     partial = path.with_name(f".{path.name}.partial")
     shutil.rmtree(partial, ignore_errors=True)  # left by an earlier interrupted write
     data = partial / "data"
@@ -68,6 +75,13 @@ def write_minari(path: str | Path, episodes, obs_dim: int, action_dim: int, env_
         )
         for e in episodes
     )
+    if path.exists() and any(path.iterdir()):  # (a dataset, to replace: checked above)
+        old = path.with_name(f".{path.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+        os.replace(partial, path)
+        shutil.rmtree(old)
+        return path
     if path.exists():
         path.rmdir()  # empty
     os.replace(partial, path)

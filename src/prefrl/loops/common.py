@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import json
 import time
 from pathlib import Path
 
@@ -35,6 +36,9 @@ class TrainingLoop:
 
     Subclasses give `policy(obs)` (deterministic actions), `save()`, `restore(ckpt)`, and
     `learned_reward()` where the run learns one (evaluations then report it beside the true)."""
+
+    eval_curve: tuple[str, tuple[float, float] | None] = ("evaluation return", None)
+    """What `learning_curve.png` says its evaluation returns are, and the range they keep to."""
 
     def __init__(self, config, run_dir: Path, env, owns_env: bool = True):
         """`owns_env`: close the env with the loop (not one a Python user passed in)."""
@@ -211,6 +215,7 @@ def write_eval(
     record: bool,
     fps: float,
     title: str,
+    curve: tuple[str, tuple[float, float] | None] = TrainingLoop.eval_curve,
 ) -> Path | None:
     """Log an evaluation, write its video (when recorded) and redraw the learning curve."""
     metrics.log(step, result.summary)
@@ -219,15 +224,29 @@ def write_eval(
         video = write_video(
             run_dir / "videos" / f"eval_{step:09d}.mp4", result.frames, fps=fps, audio=result.audio
         )
-    plot_learning_curve(run_dir, title=title)
+    plot_learning_curve(run_dir, title=title, label=curve[0], bounds=curve[1])
     metrics.flush()
     return video
+
+
+def check_resumed_env(config) -> None:
+    """A resumed run keeps its env: say so before anything is built for another one."""
+    stored = Path(config.resume or "") / "config.json"
+    if config.resume is None or not stored.is_file():
+        return  # (a new run, or no run there: `open_run_dir` says which)
+    env = json.loads(stored.read_text()).get("env")
+    if env is not None and env != config.env:
+        raise ValueError(
+            f"--env {config.env}: {config.resume} is a run on {env}, and a resumed run keeps its "
+            f"env; leave out --env, or start a new run on {config.env}"
+        )
 
 
 def start_run(loop_factory, config, name: str):
     """Open (or resume) the run directory, build the loop, restore its newest whole checkpoint
     when resuming; returns (loop, metrics logger). Nothing in the run directory changes when the
     resume fails."""
+    check_resumed_env(config)
     run_dir = open_run_dir(config.resume, config.runs_dir, name, record=False)
     if config.resume is None:
         loop, ckpt = loop_factory(config, run_dir), None
@@ -289,7 +308,16 @@ class PeriodicTasks:
             loop.last_eval = float(self.final.returns.mean())
             fps = loop.env.fps
             self.video = (
-                write_eval(loop.run_dir, self.metrics, step, self.final, record, fps, self.title)
+                write_eval(
+                    loop.run_dir,
+                    self.metrics,
+                    step,
+                    self.final,
+                    record,
+                    fps,
+                    self.title,
+                    loop.eval_curve,
+                )
                 or self.video
             )
             self.progress.update(step, last_eval=loop.last_eval)

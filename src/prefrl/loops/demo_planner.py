@@ -233,6 +233,8 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
         raise RuntimeError(f"the planner solved {len(demos)} of {tried} reset seeds "
                            f"({episodes} asked for): try --samples or --horizon higher"
                            + (", or --settle lower" if settle else ""))  # fmt: skip
+    made = {**dataclasses.asdict(cfg),  # (with the task's own horizon and noise where None)
+            "horizon": task.horizon if cfg.horizon is None else cfg.horizon,
+            "noise": task.noise if cfg.noise is None else cfg.noise}  # fmt: skip
     return DemoSet(env_id, demos, {"source": "planned", "planner": "mppi", "seed": seed,
-                                   "hold": hold, "settle": settle,
-                                   **dataclasses.asdict(cfg)})  # fmt: skip
+                                   "hold": hold, "settle": settle, **made})  # fmt: skip

@@ -31,7 +31,14 @@ from prefrl.data.demos import DemoSet, demo_buffer
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
-from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.common import (
+    PeriodicTasks,
+    TrainingLoop,
+    check_resumed_env,
+    run_name,
+    start_run,
+    stoppable,
+)
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.policies import LoadedPolicy
@@ -56,7 +63,7 @@ class RFCLConfig:
     """A task with a success flag and exact state save/restore: toy:maze*, adroit:door|pen|
     relocate|hammer, sparse:pusher."""
     demos: Path = Path("demos/maze")
-    """A demo file with simulator states (`prefrl demos script|record`)."""
+    """A demo folder with simulator states (`prefrl demos plan|script|record|import-d4rl`)."""
     num_demos: int | None = None
     """Use the first this many demos of the file (default: all)."""
     demo_actions: bool = True
@@ -81,9 +88,9 @@ class RFCLConfig:
     env_workers: int = 0
     """Processes the envs are stepped in (0: this process)."""
     reverse_delta: int = 4
-    """How far back a demo's start frontier moves after a streak (8 Adroit/MetaWorld)."""
+    """How far back a demo's start frontier moves after a streak (the paper's 8 on Adroit)."""
     reverse_streak: int = 2
-    """Successes in a row from the frontier that move it (3 Adroit/MetaWorld, 2 the maze)."""
+    """Successes in a row from the frontier that move it (the paper's 3 on Adroit; 2 the maze)."""
     reverse_time_divisor: int = 1
     """Time limit of a stage-1 episode: 16 + (demo steps left) // this. The paper's 3 on Adroit
     is for its slow human demos; planned or scripted demos, about as fast as a trained policy,
@@ -155,6 +162,8 @@ def _step(env, action: np.ndarray) -> tuple[np.ndarray, bool, bool]:
 
 class RFCLRun(TrainingLoop):
     """The agent, its buffers, both curricula and the episode in progress between steps."""
+
+    eval_curve = ("success at the end of an episode", (0.0, 1.0))
 
     def __init__(self, config: RFCLConfig, run_dir: Path, demos: DemoSet | None = None):
         # Env i of the pool has seed `seed + i`; with the envs in this process the loop's own
@@ -326,6 +335,7 @@ class RFCLResult:
 def train_rfcl(config: RFCLConfig) -> RFCLResult:
     """Run (or resume) RFCL; returns the final success rates on the task's initial states."""
     name = config.name or run_name(config.env, "rfcl", config.seed)
+    check_resumed_env(config)
     probe = make_env(config.env, seed=0)  # bad demos fail here, before a run directory is made
     try:
         demos = load_demos(config, probe)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.pytree import state_from_bytes
 
 FIT_STATE = "fit_state.json"
 
@@ -40,7 +41,7 @@ def load_fit_state(folder: Path, params, opt_state, rng):
     meta = json.loads((folder / FIT_STATE).read_text())
     template = {"params": params, "opt_state": opt_state, "best_params": params,
                 "key": jax.random.key_data(jax.random.key(0))}  # fmt: skip
-    arrays = flax.serialization.from_bytes(template, (folder / "fit_state.msgpack").read_bytes())
+    arrays = state_from_bytes(template, (folder / "fit_state.msgpack").read_bytes())
     rng.bit_generator.state = meta["rng"]
     best = (meta["best_loss"], arrays["best_params"], meta["best_epoch"])
     key = jax.random.wrap_key_data(jnp.asarray(arrays["key"]))

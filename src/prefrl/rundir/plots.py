@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from prefrl.rundir.atomic import atomic_write
@@ -13,9 +14,14 @@ from prefrl.rundir.metrics import read_metrics
 
 
 def plot_learning_curve(
-    run_dir: Path, key: str = "eval/return_mean", title: str = ""
+    run_dir: Path,
+    key: str = "eval/return_mean",
+    title: str = "",
+    label: str = "evaluation return",
+    bounds: tuple[float, float] | None = None,
 ) -> Path | None:
-    """learning_curve.png: evaluation return (mean +- std) against environment steps."""
+    """learning_curve.png: evaluation return (mean +- std) against environment steps; `label`
+    names what the returns are, `bounds` the range they cannot leave (the band is cut there)."""
     rows = [r for r in read_metrics(run_dir) if key in r]
     if not rows:
         return None
@@ -25,11 +31,16 @@ def plot_learning_curve(
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     ax.plot(steps, mean, marker="o", markersize=3)
     if all(std_key in r for r in rows):
-        lo = [m - r[std_key] for m, r in zip(mean, rows)]
-        hi = [m + r[std_key] for m, r in zip(mean, rows)]
+        lo = np.array([m - r[std_key] for m, r in zip(mean, rows)])
+        hi = np.array([m + r[std_key] for m, r in zip(mean, rows)])
+        if bounds is not None:
+            lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
         ax.fill_between(steps, lo, hi, alpha=0.25)
+    if bounds is not None:
+        margin = 0.03 * (bounds[1] - bounds[0])
+        ax.set_ylim(bounds[0] - margin, bounds[1] + margin)
     ax.set_xlabel("environment steps")
-    ax.set_ylabel("evaluation return")
+    ax.set_ylabel(label)
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return _save(fig, Path(run_dir) / "learning_curve.png")
