@@ -256,13 +256,16 @@ def _known_ids() -> list[str]:
     return [i for fam in FAMILIES.values() for i in fam.ids()]
 
 
-def _unknown(env_id: str, why: str) -> UnknownEnvError:
-    families = "; ".join(f"{k}: {f.description}" for k, f in FAMILIES.items())
+def _unknown(env_id: str, why: str, family: str | None = None) -> UnknownEnvError:
+    """The error for an id nothing makes: the family it names (all of them when it names none)
+    and the closest known ids."""
+    if family is None:
+        known = "Known families: " + "; ".join(f"{k}: {f.description}" for k, f in FAMILIES.items())
+    else:
+        known = f"{family}: {FAMILIES[family].description}"
     close = difflib.get_close_matches(env_id, _known_ids(), n=5, cutoff=0.5)
     hint = f" Closest matches: {', '.join(close)}." if close else ""
-    return UnknownEnvError(
-        f"unknown environment {env_id!r} ({why}). Known families: {families}.{hint}"
-    )
+    return UnknownEnvError(f"unknown environment {env_id!r} ({why}). {known}.{hint}")
 
 
 def is_pixel_env(env_id: str) -> bool:
@@ -306,7 +309,7 @@ def resolve(env_id: str) -> tuple[str, str]:
         if FAMILIES[prefix].check is not None:
             FAMILIES[prefix].check(name)
         elif env_id not in FAMILIES[prefix].ids():
-            raise _unknown(env_id, f"no such {prefix} task")
+            raise _unknown(env_id, f"no such {prefix} task", family=prefix)
         return prefix, name
     if env_id not in gym.registry:
         raise _unknown(env_id, "not a Gymnasium id")
