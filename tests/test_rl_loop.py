@@ -131,8 +131,14 @@ def test_resume_refuses_other_networks_or_env_and_keeps_the_run(trained):
         match="actor_params/params/MLP_0/Dense_1/bias is only in the checkpoint",
     ):
         train_rl(fewer_layers)
-    with pytest.raises(ValueError, match="--env Pendulum-v1: .* is a run on toy:point-reach"):
+    with pytest.raises(
+        ValueError, match="--env Pendulum-v1: .* was run with --env toy:point-reach, and"
+    ):
         train_rl(_config(tmp, env="Pendulum-v1", steps=3500, resume=result.run_dir))
+    with pytest.raises(
+        ValueError, match="--algo ppo: .* was run with --algo sac, and a resumed run keeps"
+    ):
+        train_rl(_config(tmp, algo="ppo", steps=3500, resume=result.run_dir))
     assert (result.run_dir / "config.json").read_text() == stored
     assert latest_checkpoint(result.run_dir).name == "step_000003000"  # none set aside
 

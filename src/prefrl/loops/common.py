@@ -230,16 +230,18 @@ def write_eval(
 
 
 def check_resumed_env(config) -> None:
-    """A resumed run keeps its env: say so before anything is built for another one."""
+    """A resumed run keeps its env and algorithm: say so before anything is built for others."""
     stored = Path(config.resume or "") / "config.json"
     if config.resume is None or not stored.is_file():
         return  # (a new run, or no run there: `open_run_dir` says which)
-    env = json.loads(stored.read_text()).get("env")
-    if env is not None and env != config.env:
-        raise ValueError(
-            f"--env {config.env}: {config.resume} is a run on {env}, and a resumed run keeps its "
-            f"env; leave out --env, or start a new run on {config.env}"
-        )
+    run = json.loads(stored.read_text())
+    for field in ("env", "algo"):
+        was, now = run.get(field), getattr(config, field, None)
+        if was is not None and now != was:
+            raise ValueError(
+                f"--{field} {now}: {config.resume} was run with --{field} {was}, and a resumed "
+                f"run keeps its {field}; leave out --{field}, or start a new run with it"
+            )
 
 
 def start_run(loop_factory, config, name: str):
