@@ -229,7 +229,7 @@ def write_eval(
     return video
 
 
-def check_resumed_env(config) -> None:
+def check_resumed_identity(config) -> None:
     """A resumed run keeps its env and algorithm: say so before anything is built for others."""
     stored = Path(config.resume or "") / "config.json"
     if config.resume is None or not stored.is_file():
@@ -248,7 +248,7 @@ def start_run(loop_factory, config, name: str):
     """Open (or resume) the run directory, build the loop, restore its newest whole checkpoint
     when resuming; returns (loop, metrics logger). Nothing in the run directory changes when the
     resume fails."""
-    check_resumed_env(config)
+    check_resumed_identity(config)
     run_dir = open_run_dir(config.resume, config.runs_dir, name, record=False)
     if config.resume is None:
         loop, ckpt = loop_factory(config, run_dir), None

@@ -34,7 +34,7 @@ from prefrl.envs.registry import resolve
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
-    check_resumed_env,
+    check_resumed_identity,
     run_name,
     start_run,
     stoppable,
@@ -335,7 +335,7 @@ class RFCLResult:
 def train_rfcl(config: RFCLConfig) -> RFCLResult:
     """Run (or resume) RFCL; returns the final success rates on the task's initial states."""
     name = config.name or run_name(config.env, "rfcl", config.seed)
-    check_resumed_env(config)
+    check_resumed_identity(config)
     probe = make_env(config.env, seed=0)  # bad demos fail here, before a run directory is made
     try:
         demos = load_demos(config, probe)

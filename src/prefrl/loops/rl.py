@@ -24,7 +24,7 @@ from prefrl.envs.registry import is_pixel_env, resolve
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
-    check_resumed_env,
+    check_resumed_identity,
     check_sizes,
     config_with,
     env_argument,
@@ -300,7 +300,7 @@ def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLRe
         return train_frames(config)
     algo = config.algo + ("-demos" if config.demos is not None else "")
     name = config.name or run_name(config.env, algo, config.seed)
-    check_resumed_env(config)
+    check_resumed_identity(config)
     demos = load_rl_demos(config, env)
     loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name)
     try:
