@@ -302,6 +302,7 @@ def test_planned_demos_succeed_and_replay(env_id, seed):
     demo = demos[0]
     assert demo.ends_in_success and demo.success[demo.first_success :].all()
     assert demos.info["planner"] == "mppi" and demo.info["seed"] >= seed
+    assert (demos.info["horizon"], demos.info["noise"]) == (20, 0.3)  # (the task's own, not None)
     (check,) = check_demos(demos)
     assert check.success_at_end
 

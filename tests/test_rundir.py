@@ -68,6 +68,27 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
     assert [r["step"] for r in read_metrics(tmp_path)] == [10, 20]
 
 
+def test_learning_curve_names_its_measure_and_keeps_the_band_in_range(tmp_path, monkeypatch):
+    from prefrl.rundir import plots
+
+    log = MetricsLogger(tmp_path)
+    for step, mean in ((10, 0.1), (20, 0.5), (30, 0.95)):
+        log.log(step, {"eval/return_mean": mean, "eval/return_std": 0.4})
+    log.close()
+    drawn = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig.axes[0]) or path)
+    plots.plot_learning_curve(tmp_path, label="success at the end of an episode", bounds=(0, 1))
+    plots.plot_learning_curve(tmp_path)
+    success, returns = drawn
+    assert success.get_ylabel() == "success at the end of an episode"
+    band = success.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == 0.0 and band.max() == 1.0  # (0.1 - 0.4 and 0.95 + 0.4, cut)
+    assert success.get_ylim()[0] > -0.1 and success.get_ylim()[1] < 1.1
+    assert returns.get_ylabel() == "evaluation return"
+    band = returns.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() < -0.2 and band.max() > 1.3  # (unbounded: as logged)
+
+
 def test_curriculum_figure_marks_solved_demos_and_stage_two(tmp_path):
     from prefrl.rundir.plots import curriculum_events, plot_curriculum
 
