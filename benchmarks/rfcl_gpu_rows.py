@@ -1,0 +1,86 @@
+"""Rows for the runs `benchmarks/rfcl_gpu.sh` made (RFCL, the paper's wall-time config, one run
+per Adroit task side by side on one GPU, stopped after a fixed time): success on the task's own
+initial states at each evaluation, where each demo's start stood at the end, and the env steps/s
+each run made beside the others. Also the three-task mean at the last step every run evaluated,
+against the published bar (mean success about 50% at 400k steps).
+
+    python benchmarks/rfcl_gpu_rows.py logs/gpu/runs --command "DURATION=480 bash benchmarks/rfcl_gpu.sh"
+
+Writes the `side_by_side` rows of the device's file (`rfcl_<device>.json`, beside rfcl.json)
+and keeps each run's metrics, gzipped, in benchmarks/results/rfcl-runs/rfcl-gpu-<device>/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+from device_results import results_path
+
+from prefrl.rundir.metrics import read_metrics
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def summarise(run_dir: Path) -> dict:
+    rows = read_metrics(run_dir)
+    evals = [r for r in rows if "eval/success_at_end" in r]
+    curriculum = [r for r in rows if "rfcl/start_fraction_mean" in r][-1]
+    rates = [r["train/steps_per_s"] for r in rows if "train/steps_per_s" in r]
+    solved = sum(v for k, v in curriculum.items() if k.startswith("rfcl/solved/"))
+    return {
+        "env": f"adroit:{run_dir.name}", "method": "rfcl", "preset": "rfcl-adroit", "demos": 5,
+        "seeds": 1, "env_steps": evals[-1]["step"],
+        "success_at_end": evals[-1]["eval/success_at_end"],
+        "success_once": evals[-1]["eval/success_once"],
+        "success_at_end_by_step": {r["step"]: r["eval/success_at_end"] for r in evals},
+        "stage_at_stop": int(curriculum["rfcl/stage"]), "demos_solved_at_stop": int(solved),
+        "start_fraction_mean_at_stop": round(curriculum["rfcl/start_fraction_mean"], 3),
+        "steps_at_stop": curriculum["step"], "steps_per_s": float(np.median(rates)),
+    }  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", type=Path, help="the folder of run directories (door, pen, ...)")
+    parser.add_argument("--command", required=True, help="the command that made the runs")
+    args = parser.parse_args()
+    run_dirs = sorted(d for d in args.runs.iterdir() if (d / "metrics.jsonl").exists())
+    if not run_dirs:
+        raise SystemExit(f"no run directories with metrics in {args.runs}")
+    session = json.loads((run_dirs[0] / "sessions.jsonl").read_text().splitlines()[0])
+    device, rows = session["devices"][0], [summarise(d) for d in run_dirs]
+    for row in rows:
+        row.update(device=device, runs_side_by_side=len(rows), command=args.command)
+    common = min(r["env_steps"] for r in rows)  # (the last step every run evaluated)
+    at_common = [r["success_at_end_by_step"][common] for r in rows]
+    out = results_path(RESULTS / "rfcl.json", device)
+    old = json.loads(out.read_text()) if out.exists() else {}
+    old["side_by_side"] = rows
+    old["side_by_side_mean"] = {
+        "envs": [r["env"] for r in rows],
+        "env_steps": common,
+        "success_at_end_mean": float(np.mean(at_common)),
+        "published_bar": "RFCL about 0.50 at 400k env steps, 0.62 at 1M (RLPD 0.49, 0.57)",
+    }
+    out.write_text(json.dumps(old, indent=1) + "\n")
+    keep = RESULTS / "rfcl-runs" / out.stem.replace("rfcl_", "rfcl-gpu-")
+    for d in run_dirs:
+        (keep / d.name).mkdir(parents=True, exist_ok=True)
+        for name in ("metrics.jsonl", "sessions.jsonl", "config.json"):
+            with open(d / name, "rb") as src, gzip.GzipFile(keep / d.name / f"{name}.gz", "wb",
+                                                             mtime=0) as dst:  # fmt: skip
+                shutil.copyfileobj(src, dst)
+    print(json.dumps(old["side_by_side_mean"]))
+    for r in rows:
+        print({k: r[k] for k in ("env", "env_steps", "success_at_end", "steps_per_s")})
+    print(f"wrote {out} and {keep}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
