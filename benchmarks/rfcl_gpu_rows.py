@@ -26,21 +26,24 @@ from prefrl.rundir.metrics import read_metrics
 RESULTS = Path(__file__).parent / "results"
 
 
-def summarise(run_dir: Path) -> dict:
+def summarise(run_dir: Path, device: str, command: str) -> dict:
+    """One run's row (the first nine keys are the columns docs/benchmarks.md shows)."""
     rows = read_metrics(run_dir)
     evals = [r for r in rows if "eval/success_at_end" in r]
     curriculum = [r for r in rows if "rfcl/start_fraction_mean" in r][-1]
     rates = [r["train/steps_per_s"] for r in rows if "train/steps_per_s" in r]
     solved = sum(v for k, v in curriculum.items() if k.startswith("rfcl/solved/"))
     return {
-        "env": f"adroit:{run_dir.name}", "method": "rfcl", "preset": "rfcl-adroit", "demos": 5,
-        "seeds": 1, "env_steps": evals[-1]["step"],
+        "env": f"adroit:{run_dir.name}", "env_steps": evals[-1]["step"],
         "success_at_end": evals[-1]["eval/success_at_end"],
         "success_once": evals[-1]["eval/success_once"],
-        "success_at_end_by_step": {r["step"]: r["eval/success_at_end"] for r in evals},
-        "stage_at_stop": int(curriculum["rfcl/stage"]), "demos_solved_at_stop": int(solved),
+        "demos_solved_at_stop": int(solved),
         "start_fraction_mean_at_stop": round(curriculum["rfcl/start_fraction_mean"], 3),
-        "steps_at_stop": curriculum["step"], "steps_per_s": float(np.median(rates)),
+        "steps_per_s": float(np.median(rates)), "device": device, "command": command,
+        "method": "rfcl", "preset": "rfcl-adroit",
+        "demos": 5, "seeds": 1, "stage_at_stop": int(curriculum["rfcl/stage"]),
+        "steps_at_stop": curriculum["step"],
+        "success_at_end_by_step": {r["step"]: r["eval/success_at_end"] for r in evals},
     }  # fmt: skip
 
 
@@ -53,20 +56,22 @@ def main() -> int:
     if not run_dirs:
         raise SystemExit(f"no run directories with metrics in {args.runs}")
     session = json.loads((run_dirs[0] / "sessions.jsonl").read_text().splitlines()[0])
-    device, rows = session["devices"][0], [summarise(d) for d in run_dirs]
+    rows = [summarise(d, session["devices"][0], args.command) for d in run_dirs]
     for row in rows:
-        row.update(device=device, runs_side_by_side=len(rows), command=args.command)
+        row["runs_side_by_side"] = len(rows)
     common = min(r["env_steps"] for r in rows)  # (the last step every run evaluated)
     at_common = [r["success_at_end_by_step"][common] for r in rows]
-    out = results_path(RESULTS / "rfcl.json", device)
+    out = results_path(RESULTS / "rfcl.json", session["devices"][0])
     old = json.loads(out.read_text()) if out.exists() else {}
     old["side_by_side"] = rows
-    old["side_by_side_mean"] = {
-        "envs": [r["env"] for r in rows],
-        "env_steps": common,
-        "success_at_end_mean": float(np.mean(at_common)),
-        "published_bar": "RFCL about 0.50 at 400k env steps, 0.62 at 1M (RLPD 0.49, 0.57)",
-    }
+    old["side_by_side_mean"] = [
+        {
+            "envs": [r["env"] for r in rows],
+            "env_steps": common,
+            "success_at_end_mean": float(np.mean(at_common)),
+            "published_bar": "RFCL about 0.50 at 400k env steps, 0.62 at 1M (RLPD 0.49, 0.57)",
+        }
+    ]
     out.write_text(json.dumps(old, indent=1) + "\n")
     keep = RESULTS / "rfcl-runs" / out.stem.replace("rfcl_", "rfcl-gpu-")
     for d in run_dirs:
@@ -75,7 +80,7 @@ def main() -> int:
             with open(d / name, "rb") as src, gzip.GzipFile(keep / d.name / f"{name}.gz", "wb",
                                                              mtime=0) as dst:  # fmt: skip
                 shutil.copyfileobj(src, dst)
-    print(json.dumps(old["side_by_side_mean"]))
+    print(json.dumps(old["side_by_side_mean"][0]))
     for r in rows:
         print({k: r[k] for k in ("env", "env_steps", "success_at_end", "steps_per_s")})
     print(f"wrote {out} and {keep}")
