@@ -10,6 +10,8 @@
     python benchmarks/rfcl.py --env adroit:pen --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:relocate --demos 5 --preset rfcl-adroit-cpu --settle 17
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
+    python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
+        --throughput-configs cpu sample-efficient-cpu --throughput-steps 2000
     # the paper's wall-time config, where there is a GPU (planned demos: time limit 16 + all)
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
         --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
@@ -86,10 +88,12 @@ def steps_per_s(run_dir: Path) -> float:
     return float(np.median(rates)) if rates else float("nan")
 
 
-THROUGHPUT_CONFIGS = {
+_CPU_CRITICS = dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128))
+THROUGHPUT_CONFIGS = {  # (--throughput-configs picks them by the label's first word)
     "paper (10 critics 3x256, an update per step)": {"sac": RFCL_SAC},
-    "cpu (10 critics 3x128, an update every 2 steps)": {
-        "sac": dataclasses.replace(RFCL_SAC, hidden_dims=(128, 128, 128)), "update_every": 2},
+    "cpu (10 critics 3x128, an update every 2 steps)": {"sac": _CPU_CRITICS, "update_every": 2},
+    "sample-efficient-cpu (10 critics 3x128, 20 critic steps and an actor step every 2 steps)": {
+        "sac": dataclasses.replace(_CPU_CRITICS, utd_ratio=20), "update_every": 2},
 }  # fmt: skip
 
 
@@ -121,6 +125,8 @@ def throughput(args, demo_dir: Path) -> list[dict]:
     same loop, every episode from the task's initial states), after a warm start."""
     rows = []
     for label, settings in THROUGHPUT_CONFIGS.items():
+        if label.split(" ")[0] not in args.throughput_configs:
+            continue
         rates = {}
         for curriculum in (True, False):
             name = f"tp-{args.env.replace(':', '-')}-{len(rows)}-{curriculum}"
@@ -135,7 +141,8 @@ def throughput(args, demo_dir: Path) -> list[dict]:
             sample = rows_[1:] or rows_  # (the first interval holds the compilation)
             rates[curriculum] = float(np.median([r["train/steps_per_s"] for r in sample]))
         rows.append({"config": label, "env": args.env, "steps_per_s": rates[True],
-                     "no_curriculum_steps_per_s": rates[False], "device": device_kind()})  # fmt: skip
+                     "no_curriculum_steps_per_s": rates[False], "device": device_kind(),
+                     "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -172,6 +179,9 @@ def main() -> int:
                         help="where finished runs' metrics are kept (by --runs name)")  # fmt: skip
     parser.add_argument("--throughput", action="store_true", help="measure env steps/s only")
     parser.add_argument("--throughput-steps", type=int, default=3000)
+    parser.add_argument("--throughput-configs", nargs="+",
+                        default=[label.split(" ")[0] for label in THROUGHPUT_CONFIGS],
+                        choices=[label.split(" ")[0] for label in THROUGHPUT_CONFIGS])  # fmt: skip
     add_grid_flags(parser)
     args = parser.parse_args()
 
@@ -187,8 +197,13 @@ def main() -> int:
     if args.throughput:  # (an accelerator's figures go to a file of their own)
         out = results_path(args.out, device_kind())
         old = json.loads(out.read_text()) if out.exists() else {}
-        old["throughput"] = throughput(args, demo_dir)
-        old["throughput_command"] = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
+        rows = throughput(args, demo_dir)
+        measured = {(r["config"], r["env"]) for r in rows}
+        kept = [r for r in old.get("throughput", []) if (r["config"], r["env"]) not in measured]
+        for r in kept:  # (rows from before each row named its command)
+            r.setdefault("command", old.get("throughput_command"))
+        old.pop("throughput_command", None)
+        old["throughput"] = kept + rows
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
