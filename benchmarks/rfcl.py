@@ -11,7 +11,7 @@
     python benchmarks/rfcl.py --env adroit:relocate --demos 5 --preset rfcl-adroit-cpu --settle 17
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
-        --throughput-configs cpu sample-efficient-cpu --throughput-steps 2000
+        --throughput-configs cpu sample-efficient-cpu --throughput-steps 2500
     # the paper's wall-time config, where there is a GPU (planned demos: time limit 16 + all)
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
         --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
