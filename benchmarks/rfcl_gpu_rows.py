@@ -59,7 +59,7 @@ def main() -> int:
     rows = [summarise(d, session["devices"][0], args.command) for d in run_dirs]
     for row in rows:
         row["runs_side_by_side"] = len(rows)
-    common = min(r["env_steps"] for r in rows)  # (the last step every run evaluated)
+    common = max(set.intersection(*(set(r["success_at_end_by_step"]) for r in rows)))
     at_common = [r["success_at_end_by_step"][common] for r in rows]
     out = results_path(RESULTS / "rfcl.json", session["devices"][0])
     old = json.loads(out.read_text()) if out.exists() else {}
