@@ -267,3 +267,24 @@ def test_annotator_links_point_where_the_run_is_served(tmp_path, capsys):
     FeedbackStore(rating_run).close()
     assert main(["annotators", "add", "cleo", "--run-dir", str(rating_run)]) == 0
     assert "cleo: http://127.0.0.1:8000/rate?token=" in capsys.readouterr().out
+
+
+def test_every_preset_makes_a_config_of_its_commands_kind():
+    """Some presets are made on first use (the piano's check their song, a slow import): each
+    must still make a valid config, and be made once."""
+    from prefrl import presets
+    from prefrl.loops.frames_prefs import FramePreferenceConfig
+    from prefrl.loops.offline import OfflineConfig
+    from prefrl.loops.online import OnlineConfig
+    from prefrl.loops.rfcl import RFCLConfig
+    from prefrl.loops.rl import RLConfig
+
+    families = [(presets.RL_PRESETS, RLConfig), (presets.ONLINE_PRESETS, OnlineConfig),
+                (presets.OFFLINE_PRESETS, OfflineConfig), (presets.RFCL_PRESETS, RFCLConfig),
+                (presets.FRAME_PRESETS, FramePreferenceConfig)]  # fmt: skip
+    for family, kind in families:
+        for name, preset in family.items():
+            assert isinstance(preset.config, kind), name
+            assert preset.config is preset.config, name
+    assert callable(presets.RL_PRESETS["robopianist-debug"].settings)  # (made lazily)
+    assert presets.RL_PRESETS["robopianist-debug"].config.env.startswith("robopianist:debug-")

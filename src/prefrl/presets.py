@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from prefrl.agents import SACConfig
@@ -18,11 +20,19 @@ from prefrl.loops.rl import RLConfig
 from prefrl.reward import RewardConfig
 from prefrl.reward.frames import FrameRewardConfig
 
+Config = RLConfig | OnlineConfig | OfflineConfig | RFCLConfig | FramePreferenceConfig
+
 
 @dataclass(frozen=True)
 class Preset:
     description: str
-    config: RLConfig | OnlineConfig | OfflineConfig | RFCLConfig | FramePreferenceConfig
+    settings: Config | Callable[[], Config]
+    """The config, or a function that makes it where making it is slow (a piano preset checks
+    its song, which imports robopianist's suite: a second on every command otherwise)."""
+
+    @cached_property
+    def config(self) -> Config:
+        return self.settings() if callable(self.settings) else self.settings
 
 
 # RoboPianist (Zakka et al. 2023), its README's SAC command.
@@ -62,7 +72,7 @@ RL_PRESETS: dict[str, Preset] = {
         "RoboPianist's published SAC run (GPU): 5M steps, 5k random, discount 0.8, 3x256 with "
         "critic dropout 0.01 + layer norm, eval every 30k; the task settings are the "
         "robopianist: ids' defaults",
-        RLConfig(
+        lambda: RLConfig(
             env="robopianist:debug-TwinkleTwinkleRousseau",
             steps=5_000_000,
             warmstart_steps=5_000,
@@ -76,7 +86,7 @@ RL_PRESETS: dict[str, Preset] = {
     "robopianist-debug": Preset(
         "the published piano SAC, shortened to show learning on a CPU within an hour: "
         "Twinkle Twinkle (debug song), 60k steps, eval every 5k",
-        RLConfig(
+        lambda: RLConfig(
             env="robopianist:debug-TwinkleTwinkleRousseau",
             steps=60_000,
             warmstart_steps=5_000,
