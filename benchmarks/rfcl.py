@@ -112,12 +112,16 @@ def keep_finished(runs: Path, keep: Path, names: list[str]) -> None:
                     with gzip.open(kept / f"{f}.gz") as src, open(run_dir / f, "wb") as dst:
                         shutil.copyfileobj(src, dst)
         elif done.exists() and not kept_done.exists():
-            kept.mkdir(parents=True, exist_ok=True)
-            for f in KEPT_FILES:
-                if (run_dir / f).exists():
-                    with (open(run_dir / f, "rb") as src,
-                          gzip.GzipFile(kept / f"{f}.gz", "wb", mtime=0) as dst):  # fmt: skip
-                        shutil.copyfileobj(src, dst)
+            gzip_files(run_dir, kept, KEPT_FILES)
+
+
+def gzip_files(src: Path, dst: Path, names) -> None:
+    """Copy the files `names` that `src` holds into `dst`, gzipped (the same bytes each time)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for f in names:
+        if (src / f).exists():
+            with open(src / f, "rb") as a, gzip.GzipFile(dst / f"{f}.gz", "wb", mtime=0) as b:
+                shutil.copyfileobj(a, b)
 
 
 def throughput(args, demo_dir: Path) -> list[dict]:

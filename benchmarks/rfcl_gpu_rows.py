@@ -13,13 +13,12 @@ and keeps each run's metrics, gzipped, in benchmarks/results/rfcl-runs/rfcl-gpu-
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 from device_results import results_path
+from rfcl import gzip_files, steps_per_s
 
 from prefrl.rundir.metrics import read_metrics
 
@@ -31,7 +30,6 @@ def summarise(run_dir: Path, device: str, command: str) -> dict:
     rows = read_metrics(run_dir)
     evals = [r for r in rows if "eval/success_at_end" in r]
     curriculum = [r for r in rows if "rfcl/start_fraction_mean" in r][-1]
-    rates = [r["train/steps_per_s"] for r in rows if "train/steps_per_s" in r]
     solved = sum(v for k, v in curriculum.items() if k.startswith("rfcl/solved/"))
     return {
         "env": f"adroit:{run_dir.name}", "env_steps": evals[-1]["step"],
@@ -39,7 +37,7 @@ def summarise(run_dir: Path, device: str, command: str) -> dict:
         "success_once": evals[-1]["eval/success_once"],
         "demos_solved_at_stop": int(solved),
         "start_fraction_mean_at_stop": round(curriculum["rfcl/start_fraction_mean"], 3),
-        "steps_per_s": float(np.median(rates)), "device": device, "command": command,
+        "steps_per_s": steps_per_s(run_dir), "device": device, "command": command,
         "method": "rfcl", "preset": "rfcl-adroit",
         "demos": 5, "seeds": 1, "stage_at_stop": int(curriculum["rfcl/stage"]),
         "steps_at_stop": curriculum["step"],
@@ -75,11 +73,7 @@ def main() -> int:
     out.write_text(json.dumps(old, indent=1) + "\n")
     keep = RESULTS / "rfcl-runs" / out.stem.replace("rfcl_", "rfcl-gpu-")
     for d in run_dirs:
-        (keep / d.name).mkdir(parents=True, exist_ok=True)
-        for name in ("metrics.jsonl", "sessions.jsonl", "config.json"):
-            with open(d / name, "rb") as src, gzip.GzipFile(keep / d.name / f"{name}.gz", "wb",
-                                                             mtime=0) as dst:  # fmt: skip
-                shutil.copyfileobj(src, dst)
+        gzip_files(d, keep / d.name, ("metrics.jsonl", "sessions.jsonl", "config.json"))
     print(json.dumps(old["side_by_side_mean"][0]))
     for r in rows:
         print({k: r[k] for k in ("env", "env_steps", "success_at_end", "steps_per_s")})
