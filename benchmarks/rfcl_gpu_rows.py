@@ -50,9 +50,12 @@ def main() -> int:
     parser.add_argument("runs", type=Path, help="the folder of run directories (door, pen, ...)")
     parser.add_argument("--command", required=True, help="the command that made the runs")
     args = parser.parse_args()
-    run_dirs = sorted(d for d in args.runs.iterdir() if (d / "metrics.jsonl").exists())
+    if not args.runs.is_dir():
+        raise SystemExit(f"{args.runs} is not a folder: give the folder of run directories")
+    run_dirs = sorted(d for d in args.runs.iterdir()
+                      if any("eval/success_at_end" in r for r in read_metrics(d)))  # fmt: skip
     if not run_dirs:
-        raise SystemExit(f"no run directories with metrics in {args.runs}")
+        raise SystemExit(f"no run directory in {args.runs} has an evaluation yet")
     session = json.loads((run_dirs[0] / "sessions.jsonl").read_text().splitlines()[0])
     rows = [summarise(d, session["devices"][0], args.command) for d in run_dirs]
     for row in rows:
