@@ -228,6 +228,49 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
         import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
 
 
+def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path, capsys):
+    """hand_dapg's layout (reset qpos, qvel and door position, then actions): a demo whose door
+    starts open is replayed, kept and cut `hold` steps after its first success, past door's
+    200-step limit; one that never opens the door is left out, said so; bad files are refused
+    by name."""
+    import pickle
+
+    from prefrl.loops.demos import import_dapg_adroit
+
+    env = make_env("adroit:door", seed=0)
+    env.reset(seed=3)
+    scene = env.unwrapped.get_env_state()
+    env.close()
+    opened = {**scene, "qpos": scene["qpos"].copy()}
+    opened["qpos"][28] = 1.45  # (the door's hinge: open past the 1.35 rad that counts)
+    rng = np.random.default_rng(0)
+    raw = [{"actions": np.zeros((230, 28)), "init_state_dict": opened},
+           {"actions": rng.uniform(-1, 1, (30, 28)), "init_state_dict": scene}]  # fmt: skip
+
+    def write(name, data):
+        (tmp_path / name).write_bytes(pickle.dumps(data))
+        return tmp_path / name
+
+    demos = import_dapg_adroit(write("door.pickle", raw), "adroit:door", hold=220)
+    assert "1 of 2 demos reach no stable success when replayed here, left out: 1" in (
+        capsys.readouterr().out
+    )
+    assert len(demos) == 1 and len(demos[0]) == 221 and demos[0].success.all()
+    assert demos.info["left_out"] == "1"
+    (check,) = check_demos(demos)
+    assert check.success_at_end and check.max_state_error < 1e-6
+    with pytest.raises(ValueError, match="none of its 1 demos reaches a stable success"):
+        import_dapg_adroit(write("closed.pickle", raw[1:]), "adroit:door")
+    with pytest.raises(ValueError, match="is not a DAPG demo pickle"):
+        import_dapg_adroit(write("dict.pickle", raw[0]), "adroit:door")
+    with pytest.raises(
+        ValueError, match="init_state_dict lacks desired_orien: not DAPG adroit:pen"
+    ):
+        import_dapg_adroit(tmp_path / "door.pickle", "adroit:pen")
+    with pytest.raises(ValueError, match="--env toy:maze: DAPG Adroit demos are of adroit:door"):
+        import_dapg_adroit(tmp_path / "door.pickle", "toy:maze")
+
+
 def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
     """A barely trained SAC policy never reaches the maze's goal: nothing to keep, said so."""
     from conftest import short_sac_run

@@ -92,6 +92,25 @@ class ImportArgs:
 
 
 @dataclass(frozen=True)
+class DapgArgs:
+    """Import hand_dapg's Adroit demos (a pickle of reset states and actions), replayed here."""
+
+    file: Annotated[Path, tyro.conf.Positional]
+    """hand_dapg's `dapg/demonstrations/<task>-v0_demos.pickle` (a pickle runs code when
+    loaded: import only files you trust)."""
+    env: str
+    """adroit:door, adroit:pen, adroit:hammer or adroit:relocate."""
+    out: Path = Path("demos/imported")
+    force: bool = False
+    """Replace the demos already at --out (once the new ones are made)."""
+    hold: int = 20
+    """Steps kept after the first success (each must stay a success)."""
+    settle: int = 0
+    """After --hold, go on to a state from which success lasts this many steps with the last
+    action held (0: cut at --hold)."""
+
+
+@dataclass(frozen=True)
 class ManiSkillArgs:
     """Convert ManiSkill2 demonstrations (trajectory.h5 + trajectory.json) to a demo file."""
 
@@ -127,7 +146,7 @@ class VideoArgs:
 
 
 ACTIONS = {"script": ScriptArgs, "plan": PlanArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
-           "import-maniskill2": ManiSkillArgs, "check": CheckArgs, "video": VideoArgs,
+           "import-dapg": DapgArgs, "import-maniskill2": ManiSkillArgs, "check": CheckArgs, "video": VideoArgs,
            "info": None}  # fmt: skip
 
 
@@ -164,7 +183,7 @@ def cmd_demos(args: list[str]) -> int:
                 print("made with: " + ", ".join(f"{k} {v}" for k, v in made.items()))
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
-    if action in ("script", "plan", "record", "import-d4rl", "import-maniskill2"):
+    if action in ("script", "plan", "record", "import-d4rl", "import-dapg", "import-maniskill2"):
         from prefrl.data.minari_io import check_free
 
         if action == "plan" and opts.out is None:
@@ -185,6 +204,8 @@ def cmd_demos(args: list[str]) -> int:
             )
         elif action == "import-d4rl":
             demos = make.import_d4rl_adroit(opts.file, opts.env)
+        elif action == "import-dapg":
+            demos = make.import_dapg_adroit(opts.file, opts.env, opts.hold, opts.settle)
         else:
             from prefrl.data.demos import read_maniskill2
 

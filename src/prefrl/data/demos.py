@@ -22,8 +22,8 @@ from prefrl.data.replay import ReplayBuffer
 
 MAKE_DEMOS = (
     "make demos with `prefrl demos plan` (Adroit), `prefrl demos script` (the mazes) or "
-    "`prefrl demos record RUN` (a trained policy), or bring them with `prefrl demos import-d4rl` "
-    "or `import-maniskill2`"
+    "`prefrl demos record RUN` (a trained policy), or bring them with `prefrl demos import-d4rl`, "
+    "`import-dapg` or `import-maniskill2`"
 )
 
 

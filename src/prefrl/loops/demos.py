@@ -9,7 +9,9 @@
   keeps success with the last action held (`success_hold`);
 - `demo_video`: a demo's states rendered to an mp4;
 - `import_d4rl_adroit`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
-  scene each reset drew), turned into prefrl states.
+  scene each reset drew), turned into prefrl states;
+- `import_dapg_adroit`: the same people's demos as hand_dapg keeps them (reset state and
+  actions), replayed here to get their states.
 
 A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
 judges an episode by its last step, so demos should end in a success that lasts). With `settle`
@@ -37,19 +39,23 @@ def _success(info: dict, env_id: str) -> bool:
     return bool(info["success"])
 
 
-def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict,
-                 settle: int = 0) -> Demo | None:  # fmt: skip
+def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict, settle: int = 0,
+                 start: np.ndarray | None = None, steps: int | None = None) -> Demo | None:  # fmt: skip
     """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
     first success, or later, at the first state from which success lasts `settle` steps with
     the last action held (`success_hold`); None when it never succeeds, fails again before
-    the cut, or reaches no such state."""
+    the cut, or reaches no such state. From the state `start` where given; for at most `steps`
+    steps, past the env's time limit, where given (a person's demo may be slower than the
+    task's episodes are long)."""
     if hold < 0 or settle < 0:
         bad, value = ("--hold", hold) if hold < 0 else ("--settle", settle)
         raise ValueError(f"{bad} {value} is invalid: expected an integer >= 0 (steps)")
     obs, _ = env.reset(seed=seed)
+    if start is not None:
+        obs = env.set_state(start)
     states, observations, actions, rewards, success = [env.get_state()], [obs], [], [], []
     first, settled = None, False
-    for t in range(env.max_episode_steps or 1000):
+    for t in range(steps or env.max_episode_steps or 1000):
         action = np.asarray(act(obs), np.float32)
         obs, reward, terminated, truncated, step_info = env.step(action)
         states.append(env.get_state())
@@ -63,7 +69,7 @@ def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict,
             return None  # not a stable success
         if first is not None and t - first >= hold:
             settled = settle == 0 or _lasts(env, states[-1], action, settle)
-        if settled or terminated or truncated:
+        if settled or terminated or (truncated and steps is None):
             break
     if not settled:
         return None
@@ -238,10 +244,7 @@ def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
     ends. Demos recorded on another simulator version may not succeed on replay: check them."""
     import h5py
 
-    task = env_id.removeprefix("adroit:")
-    if not env_id.startswith("adroit:") or task not in ADROIT_SCENE:
-        raise ValueError(f"--env {env_id}: D4RL Adroit demos are of adroit:door, adroit:pen, "
-                         "adroit:hammer or adroit:relocate")  # fmt: skip
+    task = _adroit_task(env_id, "D4RL")
     with h5py.File(path, "r") as f:
         needed = ["observations", "actions", "infos/qpos", "infos/qvel"]
         needed += [f"infos/{k}" for k in ADROIT_SCENE[task]]
@@ -288,6 +291,72 @@ def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
     finally:
         env.close()
     return DemoSet(env_id, demos, {"source": f"d4rl:{Path(path).name}"})
+
+
+def import_dapg_adroit(path: Path, env_id: str, hold: int = 20, settle: int = 0) -> DemoSet:
+    """hand_dapg's Adroit demos (`dapg/demonstrations/<task>-v0_demos.pickle`: per demo the
+    person's actions and `init_state_dict`, the reset's qpos, qvel and scene; no states along
+    the way) as demos of `env_id`: each is replayed open-loop from its reset state on this
+    simulator, its states recorded, and cut like a recorded demo (`hold`, `settle`). They were
+    recorded on mujoco-py's MuJoCo 1.5, so the replays drift; those that no longer reach a
+    stable success are left out, and said so. A pickle runs code when it is loaded: import
+    only files you trust."""
+    import pickle
+
+    task = _adroit_task(env_id, "DAPG")
+    with open(path, "rb") as f:
+        raw = pickle.load(f)  # (the user's own file; the docstring warns)
+    needed = ("qpos", "qvel", *ADROIT_SCENE[task])
+    if (
+        not isinstance(raw, list)
+        or not raw
+        or not all(isinstance(d, dict) and "actions" in d and "init_state_dict" in d for d in raw)
+    ):
+        raise ValueError(f"{path} is not a DAPG demo pickle (a list of dicts with 'actions' and "
+                         "'init_state_dict')")  # fmt: skip
+    missing = sorted({k for d in raw for k in needed if k not in d["init_state_dict"]})
+    if missing:
+        raise ValueError(f"{path}: init_state_dict lacks {', '.join(missing)}: not DAPG "
+                         f"{env_id} demos")  # fmt: skip
+    env = make_env(env_id, seed=0)
+    base, demos, dropped = env.unwrapped, [], []
+    try:
+        for i, d in enumerate(raw):
+            actions = np.asarray(d["actions"], np.float32)
+            if actions.ndim != 2 or actions.shape[1] != env.action_dim:
+                raise ValueError(f"{path}: demo {i}'s actions have shape {actions.shape}; "
+                                 f"{env_id} takes actions of size {env.action_dim}")  # fmt: skip
+            env.reset(seed=0)
+            init = d["init_state_dict"]
+            _set_adroit_scene(base, task, {k: init[k] for k in ADROIT_SCENE[task]})
+            base.set_state(np.asarray(init["qpos"]), np.asarray(init["qvel"]))
+            steps = iter(actions)
+            demo = rollout_demo(env, lambda obs, steps=steps: next(steps), 0, hold,
+                                {"source": f"dapg:{Path(path).name}", "index": i}, settle,
+                                start=env.get_state(), steps=len(actions))  # fmt: skip
+            if demo is None:
+                dropped.append(i)
+            else:
+                demos.append(demo)
+    finally:
+        env.close()
+    if not demos:
+        raise ValueError(f"{path}: none of its {len(raw)} demos reaches a stable success when "
+                         f"replayed on this simulator (--hold {hold}, --settle {settle})")  # fmt: skip
+    if dropped:
+        print(f"warning: {len(dropped)} of {len(raw)} demos reach no stable success when "
+              f"replayed here, left out: {', '.join(map(str, dropped))}")  # fmt: skip
+    left_out = ", ".join(map(str, dropped)) or None
+    return DemoSet(env_id, demos, {"source": f"dapg:{Path(path).name}", "hold": hold,
+                                   "settle": settle, "left_out": left_out})  # fmt: skip
+
+
+def _adroit_task(env_id: str, what: str) -> str:
+    task = env_id.removeprefix("adroit:")
+    if not env_id.startswith("adroit:") or task not in ADROIT_SCENE:
+        raise ValueError(f"--env {env_id}: {what} Adroit demos are of adroit:door, adroit:pen, "
+                         "adroit:hammer or adroit:relocate")  # fmt: skip
+    return task
 
 
 def _set_adroit_scene(base, task: str, scene: dict) -> None:
