@@ -9,6 +9,9 @@
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:pen --demos 5 --preset rfcl-adroit-cpu --seeds 0 1 2
     python benchmarks/rfcl.py --env adroit:relocate --demos 5 --preset rfcl-adroit-cpu --settle 17
+    # people's demos (hand_dapg's door-v0_demos.pickle), the paper's time limit
+    python benchmarks/rfcl.py --env adroit:door --demos 5 --dapg door-v0_demos.pickle \
+        --preset rfcl-adroit-cpu --reverse-time-divisor 3 --runs logs/rfcl-bench-dapg
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
         --throughput-configs cpu sample-efficient-cpu --throughput-steps 2500
@@ -18,7 +21,9 @@
 
 The demos are made here, once per --runs directory: scripted on the mazes, planned with the
 simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
---runs directory holds one set: another --settle is refused).
+--runs directory holds one set: another --settle is refused); with --dapg, the first --demos
+of a hand_dapg pickle's people's demos that still succeed when replayed here
+(`prefrl demos import-dapg`). Rows are kept per env, device and demo source.
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -51,7 +56,7 @@ from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.data.demos import DemoSet
 from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
-from prefrl.loops.demos import script_demos
+from prefrl.loops.demos import import_dapg_adroit, script_demos
 from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
 from prefrl.presets import RFCL_PRESETS
 from prefrl.rundir.metrics import read_metrics
@@ -75,7 +80,23 @@ OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
 
 
 def label(args, method: str) -> str:
-    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}"
+    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}{'-dapg' if args.dapg else ''}"
+
+
+def demo_source(args) -> str:
+    return "dapg-human" if args.dapg else "scripted" if args.env.startswith("toy:") else "planned"
+
+
+def make_demos(args, demo_dir: Path) -> None:
+    if args.dapg:
+        demos = import_dapg_adroit(args.dapg, args.env, settle=args.settle)
+        if len(demos) < args.demos:
+            raise SystemExit(f"--demos {args.demos}: {args.dapg} has {len(demos)} that succeed "
+                             "when replayed here")  # fmt: skip
+        DemoSet(demos.env_id, demos.demos[: args.demos], demos.info).save(demo_dir)
+    else:
+        make = plan_demos if args.env in PLANNED_TASKS else script_demos
+        make(args.env, args.demos, seed=1000, settle=args.settle).save(demo_dir)
 
 
 def last_eval(run_dir: Path) -> dict | None:
@@ -176,6 +197,9 @@ def main() -> int:
     parser.add_argument("--settle", type=int, default=0,
                         help="demos go on past their hold to a state whose success lasts this "
                         "many steps with the last action held (`prefrl demos plan --settle`)")  # fmt: skip
+    parser.add_argument("--dapg", type=Path,
+                        help="hand_dapg's demo pickle of --env: people's demos, replayed here, "
+                        "instead of planned ones (use a --runs of their own)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -191,9 +215,9 @@ def main() -> int:
 
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
+    demo_dir = demo_dir.with_name(demo_dir.name + ("-dapg" if args.dapg else ""))
     if not demo_dir.exists():
-        make = plan_demos if args.env in PLANNED_TASKS else script_demos
-        make(args.env, args.demos, seed=1000, settle=args.settle).save(demo_dir)
+        make_demos(args, demo_dir)
     made_with = DemoSet.load(demo_dir).info.get("settle", 0)
     if made_with != args.settle:
         raise SystemExit(f"{demo_dir} holds demos made with --settle {made_with}, not "
@@ -240,7 +264,8 @@ def main() -> int:
         at_end = [f["eval/success_at_end"] for f in finals]
         once = [f["eval/success_once"] for f in finals]
         rows.append({
-            "env": args.env, "method": method, "demos": args.demos, "env_steps": args.steps,
+            "env": args.env, "method": method, "demos": args.demos,
+            "demo_source": demo_source(args), "env_steps": args.steps,
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
@@ -252,15 +277,16 @@ def main() -> int:
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    kept = [r for r in old.get("results", [])  # (other envs' and devices' rows stay)
-            if (r["env"], r.get("device", "cpu")) != (args.env, device)]  # fmt: skip
+    kept = [r for r in old.get("results", [])  # (other envs', devices' and demos' rows stay)
+            if (r["env"], r.get("device", "cpu"), r.get("demo_source"))
+            != (args.env, device, demo_source(args))]  # fmt: skip
     for r in kept:
         r.setdefault("command", old.get("command"))
     args.out.write_text(json.dumps({
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
-    name = f"rfcl_{args.env.replace(':', '-')}"
+    name = f"rfcl_{args.env.replace(':', '-')}{'-dapg' if args.dapg else ''}"
     plot_success(args, sweep, args.out.with_name(f"{name}.png"))
     if "rfcl" in args.methods:  # (the first seed's starts along its demos, beside the curves)
         curriculum = plot_curriculum(sweep.run_dir(label(args, "rfcl"), args.seeds[0]))
@@ -291,7 +317,7 @@ def plot_success(args, sweep, path: Path) -> None:
             curves[0][0][:n], mean, color=colour, lw=2, label=f"{method} (mean of {len(curves)})"
         )
     ax.set(xlabel="env steps", ylabel="success at the end", ylim=(-0.05, 1.05),
-           title=f"{args.env}, {args.demos} demo(s)")  # fmt: skip
+           title=f"{args.env}, {args.demos} {demo_source(args)} demo(s)")  # fmt: skip
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 from prefrl.cli import COMMANDS, main
+from prefrl.cli.dataset import ACTIONS as DATASET_ACTIONS
+from prefrl.cli.demos import ACTIONS as DEMOS_ACTIONS
 
 PAGE = Path(__file__).resolve().parent / "cli.md"
-ACTIONS = {  # commands whose first argument is an action, each with its own flags
-    "dataset": ["collect", "import-d4rl", "queries", "import-pt-labels"],
+ACTIONS = {  # commands whose first argument is an action with flags of its own
+    "dataset": [name for name, flags in DATASET_ACTIONS.items() if flags is not None],
     "midi": ["info", "clip", "render"],
-    "demos": ["script", "record", "import-d4rl", "import-maniskill2", "check", "video"],
+    "demos": [name for name, flags in DEMOS_ACTIONS.items() if flags is not None],
 }
 
 

@@ -63,7 +63,8 @@ class RFCLConfig:
     """A task with a success flag and exact state save/restore: toy:maze*, adroit:door|pen|
     relocate|hammer, sparse:pusher."""
     demos: Path = Path("demos/maze")
-    """A demo folder with simulator states (`prefrl demos plan|script|record|import-d4rl`)."""
+    """A demo folder with simulator states (`prefrl demos plan|script|record`, or
+    `import-d4rl|import-dapg|import-maniskill2`)."""
     num_demos: int | None = None
     """Use the first this many demos of the file (default: all)."""
     demo_actions: bool = True
