@@ -298,7 +298,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert [r["method"] for r in rows] == ["rfcl", "sac+demos", "sac"]
     assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
     assert all(0 <= r["success_mean"] <= 1 and len(r["per_seed"]) == 1 for r in rows)
-    assert all(r["solved_share"] == 0.5 for r in rows)
+    assert all(r["solved_share"] == 0.5 and r["demo_source"] == "scripted" for r in rows)
     stored = json.loads((tmp_path / "bench/runs/toy-maze-open_rfcl_d1_s0/config.json").read_text())
     assert stored["solved_share"] == 0.5
     for figure in ("rfcl_toy-maze-open.png", "rfcl_toy-maze-open_curriculum.png"):
