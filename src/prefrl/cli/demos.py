@@ -146,8 +146,8 @@ class VideoArgs:
 
 
 ACTIONS = {"script": ScriptArgs, "plan": PlanArgs, "record": RecordArgs, "import-d4rl": ImportArgs,
-           "import-dapg": DapgArgs, "import-maniskill2": ManiSkillArgs, "check": CheckArgs, "video": VideoArgs,
-           "info": None}  # fmt: skip
+           "import-dapg": DapgArgs, "import-maniskill2": ManiSkillArgs, "check": CheckArgs,
+           "video": VideoArgs, "info": None}  # fmt: skip
 
 
 def cmd_demos(args: list[str]) -> int:

@@ -40,7 +40,8 @@ def _success(info: dict, env_id: str) -> bool:
 
 
 def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict, settle: int = 0,
-                 start: np.ndarray | None = None, steps: int | None = None) -> Demo | None:  # fmt: skip
+                 start: np.ndarray | None = None,
+                 steps: int | None = None) -> Demo | None:  # fmt: skip
     """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
     first success, or later, at the first state from which success lasts `settle` steps with
     the last action held (`success_hold`); None when it never succeeds, fails again before
@@ -341,8 +342,8 @@ def import_dapg_adroit(path: Path, env_id: str, hold: int = 20, settle: int = 0)
     finally:
         env.close()
     if not demos:
-        raise ValueError(f"{path}: none of its {len(raw)} demos reaches a stable success when "
-                         f"replayed on this simulator (--hold {hold}, --settle {settle})")  # fmt: skip
+        raise ValueError(f"{path}: none of its {len(raw)} demos reaches a stable success "
+                         f"when replayed here (--hold {hold}, --settle {settle})")  # fmt: skip
     if dropped:
         print(f"warning: {len(dropped)} of {len(raw)} demos reach no stable success when "
               f"replayed here, left out: {', '.join(map(str, dropped))}")  # fmt: skip
