@@ -80,7 +80,12 @@ OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
 
 
 def label(args, method: str) -> str:
-    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}{'-dapg' if args.dapg else ''}"
+    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}{source_suffix(args)}"
+
+
+def source_suffix(args) -> str:
+    """What run, demo and figure names add for people's demos (planned ones add nothing)."""
+    return "-dapg" if args.dapg else ""
 
 
 def demo_source(args) -> str:
@@ -214,8 +219,7 @@ def main() -> int:
     args = parser.parse_args()
 
     args.runs.mkdir(parents=True, exist_ok=True)
-    demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}"
-    demo_dir = demo_dir.with_name(demo_dir.name + ("-dapg" if args.dapg else ""))
+    demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}{source_suffix(args)}"
     if not demo_dir.exists():
         make_demos(args, demo_dir)
     made_with = DemoSet.load(demo_dir).info.get("settle", 0)
@@ -286,7 +290,7 @@ def main() -> int:
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
-    name = f"rfcl_{args.env.replace(':', '-')}{'-dapg' if args.dapg else ''}"
+    name = f"rfcl_{args.env.replace(':', '-')}{source_suffix(args)}"
     plot_success(args, sweep, args.out.with_name(f"{name}.png"))
     if "rfcl" in args.methods:  # (the first seed's starts along its demos, beside the curves)
         curriculum = plot_curriculum(sweep.run_dir(label(args, "rfcl"), args.seeds[0]))
