@@ -269,6 +269,12 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
         import_dapg_adroit(tmp_path / "door.pickle", "adroit:pen")
     with pytest.raises(ValueError, match="--env toy:maze: DAPG Adroit demos are of adroit:door"):
         import_dapg_adroit(tmp_path / "door.pickle", "toy:maze")
+    nan = {**scene, "qvel": np.where(np.arange(30) == 3, np.nan, scene["qvel"])}
+    with pytest.raises(ValueError, match="demo 0's qvel hold NaN or inf; not imported"):
+        import_dapg_adroit(write("nan.pickle", [{**raw[1], "init_state_dict": nan}]), "adroit:door")
+    with pytest.raises(ValueError, match=r"demo 0's actions have shape \(30, 4\); adroit:door"):
+        import_dapg_adroit(write("narrow.pickle", [{**raw[1], "actions": np.zeros((30, 4))}]),
+                           "adroit:door")  # fmt: skip
 
 
 def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):

@@ -327,10 +327,14 @@ def import_dapg_adroit(path: Path, env_id: str, hold: int = 20, settle: int = 0)
             if actions.ndim != 2 or actions.shape[1] != env.action_dim:
                 raise ValueError(f"{path}: demo {i}'s actions have shape {actions.shape}; "
                                  f"{env_id} takes actions of size {env.action_dim}")  # fmt: skip
+            init = {k: np.asarray(d["init_state_dict"][k], np.float64) for k in needed}
+            bad = [k for k, v in {"actions": actions, **init}.items() if not np.isfinite(v).all()]
+            if bad:
+                raise ValueError(f"{path}: demo {i}'s {', '.join(bad)} hold NaN or inf; "
+                                 "not imported")  # fmt: skip
             env.reset(seed=0)
-            init = d["init_state_dict"]
             _set_adroit_scene(base, task, {k: init[k] for k in ADROIT_SCENE[task]})
-            base.set_state(np.asarray(init["qpos"]), np.asarray(init["qvel"]))
+            base.set_state(init["qpos"], init["qvel"])
             steps = iter(actions)
             demo = rollout_demo(env, lambda obs, steps=steps: next(steps), 0, hold,
                                 {"source": f"dapg:{Path(path).name}", "index": i}, settle,
