@@ -24,6 +24,25 @@ def demo_file(tmp_path_factory):
     return path
 
 
+def dapg_door_demos(steps: int = 230) -> list[dict]:
+    """Two door demos in hand_dapg's layout (reset qpos, qvel and door position, then actions):
+    the first starts with the door open past the 1.35 rad that counts and holds still for
+    `steps` steps, the second never opens it (random actions from a closed door)."""
+    import numpy as np
+
+    from prefrl.envs import make_env
+
+    env = make_env("adroit:door", seed=0)
+    env.reset(seed=3)
+    scene = env.unwrapped.get_env_state()
+    env.close()
+    opened = {**scene, "qpos": scene["qpos"].copy()}
+    opened["qpos"][28] = 1.45  # (the door's hinge)
+    rng = np.random.default_rng(0)
+    return [{"actions": np.zeros((steps, 28)), "init_state_dict": opened},
+            {"actions": rng.uniform(-1, 1, (30, 28)), "init_state_dict": scene}]  # fmt: skip
+
+
 def _postgres_bin() -> str | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return os.path.dirname(found[-1]) if found else None

@@ -235,17 +235,12 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
     by name."""
     import pickle
 
+    from conftest import dapg_door_demos
+
     from prefrl.loops.demos import import_dapg_adroit
 
-    env = make_env("adroit:door", seed=0)
-    env.reset(seed=3)
-    scene = env.unwrapped.get_env_state()
-    env.close()
-    opened = {**scene, "qpos": scene["qpos"].copy()}
-    opened["qpos"][28] = 1.45  # (the door's hinge: open past the 1.35 rad that counts)
-    rng = np.random.default_rng(0)
-    raw = [{"actions": np.zeros((230, 28)), "init_state_dict": opened},
-           {"actions": rng.uniform(-1, 1, (30, 28)), "init_state_dict": scene}]  # fmt: skip
+    raw = dapg_door_demos()
+    scene = raw[1]["init_state_dict"]
 
     def write(name, data):
         (tmp_path / name).write_bytes(pickle.dumps(data))

@@ -324,6 +324,43 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert other.returncode != 0 and "made with --settle 0, not 5: move it aside" in other.stderr
 
 
+def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
+    """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
+    so, and a planned-demo row of the same env stays. More demos than replay is refused."""
+    import pickle
+    import subprocess
+    import sys
+
+    from conftest import dapg_door_demos
+
+    root = Path(__file__).parent.parent
+    (tmp_path / "door.pickle").write_bytes(pickle.dumps(dapg_door_demos()))
+    out = tmp_path / "rfcl.json"
+    planned = {"env": "adroit:door", "method": "rfcl", "demo_source": "planned", "device": "cpu"}
+    out.write_text(json.dumps({"results": [planned]}))
+
+    def bench(demos: int, runs: str) -> list[str]:
+        return [
+            sys.executable, "benchmarks/rfcl.py", "--env", "adroit:door", "--dapg",
+            str(tmp_path / "door.pickle"), "--demos", str(demos), "--methods", "rfcl", "--steps",
+            "1000", "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "1",
+            "--runs", str(tmp_path / runs), "--out", str(out), "--keep", str(tmp_path / "kept"),
+        ]  # fmt: skip
+
+    subprocess.run(bench(1, "bench"), cwd=root, check=True, capture_output=True, timeout=600)
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["method"], r["demo_source"]) for r in rows] == [
+        ("rfcl", "planned"),
+        ("rfcl", "dapg-human"),
+    ]
+    assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg_s0").is_dir()
+    assert (tmp_path / "rfcl_adroit-door-dapg.png").read_bytes()[:4] == b"\x89PNG"
+    refused = subprocess.run(bench(2, "other"), cwd=root, check=False, capture_output=True,
+                             text=True, timeout=600)  # fmt: skip
+    assert refused.returncode != 0 and "--demos 2: " in refused.stderr
+    assert "has 1 that succeed when replayed here" in refused.stderr
+
+
 def _stepped_demo(env_id: str):
     """A demo of `env_id` from random actions, its stored flags all success (what a file of
     another tool could hold): the checks must find out for themselves."""
