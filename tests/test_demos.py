@@ -230,9 +230,9 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
 
 def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path, capsys):
     """hand_dapg's layout (reset qpos, qvel and door position, then actions): a demo whose door
-    starts open is replayed, kept and cut `hold` steps after its first success, past door's
-    200-step limit; one that never opens the door is left out, said so; bad files are refused
-    by name."""
+    starts open is replayed and kept whole (or cut `hold` steps after its first success), past
+    door's 200-step limit; one that never opens the door is left out, said so; bad files are
+    refused by name."""
     import pickle
 
     from conftest import dapg_door_demos
@@ -254,6 +254,9 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
     assert demos.info["left_out"] == "1"
     (check,) = check_demos(demos)
     assert check.success_at_end and check.max_state_error < 1e-6
+    whole = import_dapg_adroit(tmp_path / "door.pickle", "adroit:door")
+    assert len(whole) == 1 and len(whole[0]) == 230 and whole.info["hold"] == "to the end"
+    np.testing.assert_allclose(whole[0].states[:222], demos[0].states, atol=1e-9)
     with pytest.raises(ValueError, match="none of its 1 demos reaches a stable success"):
         import_dapg_adroit(write("closed.pickle", raw[1:]), "adroit:door")
     with pytest.raises(ValueError, match="is not a DAPG demo pickle"):

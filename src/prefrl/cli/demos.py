@@ -103,11 +103,12 @@ class DapgArgs:
     out: Path = Path("demos/imported")
     force: bool = False
     """Replace the demos already at --out (once the new ones are made)."""
-    hold: int = 20
-    """Steps kept after the first success (each must stay a success)."""
+    hold: int | None = None
+    """Steps kept after the first success (each must stay a success). None: the person's whole
+    demo, as RFCL takes it (`prefrl rfcl` keeps 50 steps after the first success)."""
     settle: int = 0
-    """After --hold, go on to a state from which success lasts this many steps with the last
-    action held (0: cut at --hold)."""
+    """After --hold (or the demo's end), go on to a state from which success lasts this many
+    steps with the last action held (0: no such check)."""
 
 
 @dataclass(frozen=True)

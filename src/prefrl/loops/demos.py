@@ -39,7 +39,7 @@ def _success(info: dict, env_id: str) -> bool:
     return bool(info["success"])
 
 
-def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict, settle: int = 0,
+def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int | None, info: dict, settle: int = 0,
                  start: np.ndarray | None = None,
                  steps: int | None = None) -> Demo | None:  # fmt: skip
     """One episode from `env.reset(seed)` with `act(obs) -> action`, cut `hold` steps after its
@@ -47,9 +47,12 @@ def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict, settle: 
     the last action held (`success_hold`); None when it never succeeds, fails again before
     the cut, or reaches no such state. From the state `start` where given; for at most `steps`
     steps, past the env's time limit, where given (a person's demo may be slower than the
-    task's episodes are long)."""
-    if hold < 0 or settle < 0:
-        bad, value = ("--hold", hold) if hold < 0 else ("--settle", settle)
+    task's episodes are long); `hold` None: run all `steps` and keep the demo if it ends in a
+    success that lasts from the first."""
+    if hold is None and steps is None:
+        raise ValueError("a demo cut at its end (hold None) needs its number of steps")
+    if (hold is not None and hold < 0) or settle < 0:
+        bad, value = ("--settle", settle) if settle < 0 else ("--hold", hold)
         raise ValueError(f"{bad} {value} is invalid: expected an integer >= 0 (steps)")
     obs, _ = env.reset(seed=seed)
     if start is not None:
@@ -68,7 +71,8 @@ def rollout_demo(env: PrefrlEnv, act, seed: int, hold: int, info: dict, settle: 
             first = t
         if first is not None and not success[-1]:
             return None  # not a stable success
-        if first is not None and t - first >= hold:
+        cut = t == steps - 1 if hold is None else first is not None and t - first >= hold
+        if first is not None and cut:
             settled = settle == 0 or _lasts(env, states[-1], action, settle)
         if settled or terminated or (truncated and steps is None):
             break
@@ -294,14 +298,16 @@ def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
     return DemoSet(env_id, demos, {"source": f"d4rl:{Path(path).name}"})
 
 
-def import_dapg_adroit(path: Path, env_id: str, hold: int = 20, settle: int = 0) -> DemoSet:
+def import_dapg_adroit(path: Path, env_id: str, hold: int | None = None,
+                       settle: int = 0) -> DemoSet:  # fmt: skip
     """hand_dapg's Adroit demos (`dapg/demonstrations/<task>-v0_demos.pickle`: per demo the
     person's actions and `init_state_dict`, the reset's qpos, qvel and scene; no states along
     the way) as demos of `env_id`: each is replayed open-loop from its reset state on this
-    simulator, its states recorded, and cut like a recorded demo (`hold`, `settle`). They were
-    recorded on mujoco-py's MuJoCo 1.5, so the replays drift; those that no longer reach a
-    stable success are left out, and said so. A pickle runs code when it is loaded: import
-    only files you trust."""
+    simulator and its states recorded, to the person's last action (`hold` None: RFCL trims
+    what runs past 50 steps of success itself) or cut like a recorded demo (`hold`, `settle`).
+    They were recorded on mujoco-py's MuJoCo 1.5, so the replays drift; those that no longer
+    end in a success that lasts from the first are left out, and said so. A pickle runs code
+    when it is loaded: import only files you trust."""
     import pickle
 
     task = _adroit_task(env_id, "DAPG")
@@ -346,13 +352,15 @@ def import_dapg_adroit(path: Path, env_id: str, hold: int = 20, settle: int = 0)
     finally:
         env.close()
     if not demos:
+        cut = "to the end" if hold is None else f"--hold {hold}"
         raise ValueError(f"{path}: none of its {len(raw)} demos reaches a stable success "
-                         f"when replayed here (--hold {hold}, --settle {settle})")  # fmt: skip
+                         f"when replayed here ({cut}, --settle {settle})")  # fmt: skip
     if dropped:
         print(f"warning: {len(dropped)} of {len(raw)} demos reach no stable success when "
               f"replayed here, left out: {', '.join(map(str, dropped))}")  # fmt: skip
     left_out = ", ".join(map(str, dropped)) or None
-    return DemoSet(env_id, demos, {"source": f"dapg:{Path(path).name}", "hold": hold,
+    return DemoSet(env_id, demos, {"source": f"dapg:{Path(path).name}",
+                                   "hold": "to the end" if hold is None else hold,
                                    "settle": settle, "left_out": left_out})  # fmt: skip
 
 
