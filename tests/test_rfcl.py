@@ -326,7 +326,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 
 def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
     """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
-    so, and a planned-demo row of the same env stays. More demos than replay is refused."""
+    so, and a planned-demo row of the same env stays. More demos than replay is refused.
+    benchmarks/rfcl_holding.py measures how fast the demos swing the door."""
     import pickle
     import subprocess
     import sys
@@ -355,6 +356,14 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     ]
     assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg_s0").is_dir()
     assert (tmp_path / "rfcl_adroit-door-dapg.png").read_bytes()[:4] == b"\x89PNG"
+    swings = subprocess.run(
+        [sys.executable, "benchmarks/rfcl_holding.py", "--door-demos",
+         str(tmp_path / "bench/demos-adroit-door-1-dapg")],
+        cwd=root, check=True, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    # (the fake demo's door starts at 1.45 rad and stays: at rest, not swung)
+    assert re.search(r"demo 0: the hinge's peak speed 0\.\d rad/s, 1\.4\d rad at the end$",
+                     swings.stdout.strip())  # fmt: skip
     refused = subprocess.run(bench(2, "other"), cwd=root, check=False, capture_output=True,
                              text=True, timeout=600)  # fmt: skip
     assert refused.returncode != 0 and "--demos 2: " in refused.stderr
