@@ -12,6 +12,10 @@
     # people's demos (hand_dapg's door-v0_demos.pickle), the paper's time limit
     python benchmarks/rfcl.py --env adroit:door --demos 5 --dapg door-v0_demos.pickle \
         --preset rfcl-adroit-cpu --reverse-time-divisor 3 --runs logs/rfcl-bench-dapg
+    # ... every method's actions bounded to 1.25 x the demos' largest (RFCL's data_action_scale)
+    python benchmarks/rfcl.py --env adroit:door --demos 5 --dapg door-v0_demos.pickle \
+        --preset rfcl-adroit-cpu --reverse-time-divisor 3 --demo-action-scale 1.25 \
+        --runs logs/rfcl-bench-dapg
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
         --throughput-configs cpu sample-efficient-cpu --throughput-steps 2500
@@ -23,7 +27,7 @@ The demos are made here, once per --runs directory: scripted on the mazes, plann
 simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
 --runs directory holds one set: another --settle is refused); with --dapg, the first --demos
 of a hand_dapg pickle's people's demos that still succeed when replayed here
-(`prefrl demos import-dapg`). Rows are kept per env, device and demo source.
+(`prefrl demos import-dapg`). Rows are kept per env, device, demo source and action bound.
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -75,17 +79,29 @@ KEPT_FILES = ("metrics.jsonl", "sessions.jsonl", DONE_FILE)
 (the record that it finished last, so that a copy cut short is no finished run)."""
 
 
-OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers")
+OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers", "demo_action_scale")
 """RFCLConfig fields the flags of the same names set, when given, over the preset's."""
 
 
 def label(args, method: str) -> str:
-    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}{source_suffix(args)}"
+    return f"{args.env.replace(':', '-')}_{method}_d{args.demos}{variant_suffix(args)}"
 
 
 def source_suffix(args) -> str:
     """What run, demo and figure names add for people's demos (planned ones add nothing)."""
     return "-dapg" if args.dapg else ""
+
+
+def variant_suffix(args) -> str:
+    """What run and figure names add: the demos' source, and a bound on the actions."""
+    scale = f"-as{args.demo_action_scale:g}" if args.demo_action_scale is not None else ""
+    return source_suffix(args) + scale
+
+
+def row_key(row: dict) -> tuple:
+    """Rows of the same key replace each other: one per env, device, demo source and bound."""
+    return (row["env"], row.get("device", "cpu"), row.get("demo_source"),
+            row.get("demo_action_scale"))  # fmt: skip
 
 
 def demo_source(args) -> str:
@@ -205,6 +221,9 @@ def main() -> int:
     parser.add_argument("--dapg", type=Path,
                         help="hand_dapg's demo pickle of --env: people's demos, replayed here, "
                         "instead of planned ones (use a --runs of their own)")  # fmt: skip
+    parser.add_argument("--demo-action-scale", type=float,
+                        help="bound every method's actions to this multiple of the demos' "
+                        "largest (RFCL's data_action_scale; default: unbounded)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/rfcl-bench"))
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -275,6 +294,7 @@ def main() -> int:
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": device, "sac_hidden": list(base.sac.hidden_dims),
             "reverse_time_divisor": base.reverse_time_divisor, "solved_share": base.solved_share,
+            "demo_action_scale": base.demo_action_scale,
             "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
@@ -282,15 +302,14 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     kept = [r for r in old.get("results", [])  # (other envs', devices' and demos' rows stay)
-            if (r["env"], r.get("device", "cpu"), r.get("demo_source"))
-            != (args.env, device, demo_source(args))]  # fmt: skip
+            if row_key(r) != row_key(rows[0])]  # fmt: skip
     for r in kept:
         r.setdefault("command", old.get("command"))
     args.out.write_text(json.dumps({
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores", "results": kept + rows,
     }, indent=1) + "\n")  # fmt: skip
-    name = f"rfcl_{args.env.replace(':', '-')}{source_suffix(args)}"
+    name = f"rfcl_{args.env.replace(':', '-')}{variant_suffix(args)}"
     plot_success(args, sweep, args.out.with_name(f"{name}.png"))
     if "rfcl" in args.methods:  # (the first seed's starts along its demos, beside the curves)
         curriculum = plot_curriculum(sweep.run_dir(label(args, "rfcl"), args.seeds[0]))
@@ -321,7 +340,9 @@ def plot_success(args, sweep, path: Path) -> None:
             curves[0][0][:n], mean, color=colour, lw=2, label=f"{method} (mean of {len(curves)})"
         )
     ax.set(xlabel="env steps", ylabel="success at the end", ylim=(-0.05, 1.05),
-           title=f"{args.env}, {args.demos} {demo_source(args)} demo(s)")  # fmt: skip
+           title=f"{args.env}, {args.demos} {demo_source(args)} demo(s)"
+           + ("" if args.demo_action_scale is None
+              else f", actions within {args.demo_action_scale:g}x the demos'"))  # fmt: skip
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -218,8 +218,19 @@ def test_actions_bounded_by_the_demos_largest(tmp_path, demo_file, gentle_demos)
     run.close()
     with pytest.raises(ValueError, match=r"--demo-action-scale=0.5 is invalid: expected a mult"):
         _config(tmp_path, demo_file, demo_action_scale=0.5)
-    with pytest.raises(ValueError, match="--demo-action-scale 1.25 scales the demos' actions"):
-        train_rfcl(_config(tmp_path, demo_file, demo_action_scale=1.25, demo_actions=False))
+    # (--no-demo-actions: the demos' actions still bound the agent's; states alone cannot)
+    states_only = RFCLRun(_config(tmp_path, gentle_demos, demo_action_scale=1.25,
+                                  demo_actions=False), tmp_path / "states")  # fmt: skip
+    np.testing.assert_allclose(states_only.bound, [0.5, 0.25], rtol=1e-6)
+    assert states_only.offline is None
+    states_only.close()
+    no_actions = tmp_path / "no-actions"
+    loaded = DemoSet.load(demo_file)
+    DemoSet(loaded.env_id, [dataclasses.replace(d, actions=None) for d in loaded.demos]).save(
+        no_actions, action_dim=2
+    )
+    with pytest.raises(ValueError, match="--demo-action-scale 1.25 scales the demos' largest"):
+        train_rfcl(_config(tmp_path, no_actions, demo_action_scale=1.25, demo_actions=False))
 
 
 def test_adroit_presets_update_as_the_papers_configs():
@@ -326,7 +337,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 
 def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
     """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
-    so, and a planned-demo row of the same env stays. More demos than replay is refused.
+    so, and a planned-demo row of the same env stays; with --demo-action-scale, the row and the
+    names say the bound. More demos than replay is refused.
     benchmarks/rfcl_holding.py measures how fast the demos swing the door."""
     import pickle
     import subprocess
@@ -345,17 +357,18 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
             sys.executable, "benchmarks/rfcl.py", "--env", "adroit:door", "--dapg",
             str(tmp_path / "door.pickle"), "--demos", str(demos), "--methods", "rfcl", "--steps",
             "1000", "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "1",
-            "--runs", str(tmp_path / runs), "--out", str(out), "--keep", str(tmp_path / "kept"),
+            "--demo-action-scale", "1.25", "--runs", str(tmp_path / runs), "--out", str(out),
+            "--keep", str(tmp_path / "kept"),
         ]  # fmt: skip
 
     subprocess.run(bench(1, "bench"), cwd=root, check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["results"]
-    assert [(r["method"], r["demo_source"]) for r in rows] == [
-        ("rfcl", "planned"),
-        ("rfcl", "dapg-human"),
+    assert [(r["method"], r["demo_source"], r.get("demo_action_scale")) for r in rows] == [
+        ("rfcl", "planned", None),
+        ("rfcl", "dapg-human", 1.25),
     ]
-    assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg_s0").is_dir()
-    assert (tmp_path / "rfcl_adroit-door-dapg.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg-as1.25_s0").is_dir()
+    assert (tmp_path / "rfcl_adroit-door-dapg-as1.25.png").read_bytes()[:4] == b"\x89PNG"
     swings = subprocess.run(
         [sys.executable, "benchmarks/rfcl_holding.py", "--door-demos",
          str(tmp_path / "bench/demos-adroit-door-1-dapg")],

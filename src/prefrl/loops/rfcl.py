@@ -73,7 +73,8 @@ class RFCLConfig:
     demo_action_scale: float | None = None
     """Bound the agent's actions, per dimension, to this multiple (>= 1) of the largest the demos
     take (the env's bounds at most): RFCL's `data_action_scale`, off by default as in the paper,
-    which sets it (1.25) on ManiSkill2's PlugCharger alone. Needs the demos' actions."""
+    which sets it (1.25) on ManiSkill2's PlugCharger alone. Needs the demos' actions (with
+    --no-demo-actions too: they then bound the agent's, and are not trained on)."""
     steps: int = 60_000
     """Env steps in all (with --resume: the total to reach, not more steps)."""
     seed: int = 0

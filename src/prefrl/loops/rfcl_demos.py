@@ -27,10 +27,9 @@ def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
     demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")
-    if config.demo_action_scale is not None and not (demos.has_actions and config.demo_actions):
-        reason = "--no-demo-actions" if demos.has_actions else f"{config.demos} has none"
+    if config.demo_action_scale is not None and not demos.has_actions:
         raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
-                         f"actions, and this run has none ({reason}): drop one of the two")  # fmt: skip
+                         f"largest actions, and {config.demos} has none: drop it")  # fmt: skip
     if config.num_demos is not None and config.num_demos > len(demos):
         raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
     chosen = demos.demos[: config.num_demos]
