@@ -15,7 +15,7 @@
     # ... every method's actions bounded to 1.25 x the demos' largest (RFCL's data_action_scale)
     python benchmarks/rfcl.py --env adroit:door --demos 5 --dapg door-v0_demos.pickle \
         --preset rfcl-adroit-cpu --reverse-time-divisor 3 --demo-action-scale 1.25 \
-        --runs logs/rfcl-bench-dapg
+        --runs logs/rfcl-bench-dapg-as
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
         --throughput-configs cpu sample-efficient-cpu --throughput-steps 2500
