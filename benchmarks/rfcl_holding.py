@@ -23,6 +23,11 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 PEN_DROPPED_BELOW = 0.075
 
 
+def hinge_speed(door) -> float:
+    """The door hinge's speed now, rad/s (`door`: the unwrapped Adroit door env)."""
+    return abs(float(door.data.qvel[door.door_hinge_addrs]))
+
+
 def play(env, policy, seed: int) -> tuple[np.ndarray, bool, float]:
     """(success at each step, whether the pen fell: False on other envs, the door hinge's peak
     speed in rad/s: 0 on other envs)."""
@@ -35,7 +40,7 @@ def play(env, policy, seed: int) -> tuple[np.ndarray, bool, float]:
         if env.env_id == "adroit:pen":
             dropped |= base.data.body("Object").xpos[2] < PEN_DROPPED_BELOW
         if env.env_id == "adroit:door":
-            swing = max(swing, abs(float(base.data.qvel[base.door_hinge_addrs])))
+            swing = max(swing, hinge_speed(base))
     return np.array(successes), dropped, swing
 
 
@@ -47,7 +52,7 @@ def door_demo_swings(path: Path) -> None:
         speeds = []
         for state in demo.states:
             env.set_state(state)
-            speeds.append(abs(float(base.data.qvel[base.door_hinge_addrs])))
+            speeds.append(hinge_speed(base))
         angle = float(base.data.qpos[base.door_hinge_addrs])
         print(f"{path} demo {i}: the hinge's peak speed {max(speeds):.1f} rad/s, "
               f"{angle:.2f} rad at the end")  # fmt: skip
@@ -66,6 +71,8 @@ def main() -> int:
     if not args.runs and args.door_demos is None:
         parser.error("give run directories, --door-demos, or both")
     if args.door_demos is not None:
+        if not args.door_demos.is_dir():
+            parser.error(f"--door-demos {args.door_demos}: no such demo folder")
         door_demo_swings(args.door_demos)
     for run in args.runs:
         ckpt = latest_checkpoint(run)
