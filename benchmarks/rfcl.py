@@ -237,6 +237,19 @@ def main() -> int:
     add_grid_flags(parser)
     args = parser.parse_args()
 
+    if args.preset:
+        base = RFCL_PRESETS[args.preset].config
+        args.steps = args.steps or base.steps
+    else:
+        args.steps = args.steps or 60_000
+        sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
+        base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
+                          checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
+    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
+    try:  # (a bad value is refused before any demos are made)
+        base = dataclasses.replace(base, **overrides)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}{source_suffix(args)}"
     if not demo_dir.exists():
@@ -258,16 +271,6 @@ def main() -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(old, indent=1) + "\n")
         return 0
-    if args.preset:
-        base = RFCL_PRESETS[args.preset].config
-        args.steps = args.steps or base.steps
-    else:
-        args.steps = args.steps or 60_000
-        sac = dataclasses.replace(RFCL_SAC, hidden_dims=tuple(args.hidden))
-        base = RFCLConfig(sac=sac, eval_interval=max(args.steps // 12, 1000),
-                          checkpoint_interval=max(args.steps // 6, 1000))  # fmt: skip
-    overrides = {name: getattr(args, name) for name in OVERRIDES if getattr(args, name) is not None}
-    base = dataclasses.replace(base, **overrides)
     configs = {}
     for method in args.methods:
         configs[label(args, method)] = dataclasses.replace(

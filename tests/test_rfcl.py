@@ -338,7 +338,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
     """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
     so, and a planned-demo row of the same env stays; with --demo-action-scale, the row and the
-    names say the bound. More demos than replay is refused.
+    names say the bound. More demos than replay is refused, and a bound under 1 before any
+    demos are made.
     benchmarks/rfcl_holding.py measures how fast the demos swing the door."""
     import pickle
     import subprocess
@@ -352,12 +353,12 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     planned = {"env": "adroit:door", "method": "rfcl", "demo_source": "planned", "device": "cpu"}
     out.write_text(json.dumps({"results": [planned]}))
 
-    def bench(demos: int, runs: str) -> list[str]:
+    def bench(demos: int, runs: str, scale: str = "1.25") -> list[str]:
         return [
             sys.executable, "benchmarks/rfcl.py", "--env", "adroit:door", "--dapg",
             str(tmp_path / "door.pickle"), "--demos", str(demos), "--methods", "rfcl", "--steps",
             "1000", "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "1",
-            "--demo-action-scale", "1.25", "--runs", str(tmp_path / runs), "--out", str(out),
+            "--demo-action-scale", scale, "--runs", str(tmp_path / runs), "--out", str(out),
             "--keep", str(tmp_path / "kept"),
         ]  # fmt: skip
 
@@ -381,6 +382,10 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
                              text=True, timeout=600)  # fmt: skip
     assert refused.returncode != 0 and "--demos 2: " in refused.stderr
     assert "has 1 that succeed when replayed here" in refused.stderr
+    unbounded = subprocess.run(bench(1, "shrunk", scale="0.5"), cwd=root, check=False,
+                               capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert unbounded.returncode != 0 and "--demo-action-scale=0.5 is invalid" in unbounded.stderr
+    assert not (tmp_path / "shrunk").exists()  # (refused before any demos were made)
 
 
 def _stepped_demo(env_id: str):
