@@ -104,6 +104,12 @@ def row_key(row: dict) -> tuple:
             row.get("demo_action_scale"))  # fmt: skip
 
 
+def in_order_of(template: dict, row: dict) -> dict:
+    """`row` with its keys in `template`'s order, and no bound where it names none: the
+    generated benchmarks page then shows old rows and new under the same first columns."""
+    return {**{k: row.get(k) for k in template if k in row or k == "demo_action_scale"}, **row}
+
+
 def demo_source(args) -> str:
     return "dapg-human" if args.dapg else "scripted" if args.env.startswith("toy:") else "planned"
 
@@ -291,20 +297,21 @@ def main() -> int:
         once = [f["eval/success_once"] for f in finals]
         rows.append({
             "env": args.env, "method": method, "demos": args.demos,
-            "demo_source": demo_source(args), "env_steps": args.steps,
+            "demo_source": demo_source(args), "demo_action_scale": base.demo_action_scale,
+            "env_steps": args.steps,
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": device, "sac_hidden": list(base.sac.hidden_dims),
             "reverse_time_divisor": base.reverse_time_divisor, "solved_share": base.solved_share,
-            "demo_action_scale": base.demo_action_scale,
             "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    kept = [r for r in old.get("results", [])  # (other envs', devices' and demos' rows stay)
+    # (other envs', devices', demo sources' and bounds' rows stay)
+    kept = [in_order_of(rows[0], r) for r in old.get("results", [])
             if row_key(r) != row_key(rows[0])]  # fmt: skip
     for r in kept:
         r.setdefault("command", old.get("command"))

@@ -350,7 +350,7 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     root = Path(__file__).parent.parent
     (tmp_path / "door.pickle").write_bytes(pickle.dumps(dapg_door_demos()))
     out = tmp_path / "rfcl.json"
-    planned = {"env": "adroit:door", "method": "rfcl", "demo_source": "planned", "device": "cpu"}
+    planned = {"device": "cpu", "env": "adroit:door", "method": "rfcl", "demo_source": "planned"}
     out.write_text(json.dumps({"results": [planned]}))
 
     def bench(demos: int, runs: str, scale: str = "1.25") -> list[str]:
@@ -364,10 +364,11 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
 
     subprocess.run(bench(1, "bench"), cwd=root, check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["results"]
-    assert [(r["method"], r["demo_source"], r.get("demo_action_scale")) for r in rows] == [
+    assert [(r["method"], r["demo_source"], r["demo_action_scale"]) for r in rows] == [
         ("rfcl", "planned", None),
         ("rfcl", "dapg-human", 1.25),
     ]
+    assert list(rows[0]) == [k for k in rows[1] if k in rows[0]]  # (the page's columns line up)
     assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg-as1.25_s0").is_dir()
     assert (tmp_path / "rfcl_adroit-door-dapg-as1.25.png").read_bytes()[:4] == b"\x89PNG"
     swings = subprocess.run(
