@@ -110,6 +110,10 @@ def in_order_of(template: dict, row: dict) -> dict:
     return {**{k: row.get(k) for k in template if k in row or k == "demo_action_scale"}, **row}
 
 
+def command_line() -> str:
+    return "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
+
+
 def demo_source(args) -> str:
     return "dapg-human" if args.dapg else "scripted" if args.env.startswith("toy:") else "planned"
 
@@ -194,7 +198,7 @@ def throughput(args, demo_dir: Path) -> list[dict]:
             rates[curriculum] = float(np.median([r["train/steps_per_s"] for r in sample]))
         rows.append({"config": label, "env": args.env, "steps_per_s": rates[True],
                      "no_curriculum_steps_per_s": rates[False], "device": device_kind(),
-                     "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])})  # fmt: skip
+                     "command": command_line()})  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -290,6 +294,7 @@ def main() -> int:
     finally:
         keep_finished(args.runs, args.keep, names)
     rows, device = [], device_kind()
+    command = command_line()
     for method in args.methods:
         runs = [sweep.run_dir(label(args, method), seed) for seed in args.seeds]
         finals = [last_eval(r) for r in runs]
@@ -304,10 +309,9 @@ def main() -> int:
             "per_seed": at_end, "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": device, "sac_hidden": list(base.sac.hidden_dims),
             "reverse_time_divisor": base.reverse_time_divisor, "solved_share": base.solved_share,
-            "command": "python benchmarks/rfcl.py " + " ".join(sys.argv[1:]),
+            "command": command,
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
-    command = "python benchmarks/rfcl.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     # (other envs', devices', demo sources' and bounds' rows stay)

@@ -130,7 +130,9 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert main(["demos", "script", "--episodes", "2", "--hold", "5", "--out", str(out)]) == 0
     assert "2 demos of toy:maze (with actions)" in capsys.readouterr().out
     assert main(["demos", "info", str(out)]) == 0
-    assert "made with: source scripted, seed 0, hold 5, settle 0" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "made with: source scripted, seed 0, hold 5, settle 0" in printed
+    assert "\nfrom reset seeds 0, 1\n" in printed
     assert main(["demos", "check", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "2 of 2 demos still succeed" in printed
@@ -256,6 +258,9 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
     assert check.success_at_end and check.max_state_error < 1e-6
     whole = import_dapg_adroit(tmp_path / "door.pickle", "adroit:door")
     assert len(whole) == 1 and len(whole[0]) == 230 and whole.info["hold"] == "to the end"
+    whole.save(tmp_path / "whole")
+    assert main(["demos", "info", str(tmp_path / "whole")]) == 0
+    assert "\nfrom the source's demos 0\n" in capsys.readouterr().out  # (which were kept)
     np.testing.assert_allclose(whole[0].states[:222], demos[0].states, atol=1e-9)
     with pytest.raises(ValueError, match="none of its 1 demos reaches a stable success"):
         import_dapg_adroit(write("closed.pickle", raw[1:]), "adroit:door")

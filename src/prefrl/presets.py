@@ -225,9 +225,10 @@ RFCL_PRESETS: dict[str, Preset] = {
         dataclasses.replace(_RFCL_PAPER, sac=dataclasses.replace(RFCL_SAC, utd_ratio=20)),
     ),
     "rfcl-adroit-cpu": Preset(
-        "Adroit on a 2-core CPU from planned demos (`prefrl demos plan`): delta 8, streak 3, "
-        "time limit 16 + steps left, critics 3x128, an update every other env step "
-        "(update-to-data 0.5, the paper's wall-time setting), 500k steps",
+        "Adroit on a 2-core CPU: delta 8, streak 3, time limit 16 + steps left (for planned "
+        "demos; with people's add --reverse-time-divisor 3 --demo-action-scale 1.25), critics "
+        "3x128, an update every other env step (update-to-data 0.5, the paper's wall-time "
+        "setting), 500k steps",
         RFCLConfig(
             steps=500_000,
             eval_interval=20_000,

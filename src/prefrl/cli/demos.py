@@ -242,3 +242,8 @@ def _print_demos(demos, where) -> None:
           f"({'with' if demos.has_actions else 'no'} actions), {steps} steps, first success at "
           f"steps {firsts}, "
           f"{sum(d.ends_in_success for d in demos.demos)} end in success")  # fmt: skip
+    for key, what in (("index", "the source's demos"), ("seed", "reset seeds")):
+        origins = [d.info.get(key) for d in demos.demos]
+        if all(o is not None for o in origins):  # (which of an import's demos these are)
+            print(f"from {what} {', '.join(map(str, origins))}")
+            break
