@@ -17,7 +17,7 @@ def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):
 
     with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:maze-open"):
         train_rfcl(_config(tmp_path, demo_file, env="toy:maze-open"))
-    with pytest.raises(ValueError, match="--num-demos 5: .* holds 2"):
+    with pytest.raises(ValueError, match="--num-demos 5: .* holds 2 demos; ask for at most 2"):
         train_rfcl(_config(tmp_path, demo_file, num_demos=5))
     synthetic(env="toy:maze", obs_dim=7).save(tmp_path / "no-states")
     with pytest.raises(ValueError, match="no simulator states; RFCL starts episodes from demo"):

@@ -31,7 +31,8 @@ def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
         raise ValueError(f"--demo-action-scale {config.demo_action_scale} scales the demos' "
                          f"largest actions, and {config.demos} has none: drop it")  # fmt: skip
     if config.num_demos is not None and config.num_demos > len(demos):
-        raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)}")
+        raise ValueError(f"--num-demos {config.num_demos}: {config.demos} holds {len(demos)} "
+                         f"demos; ask for at most {len(demos)}, or leave it out to use them all")  # fmt: skip
     chosen = demos.demos[: config.num_demos]
     replayed = (check_demos(DemoSet(demos.env_id, chosen, demos.info), env=env)
                 if demos.has_actions else None)  # fmt: skip
