@@ -27,7 +27,8 @@ The demos are made here, once per --runs directory: scripted on the mazes, plann
 simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
 --runs directory holds one set: another --settle is refused); with --dapg, the first --demos
 of a hand_dapg pickle's people's demos that still succeed when replayed here
-(`prefrl demos import-dapg`). Rows are kept per env, device, demo source and action bound.
+(`prefrl demos import-dapg`). Rows are kept per env, device, demo source, action bound and
+method: a grid of some --methods leaves the others' rows.
 
 The grid (methods x seeds) runs as a sweep on Ray (`prefrl.sweep`): --jobs N runs N side by
 side on this machine (on 2 cores the small maze networks leave a core mostly idle, so two runs
@@ -99,9 +100,18 @@ def variant_suffix(args) -> str:
 
 
 def row_key(row: dict) -> tuple:
-    """Rows of the same key replace each other: one per env, device, demo source and bound."""
+    """A row replaces the one of the same key: one per env, device, demo source, bound and
+    method (a grid run for some methods leaves the others' rows)."""
     return (row["env"], row.get("device", "cpu"), row.get("demo_source"),
-            row.get("demo_action_scale"))  # fmt: skip
+            row.get("demo_action_scale"), row.get("method"))  # fmt: skip
+
+
+def merged(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with each row of `new` in place of the one of its key (at the end if none), every
+    row's keys in `new`'s order."""
+    fresh = {row_key(r): r for r in new}
+    rows = [fresh.pop(row_key(r), in_order_of(new[0], r)) for r in old]
+    return rows + list(fresh.values())
 
 
 def in_order_of(template: dict, row: dict) -> dict:
@@ -314,14 +324,11 @@ def main() -> int:
         print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    # (other envs', devices', demo sources' and bounds' rows stay)
-    kept = [in_order_of(rows[0], r) for r in old.get("results", [])
-            if row_key(r) != row_key(rows[0])]  # fmt: skip
-    for r in kept:
+    for r in old.get("results", []):  # (rows from before each row named its command)
         r.setdefault("command", old.get("command"))
     args.out.write_text(json.dumps({
         **old, "command": command, "machine": f"{platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} cores", "results": kept + rows,
+        f"{os.cpu_count()} cores", "results": merged(old.get("results", []), rows),
     }, indent=1) + "\n")  # fmt: skip
     name = f"rfcl_{args.env.replace(':', '-')}{variant_suffix(args)}"
     plot_success(args, sweep, args.out.with_name(f"{name}.png"))

@@ -338,8 +338,8 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
     """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
     so, and a planned-demo row of the same env stays; with --demo-action-scale, the row and the
-    names say the bound. More demos than replay is refused, and a bound under 1 before any
-    demos are made.
+    names say the bound; --methods rfcl replaces the rfcl row and leaves the other methods'.
+    More demos than replay is refused, and a bound under 1 before any demos are made.
     benchmarks/rfcl_holding.py measures how fast the demos swing the door."""
     import pickle
     import subprocess
@@ -351,7 +351,9 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     (tmp_path / "door.pickle").write_bytes(pickle.dumps(dapg_door_demos()))
     out = tmp_path / "rfcl.json"
     planned = {"device": "cpu", "env": "adroit:door", "method": "rfcl", "demo_source": "planned"}
-    out.write_text(json.dumps({"results": [planned]}))
+    people = {**planned, "demo_source": "dapg-human", "demo_action_scale": 1.25}
+    stale, sac = {**people, "success_mean": -1.0}, {**people, "method": "sac"}
+    out.write_text(json.dumps({"results": [planned, stale, sac]}))
 
     def bench(demos: int, runs: str, scale: str = "1.25") -> list[str]:
         return [
@@ -364,10 +366,13 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
 
     subprocess.run(bench(1, "bench"), cwd=root, check=True, capture_output=True, timeout=600)
     rows = json.loads(out.read_text())["results"]
+    # (the stale rfcl row replaced in place; the other method's row of the grid left)
     assert [(r["method"], r["demo_source"], r["demo_action_scale"]) for r in rows] == [
         ("rfcl", "planned", None),
         ("rfcl", "dapg-human", 1.25),
+        ("sac", "dapg-human", 1.25),
     ]
+    assert rows[1]["success_mean"] >= 0 and rows[1]["env_steps"] == 1000
     assert list(rows[0]) == [k for k in rows[1] if k in rows[0]]  # (the page's columns line up)
     assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg-as1.25_s0").is_dir()
     assert (tmp_path / "rfcl_adroit-door-dapg-as1.25.png").read_bytes()[:4] == b"\x89PNG"
