@@ -363,7 +363,7 @@ def plot_success(args, sweep, path: Path) -> None:
     ax.set(xlabel="env steps", ylabel="success at the end", ylim=(-0.05, 1.05),
            title=f"{args.env}, {args.demos} {demo_source(args)} demo(s)"
            + ("" if args.demo_action_scale is None
-              else f", actions within {args.demo_action_scale:g}x the demos'"))  # fmt: skip
+              else f"\nactions within {args.demo_action_scale:g}x the demos' largest"))  # fmt: skip
     ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
