@@ -130,12 +130,17 @@ def test_reward_step_pair_by_pair_matches_one_pass():
         model._grads.chunk = chunk
         results.append(model._grads(model.params, data, np.arange(pairs), jax.random.key(0)))
     (g1, p1), (g2, p2) = results
+    scale = max(float(np.abs(x).max()) for x in jax.tree.leaves(g1))
+    assert scale > 1e-3
+    # (a gradient that is 0 in exact arithmetic, as the last layer's bias is: a constant added
+    # to every step's reward cancels in a preference, is rounding noise in both ways, and
+    # differs between CPUs: compared on the scale of the whole gradient)
     for a, b in zip(jax.tree.leaves(g1), jax.tree.leaves(g2), strict=True):
-        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-7)
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-5 * scale)
+    assert float(np.abs(g1["params"]["Dense_1"]["bias"]).max()) < 1e-5 * scale
     for name in ("loss", "correct", "decided"):
         np.testing.assert_allclose(p1[name], p2[name], rtol=1e-5)
     assert float(p1["decided"]) == pytest.approx(2 / 3)
-    assert max(float(np.abs(x).max()) for x in jax.tree.leaves(g1)) > 0
 
 
 @pytest.mark.parametrize("batch_norm", [False, True])
