@@ -109,9 +109,9 @@ def row_key(row: dict) -> tuple:
 def merged(old: list[dict], new: list[dict]) -> list[dict]:
     """`old` with each row of `new` in place of the one of its key (at the end if none), every
     row's keys in `new`'s order."""
-    fresh = {row_key(r): r for r in new}
-    rows = [fresh.pop(row_key(r), in_order_of(new[0], r)) for r in old]
-    return rows + list(fresh.values())
+    rows = {row_key(r): in_order_of(new[0], r) for r in old}
+    rows.update((row_key(r), r) for r in new)
+    return list(rows.values())
 
 
 def in_order_of(template: dict, row: dict) -> dict:
