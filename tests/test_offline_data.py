@@ -149,10 +149,47 @@ def test_queries_of_another_dataset_of_the_same_env_are_refused():
     queries = sample_queries(synthetic(seed=0), 10, length=10)
     queries.check(synthetic(seed=0))  # the same data, however named
     other = synthetic(seed=1)
+    other.name = "other"
     with pytest.raises(ValueError, match="made on another dataset"):
         queries.check(other)
     with pytest.raises(ValueError, match="made on another dataset"):
         label_queries(queries, other, TeacherConfig())
+
+
+def test_a_dataset_with_nan_is_refused_where_it_is_opened(tmp_path, capsys):
+    """One NaN in one episode: `dataset info`, `dataset queries` and `offline` refuse the
+    dataset naming the episode, field and index, before any run directory; queries made before
+    the dataset was edited say that it changed."""
+    data = synthetic(n_episodes=14, length=20, obs_dim=6)  # toy:point-reach's sizes
+    data.save(tmp_path / "ds")
+    q = tmp_path / "q.json"
+    assert main(["dataset", "queries", str(tmp_path / "ds"), "--num", "8", "--length", "5",
+                 "--out", str(q)]) == 0  # fmt: skip
+    with h5py.File(tmp_path / "ds/data/main_data.hdf5", "r+") as f:
+        f["episode_11/observations"][3, 2] = np.nan
+    capsys.readouterr()
+    runs = tmp_path / "runs"
+    for args in (
+        ["dataset", "info", str(tmp_path / "ds")],
+        ["dataset", "queries", str(tmp_path / "ds"), "--num", "8", "--length", "5",
+         "--out", str(tmp_path / "q2.json")],
+        ["offline", "--dataset", str(tmp_path / "ds"), "--reward", "mr", "--labels", str(q),
+         "--runs-dir", str(runs), "--no-progress"],
+    ):  # fmt: skip
+        assert main(args) == 2, args
+        assert "episode_11/observations[3, 2] is nan" in capsys.readouterr().err, args
+    assert not runs.exists() and not (tmp_path / "q2.json").exists()
+    # In memory too: the field, its row, and where that row lies.
+    data.rewards[45] = np.inf
+    with pytest.raises(ValueError, match=r"rewards\[45\] \(episode 3, its step 5\) is inf"):
+        OfflineDataset(**{k: getattr(data, k) for k in (
+            "observations", "actions", "rewards", "next_observations", "terminals", "timeouts",
+        )}, env_id=data.env_id)  # fmt: skip
+    # Edited to other finite values: the queries made before say that the dataset changed.
+    with h5py.File(tmp_path / "ds/data/main_data.hdf5", "r+") as f:
+        f["episode_11/observations"][3, 2] = 7.0
+    with pytest.raises(ValueError, match="'synthetic' changed since these queries were made"):
+        DatasetQueries.load(q).check(OfflineDataset.load(tmp_path / "ds"))
 
 
 def test_dataset_queries_never_pair_a_segment_with_itself_and_warn_of_a_small_pool(capsys):

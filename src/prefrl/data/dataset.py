@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prefrl.data.minari_io import read_minari, write_minari
+from prefrl.data.minari_io import first_non_finite, read_minari, write_minari
 
 D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
 
@@ -72,6 +72,15 @@ class OfflineDataset:
         if not (self.terminals[-1] or self.timeouts[-1]):
             self.timeouts = self.timeouts.copy()
             self.timeouts[-1] = True
+        for key in ("observations", "actions", "rewards", "next_observations", "states"):
+            at = first_non_finite(getattr(self, key))
+            if at is not None:
+                episode = int(np.searchsorted(self.episode_bounds()[1], at[0], side="right"))
+                raise ValueError(
+                    f"dataset {self.name!r}: {key}[{', '.join(map(str, at))}] (episode "
+                    f"{episode}, its step {self.episode_index()[at[0]]}) is "
+                    f"{getattr(self, key)[at]}; every value must be finite"
+                )
 
     # ------------------------------------------------------------------------------- structure
     def fingerprint(self) -> str:

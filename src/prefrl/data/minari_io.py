@@ -112,6 +112,7 @@ def read_minari(path: str | Path, make_hint: str) -> tuple[str, dict, dict, list
                 raise TypeError(
                     f"{path}: {key} are not flat arrays (dict or tuple spaces are not supported)"
                 )
+    check_finite(path, episodes)
     meta = storage.metadata
     ours = dict(meta.get("prefrl", {}))
     env_id = ours.pop("env", None) or getattr(meta.get("env_spec"), "id", None)
@@ -121,3 +122,30 @@ def read_minari(path: str | Path, make_hint: str) -> tuple[str, dict, dict, list
             "metadata), so it cannot be used on one"
         )
     return env_id, ours, meta, episodes
+
+
+def first_non_finite(values) -> tuple[int, ...] | None:
+    """The index of the first NaN or inf in `values`, or None (also for arrays of no floats)."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "fc":
+        return None
+    bad = np.argwhere(~np.isfinite(values))
+    return tuple(int(i) for i in bad[0]) if len(bad) else None
+
+
+def check_finite(path: Path, episodes: list[dict]) -> None:
+    """Refuse data holding NaN or inf, naming the episode (as the file does), the field and the
+    index: caught where the data is opened, not later as a learner's NaN loss."""
+    for e in episodes:
+        infos = {f"infos/{k}": v for k, v in (e.get("infos") or {}).items()
+                 if isinstance(v, np.ndarray)}  # fmt: skip
+        fields = {k: e[k] for k in ("observations", "actions", "rewards")} | infos
+        for key, values in fields.items():
+            at = first_non_finite(values)
+            if at is not None:
+                count = int(np.sum(~np.isfinite(values)))
+                raise ValueError(
+                    f"{path}: episode_{e['id']}/{key}[{', '.join(map(str, at))}] is "
+                    f"{values[at]} ({count} value(s) of that field there are NaN or inf); "
+                    "every value must be finite: fix or drop that episode"
+                )

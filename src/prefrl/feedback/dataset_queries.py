@@ -69,6 +69,13 @@ class DatasetQueries:
             )
         made_on = self.info.get("dataset_sha")
         if made_on is not None and made_on != dataset.fingerprint():
+            if self.dataset == dataset.name:
+                raise ValueError(
+                    f"dataset {dataset.name!r} changed since these queries were made on it "
+                    f"(fingerprint then {made_on}, now {dataset.fingerprint()}): their labels "
+                    "would land on segments that are no longer the ones labelled. Sample (and "
+                    "label) queries on the dataset as it is now, or use it as it was"
+                )
             raise ValueError(
                 f"the queries were made on another dataset ({self.dataset!r}, fingerprint "
                 f"{made_on}) than this one ({dataset.name!r}, {dataset.fingerprint()}): their "
