@@ -94,6 +94,15 @@ def test_api_labels_are_committed_once_and_bad_input_is_refused(run):
         assert bad.status_code == 400 and "expected one of left, right" in bad.json()["detail"]
         assert client.post("/api/label", json={"query_id": 999, "label": "left"}).status_code == 404
         assert client.post("/api/label", json={"label": "left"}).status_code == 422
+        # An id past the store's 64-bit integers is refused like any bad id, not a server error.
+        huge = 99999999999999999999999
+        for path, body in [("/api/label", {"query_id": huge, "label": "left"}),
+                           ("/api/label", {"query_id": q["id"], "label": "left",
+                                           "response_ms": huge}),
+                           ("/api/release", {"query_ids": [huge]}),
+                           ("/api/rating", {"segment_id": huge, "rating": 50})]:  # fmt: skip
+            r = client.post(path, json=body)
+            assert r.status_code == 422 and "less than or equal to" in r.text, (path, r.text)
         assert client.get("/clips/..%2Fconfig.json").status_code == 404
         status = client.get("/api/status").json()
         assert status["labels"] == 1 and status["counts"]["left"] == 1

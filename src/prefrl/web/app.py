@@ -23,7 +23,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from prefrl.feedback.store import (
     FeedbackStore,
@@ -62,18 +62,23 @@ def _finite(x) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+StoreId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+"""A row id as the store keeps it (64-bit signed): a larger one is refused (422), never sent to
+the database."""
+
+
 class LabelIn(BaseModel):
-    query_id: int
+    query_id: StoreId
     label: str
-    response_ms: int | None = None
+    response_ms: Annotated[int, Field(ge=0, le=2**63 - 1)] | None = None
 
 
 class ReleaseIn(BaseModel):
-    query_ids: list[int]
+    query_ids: list[StoreId]
 
 
 class RatingIn(BaseModel):
-    segment_id: int
+    segment_id: StoreId
     rating: Any
 
 
