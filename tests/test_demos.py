@@ -230,6 +230,25 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
         import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
 
 
+@pytest.mark.parametrize("task", ["door", "pen", "hammer", "relocate"])
+def test_adroit_frames_show_the_hand_and_for_the_pen_the_pen(task):
+    """What a demo video and an Adroit clip show: the hand (its skin colour) in every task's
+    frame, across resets, and on the pen the blue pen in the hand (the camera once looked at
+    the table from under the hand: no hand, no pen)."""
+    from prefrl.envs import RenderSettings
+
+    env = make_env(f"adroit:{task}", seed=0, render=RenderSettings(128, 128))
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        r, g, b = np.moveaxis(env.render().astype(int), -1, 0)
+        hand = (r > 120) & (r - b > 50) & (g - b > 20) & (r > g)
+        assert hand.mean() > 0.02, f"seed {seed}: {hand.mean():.1%} of the frame is the hand"
+        if task == "pen":
+            pen = (b > 120) & (b - r > 80) & (b - g > 40)
+            assert pen.mean() > 0.002, f"seed {seed}: {pen.mean():.2%} of the frame is the pen"
+    env.close()
+
+
 def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path, capsys):
     """hand_dapg's layout (reset qpos, qvel and door position, then actions): a demo whose door
     starts open is replayed and kept whole (or cut `hold` steps after its first success), past

@@ -39,8 +39,28 @@ def _randomised_fields(base) -> list[tuple[np.ndarray, int]]:
     raise ValueError(f"{task} is not a known Adroit task")
 
 
+CAMERAS = {"door": ((0.0, 0.05, 0.25), 1.3, 90.0, -25.0),
+           "pen": ((0.08, -0.24, 0.25), 0.65, -45.0, -25.0),
+           "hammer": ((0.0, -0.1, 0.12), 1.0, 45.0, -35.0),
+           "relocate": ((0.0, -0.05, 0.15), 1.1, 60.0, -35.0)}  # fmt: skip
+"""Each task's camera: (point looked at, distance, azimuth, elevation), framing the hand and
+what it works on for every reset (the door at its heights, the ball and its target anywhere).
+gymnasium-robotics' own cameras look at the model's centre, under the table: the pen's showed
+the table alone."""
+
+
 class AdroitBackend(GymMujocoBackend):
     """MuJoCo's integration state, after the randomised model fields (a few numbers)."""
+
+    def __init__(self, env, task: str, width: int, height: int, fast: bool = True):
+        super().__init__(env, width, height, fast)
+        self.task = task
+
+    def _make_camera(self) -> mujoco.MjvCamera:
+        cam = mujoco.MjvCamera()
+        mujoco.mjv_defaultFreeCamera(self.base.model, cam)
+        cam.lookat[:], cam.distance, cam.azimuth, cam.elevation = CAMERAS[self.task]
+        return cam
 
     def get_state(self) -> np.ndarray:
         fields = [array[row].astype(np.float64) for array, row in _randomised_fields(self.base)]
@@ -92,4 +112,4 @@ def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
         from prefrl.envs.backends import prepare_offscreen
 
         prepare_offscreen(env.unwrapped.model, width, height, fast)
-    return env, AdroitBackend(env, width, height, fast)
+    return env, AdroitBackend(env, name, width, height, fast)
