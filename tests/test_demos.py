@@ -3,6 +3,7 @@ replayed, rendered; bad demo files refused with what to do."""
 
 import dataclasses
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -310,35 +311,133 @@ def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
         record_demos(run, episodes=1, max_tries=2)
 
 
+def _maniskill2(path, trajectories: list[dict], env_id: str = "PickCube-v0", infos=None):
+    """`path` (.h5) and the .json beside it as ManiSkill2 writes them: `trajectories` are the
+    arrays of each traj_<i> (env_states, actions, obs, success, ...); `infos` each episode's
+    json info (its final success)."""
+    import json
+
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        for i, arrays in enumerate(trajectories):
+            for key, value in arrays.items():
+                f[f"traj_{i}/{key}"] = value
+    episodes = [{"episode_id": i, "episode_seed": 7 + i, "control_mode": "pd_ee_delta_pose",
+                 **({"info": infos[i]} if infos else {})} for i in range(len(trajectories))]  # fmt: skip
+    path.with_suffix(".json").write_text(json.dumps({
+        "env_info": {"env_id": env_id, "max_episode_steps": 200}, "episodes": episodes}))  # fmt: skip
+    return path
+
+
+def _from_demos(demos, obs: bool = True) -> list[dict]:
+    """Each demo's arrays under ManiSkill2's names."""
+    return [{"env_states": d.states, "actions": d.actions, "success": d.success,
+             **({"obs": d.observations} if obs else {})} for d in demos.demos]  # fmt: skip
+
+
 def test_maniskill2_trajectories_read_with_their_states(tmp_path):
     """trajectory.h5 + trajectory.json as ManiSkill2 writes them (one episode with per-step
     success, one older-style with only the final success in the json)."""
-    import json
-
     import h5py
 
     from prefrl.data.demos import read_maniskill2
 
     rng = np.random.default_rng(0)
-    with h5py.File(tmp_path / "trajectory.h5", "w") as f:
-        for i, steps in ((0, 5), (1, 3)):
-            f[f"traj_{i}/env_states"] = rng.normal(size=(steps + 1, 13))
-            f[f"traj_{i}/actions"] = rng.uniform(-1, 1, (steps, 4)).astype(np.float32)
-            f[f"traj_{i}/obs"] = rng.normal(size=(steps + 1, 9)).astype(np.float32)
-        f["traj_0/success"] = np.array([0, 0, 1, 1, 1], bool)
-    (tmp_path / "trajectory.json").write_text(json.dumps({
-        "env_info": {"env_id": "PickCube-v0", "max_episode_steps": 200},
-        "episodes": [{"episode_id": 0, "episode_seed": 7, "control_mode": "pd_ee_delta_pose"},
-                     {"episode_id": 1, "episode_seed": 8, "info": {"success": True}}],
-    }))  # fmt: skip
-    demos = read_maniskill2(tmp_path / "trajectory.h5")
+    trajectories = [{"env_states": rng.normal(size=(steps + 1, 13)),
+                     "actions": rng.uniform(-1, 1, (steps, 4)).astype(np.float32),
+                     "obs": rng.normal(size=(steps + 1, 9)).astype(np.float32)}
+                    for steps in (5, 3)]  # fmt: skip
+    trajectories[0]["success"] = np.array([0, 0, 1, 1, 1], bool)
+    path = _maniskill2(tmp_path / "trajectory.h5", trajectories, infos=[{}, {"success": True}])
+    demos = read_maniskill2(path)
     assert (demos.env_id, len(demos), demos.state_dim, demos.obs_dim) == ("PickCube-v0", 2, 13, 9)
     assert demos[0].first_success == 2 and demos[1].success.tolist() == [False, False, True]
     assert demos[0].info["seed"] == 7
-    with h5py.File(tmp_path / "trajectory.h5", "a") as f:
+    with h5py.File(path, "a") as f:
         del f["traj_1/env_states"]
     with pytest.raises(ValueError, match="traj_1 has no simulator states"):
-        read_maniskill2(tmp_path / "trajectory.h5")
+        read_maniskill2(path)
+
+
+def test_maniskill2_import_refuses_what_rfcl_could_not_use(tmp_path, maze_demos, capsys):
+    """Checked at import, naming the trajectory and step: finite values, one size of actions and
+    states in every trajectory, sizes of the env the demos are for (--env where the file's id
+    is no prefrl env), success flags; trajectories that never succeed are left out, said so."""
+    good = _from_demos(maze_demos)
+
+    def refused(trajectories, *flags, env_id="toy:maze", infos=None) -> str:
+        path = _maniskill2(tmp_path / "t.h5", trajectories, env_id, infos)
+        out = tmp_path / "out"
+        assert main(["demos", "import-maniskill2", str(path), "--out", str(out), *flags]) == 2
+        assert not out.exists()
+        return " ".join(capsys.readouterr().err.split())
+
+    nan = [dict(t) for t in good]
+    nan[1]["actions"] = nan[1]["actions"].copy()
+    nan[1]["actions"][4, 1] = np.nan
+    assert "t.h5: traj_1's actions hold nan at step 4 (column 1): not imported" in refused(nan)
+    wide = [dict(t) for t in good]
+    wide[0]["actions"] = np.zeros((len(maze_demos[0]), 9), np.float32)
+    wide[1]["actions"] = np.zeros((len(maze_demos[1]), 8), np.float32)
+    assert "traj_1's actions are 8 wide and traj_0's 9: a file's demos are of one env" in (
+        refused(wide))  # fmt: skip
+    assert ("holds demos of PickCube-v0 (its .json's env_info.env_id), which is no env prefrl "
+            "has: give --env") in refused(good, env_id="PickCube-v0")  # fmt: skip
+    rng = np.random.default_rng(0)
+    other = [{"env_states": rng.normal(size=(6, 31)), "obs": rng.normal(size=(6, 31)),
+              "actions": rng.uniform(-1, 1, (5, 8)), "success": np.ones(5, bool)}]  # fmt: skip
+    message = refused(other)
+    assert ("holds actions of size 8 and states of size 31 and observations of size 31, where "
+            "toy:maze (the file's env_info.env_id) has actions of size 2 and states of size 7 "
+            "and observations of size 7: these are demos of another env: give --env"
+            ) in message  # fmt: skip
+    assert "--env toy:maze has actions of size 2" in refused(other, "--env", "toy:maze",
+                                                             env_id="OpenCabinetDrawer-v1")  # fmt: skip
+    failing = [{**t, "success": np.zeros_like(t["success"])} for t in good]
+    assert "none of its 3 trajectories succeeds (their success flags are all False)" in (
+        refused(failing))  # fmt: skip
+    flagless = [{k: v for k, v in t.items() if k != "success"} for t in good]
+    assert "traj_0 has no success flags" in refused(flagless)
+    # One that never succeeds is left out; the file's id is not prefrl's, --env says whose
+    mixed = [good[0], {**good[1], "success": np.zeros_like(good[1]["success"])}, good[2]]
+    path = _maniskill2(tmp_path / "mixed.h5", mixed, "PickCube-v0")
+    assert main(["demos", "import-maniskill2", str(path), "--env", "toy:maze",
+                 "--out", str(tmp_path / "mixed")]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "warning: 1 of 3 trajectories of" in out and "left out: traj_1" in out
+    demos = DemoSet.load(tmp_path / "mixed")
+    assert (demos.env_id, demos.info["maniskill2_env"]) == ("toy:maze", "PickCube-v0")
+    assert len(demos) == 2
+    assert all(c.success_at_end and c.max_state_error == 0 for c in check_demos(demos))
+
+
+def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, monkeypatch):
+    """Not HDF5, a folder, a missing .h5, an empty trajectory: each named, no traceback; the
+    demos keep the file's absolute path, and without observations get the env's."""
+    from prefrl.data.demos import read_maniskill2
+    from prefrl.loops.demos import import_maniskill2
+
+    (tmp_path / "notes.h5").write_text("not hdf5")
+    with pytest.raises(ValueError, match="notes.h5 is not an HDF5 file: give ManiSkill2's"):
+        read_maniskill2(tmp_path / "notes.h5")
+    with pytest.raises(FileNotFoundError, match="missing.h5 does not exist: give ManiSkill2's"):
+        read_maniskill2(tmp_path / "missing.h5")
+    (tmp_path / "notes.h5").unlink()
+    _maniskill2(tmp_path / "good.h5", _from_demos(maze_demos, obs=False), "toy:maze")
+    with pytest.raises(ValueError, match=" is a folder: give ManiSkill2's trajectory .h5 file "
+                       r"\(beside its .json\); it holds good.h5"):  # fmt: skip
+        read_maniskill2(tmp_path)
+    empty = _from_demos(maze_demos)
+    empty[1] = {"env_states": np.zeros((1, 7)), "actions": np.zeros((0, 2)),
+                "success": np.zeros(0, bool)}  # fmt: skip
+    _maniskill2(tmp_path / "empty.h5", empty, "toy:maze")
+    with pytest.raises(ValueError, match=r"empty.h5: traj_1 has no steps \(0 actions\)"):
+        read_maniskill2(tmp_path / "empty.h5")
+    monkeypatch.chdir(tmp_path)
+    demos = import_maniskill2(Path("good.h5"))
+    assert demos.info["file"] == str(tmp_path / "good.h5")
+    np.testing.assert_allclose(demos[0].observations, maze_demos[0].observations, atol=1e-6)
 
 
 def test_planner_drives_the_arm_and_one_grasp_level_with_smooth_noise():

@@ -116,6 +116,9 @@ class ManiSkillArgs:
     """Convert ManiSkill2 demonstrations (trajectory.h5 + trajectory.json) to a demo file."""
 
     file: Annotated[Path, tyro.conf.Positional]
+    env: str | None = None
+    """The prefrl env whose states the file holds (default: the .json's env_info.env_id, when
+    prefrl has that env); its action, state and observation sizes must be the file's."""
     out: Path = Path("demos/maniskill2")
     force: bool = False
     """Replace the demos already at --out (once the new ones are made)."""
@@ -208,9 +211,7 @@ def cmd_demos(args: list[str]) -> int:
         elif action == "import-dapg":
             demos = make.import_dapg_adroit(opts.file, opts.env, opts.hold, opts.settle)
         else:
-            from prefrl.data.demos import read_maniskill2
-
-            demos = read_maniskill2(opts.file)
+            demos = make.import_maniskill2(opts.file, opts.env)
         demos.save(opts.out, replace=opts.force)
         _print_demos(demos, opts.out)
     elif action == "check":

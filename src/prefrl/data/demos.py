@@ -173,44 +173,102 @@ def read_maniskill2(path: str | Path) -> DemoSet:
     """ManiSkill2's demonstration format: `trajectory.h5` (groups `traj_<id>` with `actions`,
     `env_states` and, where recorded, `obs` and `success`) beside `trajectory.json` (the env id
     and each episode's id and final success). The states are ManiSkill's own: usable with an
-    env that restores them."""
+    env that restores them (`prefrl.loops.demos.import_maniskill2` checks them against one).
+    Refused, naming the trajectory (and step): values that are not finite, sizes that differ
+    between trajectories, a trajectory without steps, states or success flags."""
     import json
 
     import h5py
 
     path = Path(path)
+    _check_h5(path)
     meta_path = path.with_suffix(".json")
     if not meta_path.is_file():
         raise FileNotFoundError(f"{meta_path} is missing: ManiSkill2 keeps each trajectory.h5's "
                                 "episodes and env in the .json beside it")  # fmt: skip
-    meta = json.loads(meta_path.read_text())
-    env_id = meta.get("env_info", {}).get("env_id")
-    if env_id is None or "episodes" not in meta:
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{meta_path} is not JSON ({e}): not ManiSkill2's") from None
+    env_id = meta.get("env_info", {}).get("env_id") if isinstance(meta, dict) else None
+    if env_id is None or not meta.get("episodes"):
         raise ValueError(f"{meta_path} names no env_info.env_id or episodes: not ManiSkill2's")
-    demos = []
+    demos, sizes = [], {}  # (the first trajectory's sizes, which every other must have)
     with h5py.File(path, "r") as f:
         for episode in meta["episodes"]:
             key = f"traj_{episode['episode_id']}"
+            where = f"{path}: {key}"
+            if key not in f:
+                raise ValueError(f"{path} has no {key}, which {meta_path.name} lists")
             group = f[key]
             if "env_states" not in group:
-                raise ValueError(f"{path}: {key} has no simulator states (env_states); RFCL starts "
+                raise ValueError(f"{where} has no simulator states (env_states); RFCL starts "
                                  "episodes from demo states: record the demos with states")  # fmt: skip
+            if "actions" not in group:
+                raise ValueError(f"{where} has no actions")
             states, actions = np.asarray(group["env_states"]), np.asarray(group["actions"])
+            if len(actions) == 0:
+                raise ValueError(f"{where} has no steps (0 actions): remove it from "
+                                 f"{meta_path.name}, or record it again")  # fmt: skip
             steps = len(actions)
             obs = group.get("obs")
             obs = (np.asarray(obs) if isinstance(obs, h5py.Dataset)
                    else np.zeros((steps + 1, 0), np.float32))  # fmt: skip
             if "success" in group:
-                success = np.asarray(group["success"], bool)
-            else:  # (older files: only the episode's final success, in the json)
+                success = np.asarray(group["success"], bool).reshape(-1)
+            elif "success" in episode.get("info", {}):  # (older files: the json's final one)
                 success = np.zeros(steps, bool)
-                success[-1] = bool(episode.get("info", {}).get("success", False))
+                success[-1] = bool(episode["info"]["success"])
+            else:
+                raise ValueError(f"{where} has no success flags (its `success`, or `info.success` "
+                                 f"in {meta_path.name}): RFCL learns when a task is solved "
+                                 "from them")  # fmt: skip
             rewards = np.asarray(group["rewards"]) if "rewards" in group else success
-            demos.append(Demo(states, obs, actions, rewards, success,
-                              {"source": f"maniskill2:{path.name}", "episode": key,
-                               "seed": episode.get("episode_seed")}))  # fmt: skip
-    return DemoSet(env_id, demos, {"source": "maniskill2", "file": str(path),
+            arrays = {"env_states": states, "actions": actions, "obs": obs, "rewards": rewards}
+            for name, values in arrays.items():
+                _check_rows(where, name, values, sizes)
+            try:
+                demos.append(Demo(states, obs, actions, rewards, success,
+                                  {"source": f"maniskill2:{path.name}", "episode": key,
+                                   "seed": episode.get("episode_seed")}))  # fmt: skip
+            except ValueError as e:  # (rows that do not match: a demo of n steps has ...)
+                raise ValueError(f"{where}: {e}") from None
+    return DemoSet(env_id, demos, {"source": "maniskill2", "file": str(path.resolve()),
                                    "control_mode": meta["episodes"][0].get("control_mode")})  # fmt: skip
+
+
+def _check_h5(path: Path) -> None:
+    """`path` is an HDF5 file, else an error saying what it is instead."""
+    import h5py
+
+    give = "give ManiSkill2's trajectory .h5 file (beside its .json)"
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.h5"))
+        raise ValueError(f"{path} is a folder: {give}" + (
+            f"; it holds {', '.join(inside)}" if inside else "; it holds no .h5 file"))  # fmt: skip
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: {give}")
+    if not h5py.is_hdf5(path):
+        raise ValueError(f"{path} is not an HDF5 file: {give}")
+
+
+def _check_rows(where: str, name: str, values: np.ndarray, sizes: dict) -> None:
+    """A trajectory's `name` rows: numbers, finite (else the first bad step is named), and as
+    wide as the first trajectory's (`sizes` remembers them)."""
+    if values.dtype.kind not in "biuf" or (values.ndim != 2 and name != "rewards"):
+        raise ValueError(f"{where}'s {name} have shape {values.shape} and type {values.dtype}: "
+                         "expected rows of numbers, one a step")  # fmt: skip
+    bad = np.argwhere(~np.isfinite(values.reshape(len(values), -1)))
+    if len(bad):
+        step, column = bad[0]
+        raise ValueError(f"{where}'s {name} hold {values.reshape(len(values), -1)[step, column]} "
+                         f"at step {step} (column {column}): not imported")  # fmt: skip
+    if name == "rewards":
+        return
+    first = sizes.setdefault(name, (where.rsplit(": ", 1)[-1], values.shape[1]))
+    if values.shape[1] != first[1]:
+        raise ValueError(f"{where}'s {name} are {values.shape[1]} wide and {first[0]}'s "
+                         f"{first[1]}: a file's demos are of one env, every one the same size")  # fmt: skip
 
 
 def load_demos_of(path: Path | str, env_id: str, env) -> DemoSet:

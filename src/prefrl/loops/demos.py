@@ -11,7 +11,8 @@
 - `import_d4rl_adroit`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
   scene each reset drew), turned into prefrl states;
 - `import_dapg_adroit`: the same people's demos as hand_dapg keeps them (reset state and
-  actions), replayed here to get their states.
+  actions), replayed here to get their states;
+- `import_maniskill2`: ManiSkill2's trajectory files, checked against the env they are for.
 
 A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
 judges an episode by its last step, so demos should end in a success that lasts). With `settle`
@@ -26,8 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from prefrl.data.demos import Demo, DemoSet
+from prefrl.data.demos import Demo, DemoSet, read_maniskill2
 from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs.registry import UnknownEnvError
 
 
 def _success(info: dict, env_id: str) -> bool:
@@ -362,6 +364,62 @@ def import_dapg_adroit(path: Path, env_id: str, hold: int | None = None,
     return DemoSet(env_id, demos, {"source": f"dapg:{Path(path).name}",
                                    "hold": "to the end" if hold is None else hold,
                                    "settle": settle, "left_out": left_out})  # fmt: skip
+
+
+def import_maniskill2(path: Path, env_id: str | None = None) -> DemoSet:
+    """ManiSkill2's trajectory files (`read_maniskill2`, which checks the file itself) as demos
+    of a prefrl env: `env_id`, or the file's own id where prefrl has such an env. Refused unless
+    that env restores states and its action, state and observation sizes are the file's;
+    trajectories without observations get the env's, made from their states. Trajectories that
+    never succeed are left out, and said so; a file with none that succeeds is refused."""
+    raw = read_maniskill2(path)
+    target = env_id or raw.env_id
+    try:
+        env = make_env(target, seed=0)
+    except UnknownEnvError:
+        if env_id is not None:
+            raise
+        raise ValueError(
+            f"{path} holds demos of {raw.env_id} (its .json's env_info.env_id), which is no env "
+            "prefrl has: give --env, the prefrl env whose states the file holds (e.g. your own "
+            "module:EnvId)"
+        ) from None
+    flag = f"--env {env_id}" if env_id else f"{target} (the file's env_info.env_id)"
+    try:
+        env.reset(seed=0)
+        if not env.restores_state:
+            raise ValueError(f"{flag} cannot restore a saved state: RFCL starts episodes from "
+                             "demo states")  # fmt: skip
+        sizes = {"actions": (raw.action_dim, env.action_dim),
+                 "states": (raw.state_dim, len(env.get_state()))}  # fmt: skip
+        if raw.obs_dim:
+            sizes["observations"] = (raw.obs_dim, env.obs_dim)
+        wrong = [(name, a, b) for name, (a, b) in sizes.items() if a != b]
+        if wrong:
+            held = " and ".join(f"{name} of size {a}" for name, a, _ in wrong)
+            wanted = " and ".join(f"{name} of size {b}" for name, _, b in wrong)
+            fix = "" if env_id else ": give --env, the prefrl env whose states the file holds"
+            raise ValueError(f"{path} holds {held}, where {flag} has {wanted}: these are demos "
+                             f"of another env{fix}")  # fmt: skip
+        demos = []
+        for demo in raw.demos:
+            if not raw.obs_dim:  # (ManiSkill2 files recorded without state observations)
+                observations = np.stack([env.set_state(state) for state in demo.states])
+                demo = Demo(demo.states, observations, demo.actions, demo.rewards, demo.success,
+                            demo.info)  # fmt: skip
+            demos.append(demo)
+    finally:
+        env.close()
+    kept = [d for d in demos if d.first_success is not None]
+    dropped = [d.info["episode"] for d in demos if d.first_success is None]
+    if not kept:
+        raise ValueError(f"{path}: none of its {len(demos)} trajectories succeeds (their success "
+                         "flags are all False): RFCL learns from demos that solve the task")  # fmt: skip
+    if dropped:
+        print(f"warning: {len(dropped)} of {len(demos)} trajectories of {path} never succeed "
+              f"(their success flags are all False), left out: {', '.join(dropped)}")  # fmt: skip
+    info = {**raw.info, "maniskill2_env": raw.env_id, "left_out": ", ".join(dropped) or None}
+    return DemoSet(target, kept, info)
 
 
 def _adroit_task(env_id: str, what: str) -> str:
