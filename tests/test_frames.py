@@ -376,3 +376,38 @@ def test_ppo_learns_from_preferences_on_frames(tmp_path):
     assert [r["labels/total"] for r in rows if "labels/total" in r][-1] == 8
     with pytest.raises(ValueError, match="--algo.*a2c or ppo"):
         replace_config(config, algo="sac")
+
+
+def test_resumes_and_flags_that_do_not_fit_are_refused_before_any_run_directory(tmp_path, capsys):
+    """A run resumed by another command names the command that made it; another env is named
+    before the settings that go with the run's env; --render-size 0 and an unknown game are
+    refused without leaving a run directory behind."""
+    from prefrl.cli import main
+
+    runs = tmp_path / "runs"
+    small = ["--segment-length", "5", "--initial-labels", "4", "--labels", "4", "--pool-size",
+             "8", "--runs-dir", str(runs), "--no-progress"]  # fmt: skip
+    assert main(["frames", "--preset", "movingdot", "--stop-after", "gather", "--name", "dot",
+                 *small]) == 0  # fmt: skip
+    capsys.readouterr()
+    run = runs / "dot"
+    assert main(["rl", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert f"that run was made by prefrl frames, not prefrl rl; resume it with prefrl frames " \
+           f"--resume {run}" in err and "unknown" not in err  # fmt: skip
+    assert main(["frames", "--resume", str(run), "--env", "atari:Pong"]) == 2
+    err = capsys.readouterr().err
+    assert f"--env atari:Pong: {run} was run with --env movingdot" in err
+    assert "network" not in err
+    with pytest.raises(SystemExit) as exit_info:  # (tyro's error box)
+        main(["frames", "--render-size", "0", "--name", "zero", *small])
+    assert exit_info.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--render-size=0 is invalid: expected a positive integer" in err
+    for command in (["rl", "--algo", "a2c"], ["frames"]):
+        assert main([*command, "--env", "atari:Breakot", "--name", "typo", "--runs-dir",
+                     str(runs)]) == 2  # fmt: skip
+        assert "atari:Breakot is not an Atari game ale-py knows; close: atari:Breakout" in (
+            capsys.readouterr().err
+        )
+    assert sorted(p.name for p in runs.iterdir()) == ["dot"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -31,7 +33,7 @@ def pop_option(args: list[str], flag: str) -> tuple[str | None, list[str]]:
 def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     """tyro over `cls`, starting from --preset NAME or, with --resume RUN, the run's own stored
     config (flags given on the command line override either)."""
-    from prefrl.rundir.config import config_from_dict
+    from prefrl.rundir.config import IDENTITY, check_same_identity, config_from_dict
 
     args = _renamed_flags(cls, args, prog)
     preset, args = pop_option(args, "--preset")
@@ -42,7 +44,11 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
             raise FileNotFoundError(
                 f"--resume {resume}: no config.json there (not a run directory)"
             )
-        base = config_from_dict(cls, json.loads(stored.read_text()))
+        data = json.loads(stored.read_text())
+        _check_resumable_here(cls, data, resume, prog)
+        given = {field: pop_option(args, f"--{field}")[0] for field in IDENTITY}
+        check_same_identity(resume, data, given)  # (before the stored config meets the flags)
+        base = config_from_dict(cls, data)
     elif preset is not None:
         if preset not in presets:
             raise LookupError(f"unknown --preset {preset!r}; known: {', '.join(presets)}")
@@ -57,6 +63,31 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
             f"they stand, override it):\n{listing}"
         )
     return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
+
+
+RESUMABLE = {  # the commands that resume a run, and their configs
+    "prefrl rl": "prefrl.loops.rl:RLConfig",
+    "prefrl frames": "prefrl.loops.frames_prefs:FramePreferenceConfig",
+    "prefrl train": "prefrl.loops.online_config:OnlineConfig",
+    "prefrl offline": "prefrl.loops.offline:OfflineConfig",
+    "prefrl rfcl": "prefrl.loops.rfcl:RFCLConfig",
+}
+
+
+def _check_resumable_here(cls, data: dict, resume: str, prog: str) -> None:
+    """A run another command made (its config has fields `cls` lacks) is refused naming that
+    command, not the fields."""
+    if set(data) <= _field_names(cls):
+        return
+    for command, where in RESUMABLE.items():
+        module, name = where.split(":")
+        if set(data) <= _field_names(getattr(importlib.import_module(module), name)):
+            raise ValueError(f"--resume {resume}: that run was made by {command}, not {prog}; "
+                             f"resume it with {command} --resume {resume}")  # fmt: skip
+
+
+def _field_names(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)} | set(getattr(cls, "RENAMED", {}))
 
 
 def _renamed_flags(cls, args: list[str], prog: str) -> list[str]:

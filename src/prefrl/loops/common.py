@@ -23,7 +23,7 @@ from prefrl.rundir.checkpoints import (
     usable_checkpoints,
     write_json,
 )
-from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.config import IDENTITY, check_same_identity, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import plot_learning_curve
 from prefrl.rundir.provenance import record_session
@@ -234,14 +234,8 @@ def check_resumed_identity(config) -> None:
     stored = Path(config.resume or "") / "config.json"
     if config.resume is None or not stored.is_file():
         return  # (a new run, or no run there: `open_run_dir` says which)
-    run = json.loads(stored.read_text())
-    for field in ("env", "algo"):
-        was, now = run.get(field), getattr(config, field, None)
-        if was is not None and now != was:
-            raise ValueError(
-                f"--{field} {now}: {config.resume} was run with --{field} {was}, and a resumed "
-                f"run keeps its {field}; leave out --{field}, or start a new run with it"
-            )
+    given = {field: getattr(config, field, None) for field in IDENTITY}
+    check_same_identity(config.resume, json.loads(stored.read_text()), given)
 
 
 def start_run(loop_factory, config, name: str):

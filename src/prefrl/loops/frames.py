@@ -19,7 +19,14 @@ from prefrl.agents.a2c import A2C, FrameRollout, bootstrap_truncated
 from prefrl.agents.frame_ppo import FramePPO
 from prefrl.envs import FrameVectorEnv, PixelEnv, make_pixel_env
 from prefrl.envs.pool import seeded
-from prefrl.loops.common import PeriodicTasks, TrainingLoop, run_name, start_run, stoppable
+from prefrl.loops.common import (
+    PeriodicTasks,
+    TrainingLoop,
+    check_resumed_identity,
+    run_name,
+    start_run,
+    stoppable,
+)
 from prefrl.loops.evaluate import EvalResult
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
@@ -128,6 +135,8 @@ def train_frames(config, loop_class=None):
     from prefrl.loops.rl import RLResult
 
     name = config.name or run_name(config.env, config.algo, config.seed)
+    check_resumed_identity(config)
+    make_pixel_env(config.env, seed=0).close()  # (a game that is not there: before any run dir)
     loop, metrics = start_run(loop_class or FrameRun, config, name)
     try:
         if not loop.begun:

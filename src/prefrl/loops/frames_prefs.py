@@ -110,7 +110,8 @@ class FramePreferenceConfig:
 
     def __post_init__(self) -> None:
         positive = ("steps", "segment_length", "pretrain_steps", "labels", "fit_every",
-                    "pool_size", "eval_interval", "eval_episodes", "log_interval")  # fmt: skip
+                    "pool_size", "eval_interval", "eval_episodes", "log_interval",
+                    "checkpoint_interval", "video_interval")  # fmt: skip
         check_fields(self, {
             "env": (is_pixel_env(self.env), PIXEL_ENVS),
             "algo": (self.algo in ("a2c", "ppo"), "a2c or ppo"),
@@ -119,6 +120,8 @@ class FramePreferenceConfig:
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
             "poll_seconds": (self.poll_seconds > 0, "> 0"),
             "env_workers": (self.env_workers >= 0, ">= 0 (0: step the envs in this process)"),
+            "render_size": (self.render_size > 0, "a positive integer (pixels)"),
+            "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
             "web_port": (0 < self.web_port < 65536, "a port number (1-65535)"),
             "initial_labels": (0 < self.initial_labels <= self.labels,
                                f"between 1 and --labels ({self.labels})"),

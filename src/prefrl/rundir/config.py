@@ -68,3 +68,19 @@ def check_fields(config: Any, checks: dict[str, tuple[bool, str]], label: str) -
             value = getattr(config, name)
             value = str(value) if isinstance(value, Path) else repr(value)
             raise ValueError(f"{prefix}{shown}={value} is invalid: expected {accepted}")
+
+
+IDENTITY = ("env", "algo")
+"""What a resumed run keeps: flags giving another value are refused."""
+
+
+def check_same_identity(resume: Path | str, stored: dict, given: dict) -> None:
+    """Refuse `given` values of `IDENTITY` fields (None: not given) that differ from the run's
+    `stored` config, naming both."""
+    for field in IDENTITY:
+        was, now = stored.get(field), given.get(field)
+        if was is not None and now is not None and now != was:
+            raise ValueError(
+                f"--{field} {now}: {resume} was run with --{field} {was}, and a resumed run "
+                f"keeps its {field}; leave out --{field}, or start a new run with it"
+            )
