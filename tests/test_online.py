@@ -7,8 +7,9 @@ import pytest
 
 from prefrl.agents import PPOConfig, SACConfig
 from prefrl.cli import main
-from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool
-from prefrl.feedback import ScheduleConfig, TeacherConfig
+from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
+from prefrl.data.segments import pair_keys
+from prefrl.feedback import ScheduleConfig, TeacherConfig, select_pairs
 from prefrl.loops.online import OnlineConfig, make_training_env, train_online
 from prefrl.loops.online_agents import absorbing_value
 from prefrl.reward import RewardConfig, load_reward_model
@@ -80,6 +81,25 @@ def test_checkpoint_holds_labels_model_and_a_relabelled_buffer(finished):
     np.testing.assert_allclose(buffer.reward[:n], expected, rtol=1e-4, atol=1e-4)
     loop = json.loads((ckpt / "loop.json").read_text())
     assert loop["step"] == 1500 and loop["requested"] == 80 and loop["fitted"]
+
+
+def test_no_pair_is_asked_twice_in_either_order(finished):
+    """Sessions of 20 from a pool of a few dozen segments, then 200 candidates a session for
+    disagreement: drawn at random, some pair came up twice."""
+    labels = PreferenceData.load(latest_checkpoint(finished.run_dir) / "labels.npz").arrays()
+    assert len(set(pair_keys(labels["id_left"], labels["id_right"]))) == 80
+
+
+def test_a_small_pool_gives_each_new_pair_once_then_runs_out():
+    pool = SegmentPool(capacity=10)
+    rec = SegmentRecorder(2)
+    for t in range(8):
+        rec.record(t, np.full(3, t, np.float32), np.zeros(1), 0.0, np.zeros(2))
+    pool.add(rec.end_episode(np.random.default_rng(0), 0))  # 4 segments: 6 pairs
+    asked = {(0, 1)}
+    left, right = select_pairs("uniform", pool, 10, np.random.default_rng(1), asked=asked)
+    keys = pair_keys(left.id, right.id)
+    assert len(keys) == 5 and len(set(keys)) == 5 and (0, 1) not in keys
 
 
 def test_resume_keeps_labels_model_buffer_and_agent(tmp_path):

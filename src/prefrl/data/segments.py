@@ -136,6 +136,13 @@ class SegmentRecorder:
         )
 
 
+def pair_keys(left_ids, right_ids) -> list[tuple[int, int]]:
+    """Each pair of segment ids as (smaller, larger): the same key in either order."""
+    left_ids, right_ids = np.asarray(left_ids), np.asarray(right_ids)
+    low, high = np.minimum(left_ids, right_ids), np.maximum(left_ids, right_ids)
+    return list(zip(low.tolist(), high.tolist(), strict=True))
+
+
 class SegmentPool:
     """The most recent `capacity` segments (a ring), from which query candidates are drawn."""
 
@@ -178,13 +185,49 @@ class SegmentPool:
             raise ValueError("the segment pool is empty")
         return self._data[(self.ptr - np.arange(min(n, self.size), 0, -1)) % self.capacity]
 
-    def sample_pairs(self, rng: np.random.Generator, n: int) -> tuple[Segments, Segments]:
-        """`n` random pairs of two different segments."""
+    def sample_pairs(
+        self, rng: np.random.Generator, n: int, exclude: set[tuple[int, int]] | None = None
+    ) -> tuple[Segments, Segments]:
+        """`n` random pairs of two different segments. With `exclude` (the `pair_keys` of pairs
+        asked before), no pair is one of those or drawn twice, in either order: fewer than `n`
+        come back when the pool has fewer such pairs."""
         if self.size < 2:
             raise ValueError(f"need at least 2 segments to make a pair, the pool has {self.size}")
+        left, right = self._draw(rng, n)
+        if exclude is not None:
+            left, right = self._new_pairs(rng, left, right, exclude)
+        return self._data[left], self._data[right]
+
+    def _draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
         left = rng.integers(0, self.size, n)
         right = (left + rng.integers(1, self.size, n)) % self.size  # never the same segment
-        return self._data[left], self._data[right]
+        return left, right
+
+    def _new_pairs(self, rng, left, right, exclude, rounds: int = 10):
+        """Redraw the repeats among pairs (pool indices) drawn: only they take more draws, so a
+        draw without repeats is the plain one. What redrawing does not find is looked for among
+        every pair the pool holds."""
+        ids = self._data.id
+        taken = set(exclude)
+        repeats = list(range(len(left)))  # (checked once each, then only the repeats)
+        for attempt in range(rounds + 1):
+            if attempt:
+                left[repeats], right[repeats] = self._draw(rng, len(repeats))
+            keys = pair_keys(ids[left[repeats]], ids[right[repeats]])
+            still = []
+            for i, key in zip(repeats, keys, strict=True):
+                if key in taken:
+                    still.append(i)
+                taken.add(key)
+            repeats = still
+            if not repeats:
+                return left, right
+        a, b = np.triu_indices(self.size, 1)
+        free = [j for j, key in enumerate(pair_keys(ids[a], ids[b])) if key not in taken]
+        found = rng.permutation(np.asarray(free, np.int64))[: len(repeats)]
+        left[repeats[: len(found)]], right[repeats[: len(found)]] = a[found], b[found]
+        keep = np.setdiff1d(np.arange(len(left)), repeats[len(found) :])
+        return left[keep], right[keep]
 
     def save(self, path: str | Path) -> None:
         data = self.all() if self.size else None

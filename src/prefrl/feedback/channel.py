@@ -37,6 +37,7 @@ class FeedbackChannel(Protocol):
     def has_unseen_labels(self) -> bool: ...
     def observe_episode(self, episode_return: float, length: int) -> None: ...
     def asked(self) -> int: ...
+    def asked_pairs(self) -> set[tuple[int, int]]: ...
     def next_query_id(self) -> int: ...
     def next_segment_id(self) -> int: ...
     def unanswered(self) -> int: ...
@@ -93,6 +94,10 @@ class StoreChannel:
     def asked(self) -> int:
         """Queries asked so far (not counting those dropped as stale)."""
         return self.store.query_count(self.run_id)
+
+    def asked_pairs(self) -> set[tuple[int, int]]:
+        """Segment ids of the pairs asked so far (any asked after the last checkpoint too)."""
+        return self.store.asked_pairs(self.run_id)
 
     def next_query_id(self) -> int:
         return self.store.next_query_key(self.run_id)
@@ -164,6 +169,9 @@ class InMemoryChannel:
 
     def asked(self) -> int:
         return self.count
+
+    def asked_pairs(self) -> set[tuple[int, int]]:
+        return set()  # (nothing outside the run's checkpoints remembers them)
 
     def next_query_id(self) -> int:
         return 0

@@ -1,8 +1,9 @@
 """Query selection: which pairs of segments to ask about.
 
-Each method draws `oversample` x n random candidate pairs from the pool and keeps the n it rates
-most informative (B-Pref): uniform keeps the first n; disagreement the largest std across
-ensemble members of P(right ≻ left); entropy the largest mean binary entropy of the members' P.
+Each method draws `oversample` x n random candidate pairs from the pool (none asked before, none
+twice) and keeps the n it rates most informative (B-Pref): uniform keeps the first n;
+disagreement the largest std across ensemble members of P(right ≻ left); entropy the largest mean
+binary entropy of the members' P.
 """
 
 from __future__ import annotations
@@ -29,13 +30,15 @@ def select_pairs(
     rng: np.random.Generator,
     model: RewardModel | None = None,
     oversample: int = 10,
+    asked: set[tuple[int, int]] | None = None,
 ) -> tuple[Segments, Segments]:
     """`n` pairs from the pool. Without a fitted model (the first queries) every method is
-    uniform."""
+    uniform. With `asked` (`pair_keys` of the pairs asked before), each pair is new and asked
+    once, in either order; fewer than `n` when the pool has fewer new pairs."""
     check_method(method)
     if method == "uniform" or model is None:
-        return pool.sample_pairs(rng, n)
-    left, right = pool.sample_pairs(rng, n * max(1, oversample))
+        return pool.sample_pairs(rng, n, asked)
+    left, right = pool.sample_pairs(rng, n * max(1, oversample), asked)
     probs = model.pair_probs(left.obs, left.action, right.obs, right.action)  # (M, C)
     if method == "disagreement":
         score = probs.std(0)

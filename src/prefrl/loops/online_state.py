@@ -18,6 +18,7 @@ import numpy as np
 
 from prefrl.agents import PPO, SAC
 from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
+from prefrl.data.segments import pair_keys
 from prefrl.envs import PrefrlEnv
 from prefrl.feedback import Query, Teacher, select_pairs
 from prefrl.feedback.channel import FeedbackChannel, InMemoryChannel, StoreChannel
@@ -80,6 +81,7 @@ class OnlineRun(TrainingLoop):
         # What the store already holds counts (a run stopped before its first checkpoint and
         # started again): questions are never asked twice, keys never reused.
         self.requested = self.feedback.asked()
+        self.asked_pairs = self.feedback.asked_pairs()
         self.next_query_id = self.feedback.next_query_id()
         self.recorder.next_id = self.feedback.next_segment_id()
         self.ask_due = False
@@ -96,24 +98,29 @@ class OnlineRun(TrainingLoop):
 
     # ------------------------------------------------------------------ feedback
     def ask(self) -> bool:
-        """Request the labels the schedule wants by now; False when they could not be asked
-        (fewer than 2 segments in the pool yet)."""
+        """Request the labels the schedule wants by now, each pair one never asked before;
+        False when not all could be asked (fewer than 2 segments in the pool yet, or too few
+        new pairs): the rest are asked when the pool has grown."""
         cfg = self.config
         wanted = cfg.schedule.wanted(self.step, cfg.first_query_step, cfg.steps)
-        n = wanted - self.requested
-        if n <= 0:
+        due = wanted - self.requested
+        if due <= 0:
             return True
         if len(self.pool) < 2:
             return False
         t0 = time.perf_counter()
         model = self.model if self.fitted else None
-        left, right = select_pairs(cfg.selection, self.pool, n, self.rng, model, cfg.oversample)
-        ids = self.next_query_id + np.arange(n)
-        self.next_query_id += n
-        self.requested += n
-        self.feedback.submit(Query(ids, left, right))
+        left, right = select_pairs(cfg.selection, self.pool, due, self.rng, model,
+                                   cfg.oversample, self.asked_pairs)  # fmt: skip
+        n = len(left)
+        if n:
+            self.asked_pairs.update(pair_keys(left.id, right.id))
+            ids = self.next_query_id + np.arange(n)
+            self.next_query_id += n
+            self.requested += n
+            self.feedback.submit(Query(ids, left, right))
         self.feedback_seconds += time.perf_counter() - t0
-        return True
+        return n == due
 
     def collect_answers(self) -> int:
         """Take the labels that arrived; returns how many."""
@@ -212,6 +219,7 @@ class OnlineRun(TrainingLoop):
                 "last_eval": self.last_eval,
                 "reward_metrics": self.reward_metrics,
                 "next_segment_id": self.recorder.next_id,
+                "asked_pairs": sorted(self.asked_pairs),
                 "rng": self.rng.bit_generator.state,
                 "teacher": self.feedback.state_dict(),
                 "intrinsic": self.intrinsic.state_dict(),
@@ -231,6 +239,8 @@ class OnlineRun(TrainingLoop):
         # twice) and their labels arrive through the channel like any others.
         self.feedback.load_state_dict(loop["teacher"])
         self.requested = max(loop["requested"], self.feedback.asked())
+        self.asked_pairs = {tuple(p) for p in loop.get("asked_pairs", [])}
+        self.asked_pairs |= self.feedback.asked_pairs()
         self.next_query_id = max(loop["next_query_id"], self.feedback.next_query_id())
         self.last_eval = loop["last_eval"]
         self.ask_due = loop.get("ask_due", False)

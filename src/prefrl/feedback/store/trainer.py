@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 from sqlalchemy import func, or_, select, update
+from sqlalchemy.orm import aliased
 
 from prefrl.data.segments import Label, Segments, load_segments, save_segments
 from prefrl.feedback.store.database import StoreBase
@@ -137,6 +138,20 @@ class TrainerSide(StoreBase):
         with self._session() as s:
             top = s.scalar(select(func.max(SegmentRow.key)).where(SegmentRow.run_id == run_id))
         return 0 if top is None else max(top + 1, 0)
+
+    def asked_pairs(self, run_id: int) -> set[tuple[int, int]]:
+        """The segment keys of every pair the run holds, (smaller, larger): a pair asked
+        once is not asked again, in either order."""
+        left, right = aliased(SegmentRow), aliased(SegmentRow)
+        with self._session() as s:
+            rows = s.execute(
+                select(left.key, right.key)
+                .select_from(QueryRow)
+                .join(left, QueryRow.left_id == left.id)
+                .join(right, QueryRow.right_id == right.id)
+                .where(QueryRow.run_id == run_id)
+            ).all()
+        return {(min(a, b), max(a, b)) for a, b in rows}
 
     def open_queries(self, run_id: int) -> list[StoredQuery]:
         with self._session() as s:
