@@ -185,7 +185,8 @@ def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path,
     resumed = offline.train_offline(dataclasses.replace(config, resume=run))
     assert not resumed.stopped and resumed.steps == 1000 and (run / "rewards.npy").exists()
     fit_rows = [r for r in read_metrics(run) if "reward_fit/train_loss" in r]
-    assert len(fit_rows) == 5  # every epoch once: the fit went on where it stopped
+    # every epoch once, named: the fit went on where it stopped
+    assert [r["reward_fit/epoch"] for r in fit_rows] == [1, 2, 3, 4, 5]
 
 
 # ------------------------------------------------------------------------------------ the CLI
@@ -325,7 +326,7 @@ def test_collect_datasets_from_a_sac_run(tmp_path):
 
 def test_the_medium_policy_is_chosen_among_every_kept_checkpoint(tmp_path, capsys):
     """Checkpoints the SAC run kept but did not evaluate are evaluated, not passed over."""
-    from prefrl.loops.datasets import choose_medium
+    from prefrl.loops.datasets import choose_medium, eval_returns
     from prefrl.loops.rl import RLConfig, train_rl
 
     config = RLConfig(
@@ -339,6 +340,13 @@ def test_the_medium_policy_is_chosen_among_every_kept_checkpoint(tmp_path, capsy
     assert "evaluating 2 checkpoint(s) the run did not evaluate: steps [500, 1000]" in (
         capsys.readouterr().out
     )
+    # None near halfway: a run that kept every checkpoint is told to keep them more often.
+    final = eval_returns(run)[1500]
+    with pytest.raises(ValueError, match="none near") as refused:
+        choose_medium(run, random_return=final - 1e6)
+    assert "kept every checkpoint (every 500 steps)" in str(refused.value)
+    assert "--checkpoint-interval" in str(refused.value)
+    assert "--keep-checkpoints" not in str(refused.value)
 
 
 def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):

@@ -18,6 +18,7 @@ the run's final deterministic evaluation (`ref_max_score`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,10 +107,24 @@ def choose_medium(run_dir: Path, random_return: float, step: int | None = None) 
                 f"{run_dir} has checkpoints at steps {sorted(usable)} (returns "
                 f"{[round(evals[s], 1) for s in sorted(usable)]}), none near {target:.1f}, "
                 f"halfway from the random policy's {random_return:.1f} to the final "
-                f"{final:.1f}; keep more checkpoints in the SAC run (--keep-checkpoints 0 keeps "
-                "every one) or pass --medium-step"
+                f"{final:.1f}; {_more_checkpoints(run_dir)}, or pass --medium-step (one of "
+                "those steps)"
             )
     return MediumChoice(usable[chosen], chosen, evals[chosen], final)
+
+
+def _more_checkpoints(run_dir: Path) -> str:
+    """How a SAC run like this one would keep a checkpoint nearer the middle."""
+    try:
+        config = json.loads((run_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    if config.get("keep_checkpoints") == 0:
+        interval = config.get("checkpoint_interval")
+        every = f" (every {interval:,} steps)" if isinstance(interval, int) else ""
+        return (f"the run kept every checkpoint{every}: train it again with a smaller "
+                "--checkpoint-interval")  # fmt: skip
+    return "keep more checkpoints in the SAC run (--keep-checkpoints 0 keeps every one)"
 
 
 def rollouts(env_id: str, policy, steps: int, seed: int, label: str) -> OfflineDataset:

@@ -260,7 +260,8 @@ class OfflineRun(TrainingLoop):
 
         def on_epoch(epoch, row):
             if epoch % max(1, model_cfg.epochs // 20) == 0 or epoch == model_cfg.epochs:
-                metrics.log(0, {f"reward_fit/{k}": v for k, v in row.items() if k != "epoch"})
+                # (at IQL's step 0, before which the fit runs; its own axis is reward_fit/epoch)
+                metrics.log(0, {f"reward_fit/{k}": v for k, v in row.items()})
                 shown = ", ".join(f"{k} {v:.3f}" for k, v in row.items() if k != "epoch")
                 progress.say(f"  epoch {epoch}: {shown}")
 
