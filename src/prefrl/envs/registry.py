@@ -26,7 +26,7 @@ from prefrl.envs.backends import (
 from prefrl.envs.frames import PixelEnv
 from prefrl.envs.maze import LAYOUTS, PointMaze
 from prefrl.envs.toy import PointFree, PointReach
-from prefrl.envs.wrapper import PrefrlEnv
+from prefrl.envs.wrapper import STATE_ENVS, PrefrlEnv, check_action_space
 
 
 class UnknownEnvError(ValueError):
@@ -268,6 +268,28 @@ def _unknown(env_id: str, why: str, family: str | None = None) -> UnknownEnvErro
     return UnknownEnvError(f"unknown environment {env_id!r} ({why}). {known}.{hint}")
 
 
+def _unsupported(env_id: str) -> UnknownEnvError:
+    """One of Gymnasium's own envs that prefrl cannot drive: what it has (its action space, read
+    from an env made for the purpose), and what prefrl needs."""
+    try:
+        env = gym.make(env_id.split(":", 1)[-1])
+        space = env.action_space
+        env.close()
+    except Exception:  # noqa: BLE001 (e.g. Box2D is not installed: said without the space)
+        return UnknownEnvError(
+            f"{env_id!r} is not an env prefrl can drive: it needs continuous actions (a Box "
+            f"space) and a state it can save and restore, as in {STATE_ENVS}"
+        )
+    try:
+        check_action_space(env_id, space)
+    except ValueError as e:
+        return UnknownEnvError(str(e))
+    return UnknownEnvError(
+        f"{env_id!r} has continuous actions, but prefrl cannot save and restore its state (clips "
+        f"are rendered from saved states); it can in {STATE_ENVS}"
+    )
+
+
 def is_pixel_env(env_id: str) -> bool:
     """Whether `env_id` names an env of frames and discrete actions: `movingdot`, `atari:Game`."""
     return env_id == "movingdot" or env_id.startswith("atari:")
@@ -314,7 +336,7 @@ def resolve(env_id: str) -> tuple[str, str]:
     if env_id not in gym.registry:
         raise _unknown(env_id, "not a Gymnasium id")
     if _gym_kind(gym.spec(env_id)) is None:
-        raise _unknown(env_id, "a Gymnasium id without continuous actions or restorable state")
+        raise _unsupported(env_id)
     return "gymnasium", env_id
 
 
@@ -337,9 +359,8 @@ def _resolve_module_id(env_id: str) -> tuple[str, str]:
         raise _unknown(env_id, f"its module cannot be imported: {e}") from None
     if name not in gym.registry:
         raise _unknown(env_id, f"{module} registers no {name!r} with gymnasium.register")
-    spec = _spec(env_id)
-    if _gym_kind(spec) is None:
-        raise _unknown(env_id, "a Gymnasium id without continuous actions or restorable state")
+    if _gym_kind(_spec(env_id)) is None:
+        raise _unsupported(env_id)
     return "gymnasium", env_id
 
 

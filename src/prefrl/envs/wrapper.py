@@ -15,6 +15,20 @@ def flatten_observation(obs: Any) -> np.ndarray:
     return np.asarray(obs, np.float32).reshape(-1)
 
 
+STATE_ENVS = "Hopper-v5 and Gymnasium's other MuJoCo envs, Pendulum-v1, dmc:*, toy:*"
+"""Examples of what prefrl's state-based workflows take, for errors about what they do not."""
+
+
+def check_action_space(env_id: str, space) -> None:
+    """prefrl's state-based agents act with vectors of numbers: refuse any other action space,
+    naming it."""
+    if not isinstance(space, gym.spaces.Box):
+        raise ValueError(  # noqa: TRY004 (a bad env id, reported like other bad ids)
+            f"{env_id!r} has {space} actions; prefrl's agents need continuous actions (a Box "
+            f"space), as in {STATE_ENVS}"
+        )
+
+
 class PrefrlEnv(gym.Wrapper):
     """The environment every prefrl loop sees.
 
@@ -29,11 +43,7 @@ class PrefrlEnv(gym.Wrapper):
     ):
         super().__init__(env)
         self._render_enabled = render
-        if not isinstance(env.action_space, gym.spaces.Box):
-            raise ValueError(  # noqa: TRY004 (a bad env id, reported like other bad ids)
-                f"{env_id!r} has a {type(env.action_space).__name__} action space; "
-                "prefrl's continuous-control agents need a Box action space"
-            )
+        check_action_space(env_id, env.action_space)
         self.env_id = env_id
         self.backend = backend
         low = np.asarray(env.action_space.low, np.float64)
