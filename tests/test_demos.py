@@ -136,8 +136,10 @@ def test_the_demos_command_scripts_checks_and_renders(tmp_path, capsys):
     assert "\nfrom reset seeds 0, 1\n" in printed
     assert main(["demos", "check", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "2 of 2 demos still succeed" in printed
-    assert re.search(r"demo 1: \d+ steps, .* keeps success for \d+\+? steps with the last", printed)
+    assert "2 of 2 demos end in success both by their stored flags and replayed here" in printed
+    assert re.search(r"demo 1: \d+ steps; stored flags: success at the end; replayed here: "
+                     r"success at the end .* keeps success for \d+\+? steps with the last",
+                     printed)  # fmt: skip
     assert main(["demos", "check", str(out), "--hold-horizon", "0"]) == 2
     assert "--hold-horizon 0 is invalid: expected an integer >= 1" in capsys.readouterr().err
     video = tmp_path / "d.mp4"

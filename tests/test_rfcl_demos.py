@@ -47,11 +47,13 @@ def test_demos_that_no_longer_succeed_on_replay_are_left_out(tmp_path, demo_file
     kept = load_demos(config, _maze())
     assert len(kept) == 1 and np.array_equal(kept[0].states[0], stale.demos[1].states[0])
     out = capsys.readouterr().out
-    assert "warning: demo 0 of" in out and "no longer succeeds" in out and "demo 1" not in out
+    assert "demo 1" not in out and re.search(
+        r"warning: demo 0 of .*: stored flags: success at the end; replayed here: no success at "
+        r"the end \(states differ by up to .*\); left out", out)  # fmt: skip
     stale.demos[1].actions[:] = 0.0
     stale.save(tmp_path / "stale-all")
-    with pytest.raises(ValueError, match="none of the demos of .* ends in success, as stored and "
-                       "replayed here"):  # fmt: skip
+    with pytest.raises(ValueError, match="none of the demos of .* ends in success both by its "
+                       "stored success flags and replayed here"):  # fmt: skip
         train_rfcl(_config(tmp_path, tmp_path / "stale-all"))
     assert not (tmp_path / "runs").exists()
 
@@ -73,3 +75,27 @@ def test_demos_ending_where_success_slips_away_are_named(tmp_path, demo_file, ca
     out = capsys.readouterr().out
     assert re.search(r"warning: demo 1 of .* keeps success for", out)
     assert not re.search(r"warning: demo 0 of .* keeps success for", out)
+
+
+def test_demos_check_and_rfcl_count_the_same_demos_and_say_by_what(tmp_path, demo_file,
+                                                                   capsys):  # fmt: skip
+    """Stored flags all False while the replayed states reach the goal: `prefrl demos check`
+    and `prefrl rfcl` both refuse the demos, each saying what the stored flags and the replay
+    say (the check once counted the replay alone, RFCL both)."""
+    from prefrl.cli import main
+
+    stale = DemoSet.load(demo_file)
+    for demo in stale.demos:
+        demo.success[:] = False
+    stale.save(tmp_path / "flags")
+    assert main(["demos", "check", str(tmp_path / "flags")]) == 1
+    out = capsys.readouterr().out
+    both = "stored flags: no success at the end; replayed here: success at the end"
+    assert out.count(both) == 2
+    assert "0 of 2 demos end in success both by their stored flags and replayed here" in out
+    assert main(["rfcl", "--demos", str(tmp_path / "flags"), "--runs-dir",
+                 str(tmp_path / "runs"), "--name", "r"]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out.count(f": {both}; left out") == 2
+    assert f"demo 0: {both}\n  demo 1: {both}\n(`prefrl demos check" in captured.err
+    assert not (tmp_path / "runs").exists()

@@ -126,9 +126,11 @@ class ManiSkillArgs:
 
 @dataclass(frozen=True)
 class CheckArgs:
-    """Replay each demo from its first state: which still succeed, and how long each end holds.
+    """Replay each demo: which end in success (stored flags, replayed), how long each end holds.
 
-    A demo's end holds while its last state keeps success with the last action held."""
+    A demo counts when it ends in success both by its stored flags and replayed here (as
+    `prefrl rfcl` takes demos). Its end holds while its last state keeps success with the last
+    action held."""
 
     demos: Annotated[Path, tyro.conf.Positional]
     """The demo folder."""
@@ -222,12 +224,12 @@ def cmd_demos(args: list[str]) -> int:
         checks = make.check_demos(demos, opts.env, horizon=opts.hold_horizon)
         for c in checks:
             held = f"{c.holds}+" if c.holds == opts.hold_horizon else str(c.holds)
-            print(f"demo {c.index}: {c.steps} steps, replayed: "
-                  f"{'success' if c.success_at_end else 'FAILS'} at the end "
-                  f"(largest state difference {c.max_state_error:.2g}); its last state keeps "
-                  f"success for {held} steps with the last action held")  # fmt: skip
-        good = sum(c.success_at_end for c in checks)
-        print(f"{good} of {len(checks)} demos still succeed")
+            print(f"demo {c.index}: {c.steps} steps; {c.ends} (largest state difference "
+                  f"{c.max_state_error:.2g}); its last state keeps success for {held} steps with "
+                  "the last action held")  # fmt: skip
+        good = sum(c.usable for c in checks)
+        print(f"{good} of {len(checks)} demos end in success both by their stored flags and "
+              "replayed here: `prefrl rfcl` uses those")  # fmt: skip
         return 0 if good == len(checks) else 1
     else:
         demos = DemoSet.load(opts.demos)

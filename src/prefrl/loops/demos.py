@@ -167,6 +167,26 @@ class DemoCheck:
     holds: int
     """Steps the demo's last state keeps success with its last action held (at most the
     horizon asked for)."""
+    stored_success: bool = True
+    """The demo's own success flag at its last step, as the file stores it."""
+
+    @property
+    def usable(self) -> bool:
+        """Ends in success both as stored and replayed: the demos `prefrl rfcl` takes."""
+        return self.stored_success and self.success_at_end
+
+    @property
+    def ends(self) -> str:
+        """How it ends by each of the two: its stored success flags, its replay here."""
+        return ends_in(self.stored_success, self.success_at_end)
+
+
+def ends_in(stored: bool, replayed: bool | None) -> str:
+    """A demo's end as its stored success flags and (None: no actions to replay) its replay
+    say it."""
+    words = {True: "success", False: "no success", None: "no actions to replay"}
+    return f"stored flags: {words[stored]} at the end; replayed here: {words[replayed]}" + (
+        " at the end" if replayed is not None else "")  # fmt: skip
 
 
 def success_hold(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, horizon: int) -> int:
@@ -185,9 +205,10 @@ def success_hold(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, horizon:
 
 def check_demos(demos: DemoSet, env_id: str | None = None, env: PrefrlEnv | None = None,
                 horizon: int = 50) -> list[DemoCheck]:  # fmt: skip
-    """Replay every demo's actions from its first state; whether each still ends in success,
-    and how long its last state holds success (`success_hold`, up to `horizon` steps). In `env`
-    (an env of the demos' id, left open) where given, else in one made here."""
+    """Replay every demo's actions from its first state; whether each still ends in success
+    (beside whether its stored flags say it does), and how long its last state holds success
+    (`success_hold`, up to `horizon` steps). In `env` (an env of the demos' id, left open)
+    where given, else in one made here."""
     env_id = env_id or demos.env_id
     if env_id != demos.env_id:
         raise ValueError(f"the demos are of {demos.env_id}, not {env_id}")
@@ -211,7 +232,7 @@ def check_demos(demos: DemoSet, env_id: str | None = None, env: PrefrlEnv | None
                 error = max(error, float(np.abs(env.get_state() - demo.states[t + 1]).max()))
                 success = _success(info, env_id)
             holds = success_hold(env, demo.states[-1], demo.actions[-1], horizon)
-            out.append(DemoCheck(i, len(demo), success, error, holds))
+            out.append(DemoCheck(i, len(demo), success, error, holds, demo.ends_in_success))
     finally:
         if owned:
             env.close()

@@ -11,7 +11,7 @@ import numpy as np
 from prefrl.data.demos import DemoSet, load_demos_of
 from prefrl.envs import PrefrlEnv
 from prefrl.loops.curriculum import time_limit
-from prefrl.loops.demos import check_demos, success_hold
+from prefrl.loops.demos import check_demos, ends_in, success_hold
 
 if TYPE_CHECKING:
     from prefrl.loops.rfcl import RFCLConfig
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
     """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
-    success (as stored and, where they have actions, replayed in `env`), each cut
-    `trim_success` steps after its first success."""
+    success both by their stored flags and, where they have actions, replayed in `env` (what
+    `prefrl demos check` counts), each cut `trim_success` steps after its first success."""
     if not env.restores_state:
         raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
                          "from demo states")  # fmt: skip
@@ -36,15 +36,16 @@ def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
     chosen = demos.demos[: config.num_demos]
     replayed = (check_demos(DemoSet(demos.env_id, chosen, demos.info), env=env)
                 if demos.has_actions else None)  # fmt: skip
-    kept = []
+    kept, ends = [], []
     for i, demo in enumerate(chosen):
-        if not demo.ends_in_success:
-            print(f"warning: demo {i} of {config.demos} does not end in success; left out")
-            continue
-        if replayed is not None and not replayed[i].success_at_end:
-            print(f"warning: demo {i} of {config.demos} no longer succeeds with its actions "
-                  f"replayed here (states differ by up to {replayed[i].max_state_error:.2g}; "
-                  "`prefrl demos check`); left out")  # fmt: skip
+        check = replayed[i] if replayed is not None else None
+        how = check.ends if check else ends_in(demo.ends_in_success, None)
+        if check and not check.success_at_end:
+            how += f" (states differ by up to {check.max_state_error:.2g})"
+        ends.append(f"demo {i}: {how}")
+        if not (check.usable if check else demo.ends_in_success):
+            print(f"warning: demo {i} of {config.demos}: {how}; left out (RFCL takes demos "
+                  "that end in success both ways)")  # fmt: skip
             continue
         end = min(len(demo), demo.first_success + config.trim_success)
         kept.append(dataclasses.replace(
@@ -55,8 +56,10 @@ def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
         if demo.actions is not None:
             _warn_if_slipping(config, env, i, kept[-1])
     if not kept:
-        raise ValueError(f"none of the demos of {config.demos} ends in success, as stored "
-                         "and replayed here (`prefrl demos check`)")  # fmt: skip
+        listed = "".join(f"\n  {e}" for e in ends)
+        check = f"\n(`prefrl demos check {config.demos}` says the same)" if replayed else ""
+        raise ValueError(f"none of the demos of {config.demos} ends in success both by its "
+                         f"stored success flags and replayed here:{listed}{check}")  # fmt: skip
     return DemoSet(demos.env_id, kept, demos.info)
 
 
