@@ -290,7 +290,7 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
         FinetuneConfig(pairs="pairs")
 
 
-def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
+def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""
     from conftest import short_sac_run
@@ -441,6 +441,35 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch):
     assert summary["start_return_mean"] == pytest.approx(np.mean(summary["start_returns"]))
     assert summary["eval/return_mean"] == pytest.approx(np.mean(summary["finetuned_returns"]))
     assert main(["rate", str(out), "--rater", "obs:99"]) == 2  # toy observations have 6 dims
+    # A person's ratings beside a scripted rater's: `rate` says what the run holds, `finetune`
+    # whose ratings it trains on, and takes a choice of raters.
+    with FeedbackStore(out) as store:
+        person = store.annotator(store.add_annotator("local"))[0]
+        for seg, value in zip(store.segment_ids(store.run_id(run_uid(out)))[:3], (10, 50, 90)):
+            store.add_rating(seg, value, source="web", annotator_id=person)
+    capsys.readouterr()
+    assert main(["rate", str(out), "--rater", "return"]) == 0
+    said = capsys.readouterr().out
+    assert "already holds ratings: local 3, scripted:low-action 6" in said
+    assert "they replace those of scripted:low-action 6" in said
+    assert "it now holds ratings: local 3, scripted:return 6" in said and "--raters" in said
+    cli_cpl = ["finetune", "--policy", str(run), "--ratings", str(out), "--steps", "10",
+               "--eval-episodes", "1", "--runs-dir", str(tmp_path), "--no-progress"]  # fmt: skip
+    assert main([*cli_cpl, "--name", "mixed"]) == 0
+    said = capsys.readouterr().out
+    assert f"ratings of {out}: local 3, scripted:return 6: every rater's" in said
+    assert main([*cli_cpl, "--name", "local-only", "--raters", "local"]) == 0
+    said = capsys.readouterr().out
+    assert f"ratings of {out}: local 3; left out (not among the raters chosen): " in said
+    assert "scripted:return 6" in said and "CPL on 3 pairs" in said
+    summary = json.loads((tmp_path / "local-only" / "summary.json").read_text())
+    assert summary["raters"] == ["local"] and summary["ratings_by_rater"] == {"local": 3}
+    assert main([*cli_cpl, "--name", "nobody", "--raters", "local", "nope"]) == 2
+    assert "holds no ratings by 'nope'; its ratings per rater: local 3, scripted:return 6" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "nobody").exists()
+    assert FinetuneConfig(raters="local").raters == ("local",)  # one rater, named in Python
     siblings_cmd = ["collect", "--checkpoints", str(ckpts[-1]), "--out", str(tmp_path / "sib")]
     assert main([*siblings_cmd, "--noise", "0", "--siblings", "2"]) == 2  # siblings need noise
     assert not (tmp_path / "sib").exists()

@@ -74,7 +74,13 @@ class RateArgs:
 
 
 def cmd_rate(args: list[str]) -> int:
+    from prefrl.feedback.raters import ratings_held
+    from prefrl.feedback.ratings import per_rater
+
     opts = tyro.cli(RateArgs, args=args, prog="prefrl rate")
+    before = ratings_held(opts.run_dir)
+    if before:
+        print(f"{opts.run_dir} already holds ratings: {per_rater(before)}")
     if opts.rater == "terminal":
         from prefrl.feedback.store import FeedbackStore, run_info
         from prefrl.feedback.terminal import rate_in_terminal
@@ -88,9 +94,21 @@ def cmd_rate(args: list[str]) -> int:
         except KeyboardInterrupt:
             return 0
         print(f"{n} clips of {opts.run_dir} rated")
-        return 0
-    from prefrl.feedback.raters import rate_scripted
+    else:
+        from prefrl.feedback.raters import rate_scripted
 
-    n = rate_scripted(opts.run_dir, opts.rater, opts.noise, opts.seed)
-    print(f"{n} segments of {opts.run_dir} rated by the scripted {opts.rater} rater")
+        n = rate_scripted(opts.run_dir, opts.rater, opts.noise, opts.seed)
+        print(f"{n} segments of {opts.run_dir} rated by the scripted {opts.rater} rater")
+        replaced = {who: k for who, k in before.items() if who.startswith("scripted:")
+                    and who != f"scripted:{opts.rater}"}  # fmt: skip
+        if replaced:
+            print(f"they replace those of {per_rater(replaced)} (a run keeps one scripted "
+                  "rater's ratings)")  # fmt: skip
+    after = ratings_held(opts.run_dir)
+    if len(after) > 1:
+        print(
+            f"it now holds ratings: {per_rater(after)}; `prefrl finetune` trains on every "
+            "rater's (a segment rated by several counts with their mean rating) unless "
+            "--raters chooses"
+        )
     return 0

@@ -7,6 +7,7 @@ combination of names (`A+w*B`, `A@B/N`); `segment_scores` says what each means.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import jax
@@ -140,8 +141,17 @@ def _piano_scores(segments: Segments, rater: str, env_id: str | None) -> np.ndar
     return scores.mean(1) if rater == "piano-f1" else scores.sum(1)
 
 
+def ratings_held(run_dir: Path) -> dict[str, int]:
+    """How many ratings a rating run holds per rater (a person's name, or scripted:NAME)."""
+    run = run_info(run_dir)
+    with FeedbackStore(run.store, create=False) as store:
+        rows = store.ratings(store.run_id(run.uid, create=False))
+    return dict(Counter(str(who) for _, _, who in rows))
+
+
 def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:
-    """Rate every segment of a rating run with a scripted rater; returns how many."""
+    """Rate every segment of a rating run with a scripted rater, beside people's ratings and in
+    place of another scripted rater's; returns how many."""
     run = run_info(run_dir)
     with FeedbackStore(run.store, create=False) as store:
         run_id = store.run_id(run.uid, create=False)

@@ -26,6 +26,11 @@ def parse_rating(value) -> int:
     return int(number)
 
 
+def per_rater(counts: dict[str, int]) -> str:
+    """Ratings per rater, as people read them: "local 10, scripted:low-action 12"."""
+    return ", ".join(f"{who} {n}" for who, n in sorted(counts.items())) or "none"
+
+
 class RatedPairs(NamedTuple):
     left: np.ndarray  # (P,) segment ids
     right: np.ndarray  # (P,) segment ids

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,7 +23,7 @@ import numpy as np
 
 from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
 from prefrl.data.segments import LABEL_TARGET, Label
-from prefrl.feedback.ratings import ratings_to_pairs
+from prefrl.feedback.ratings import per_rater, ratings_to_pairs
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.loops.common import config_with, open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
@@ -30,6 +31,7 @@ from prefrl.loops.policies import LoadedPolicy, load_policy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
+from prefrl.rundir.progress import TrainingProgress
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class CPLRun:
     seed: int = 0
     name: str | None = None
     runs_dir: Path = Path("runs")
+    progress: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks(), "--")
@@ -74,7 +77,16 @@ class FinetuneConfig(CPLRun):
     pairs: Literal["all", "siblings"] = "all"
     """Which rated segments are compared: every pair, or only siblings (segments collected
     with `--siblings` from one start state, which differ by their actions alone)."""
+    raters: tuple[str, ...] = ()
+    """Train on these raters' ratings alone (named as `prefrl rate` lists them: a person's
+    name, e.g. local, or scripted:NAME); empty: every rater's, a segment rated by several
+    counting with their mean rating."""
     cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.raters, str):  # (one rater, named in Python)
+            object.__setattr__(self, "raters", (self.raters,))
+        super().__post_init__()
 
     def checks(self) -> dict[str, tuple[bool, str]]:
         return {**super().checks(), "pairs": (self.pairs in ("all", "siblings"), "all or siblings")}
@@ -90,10 +102,12 @@ class FinetuneResult:
 
 
 def load_rated_pairs(
-    ratings_dir: Path, env_id: str, obs_dim: int, action_dim: int, pairs: str = "all"
-):
-    """(left segments, right segments, labels, provenance) from a rating run's ratings:
-    every pair (`pairs="all"`) or pairs of siblings alone (`"siblings"`)."""
+    ratings_dir: Path, env_id: str, obs_dim: int, action_dim: int, pairs: str = "all",
+    raters: tuple[str, ...] = (),
+):  # fmt: skip
+    """(left segments, right segments, labels, provenance) from a rating run's ratings (those
+    of `raters` alone, where given): every pair (`pairs="all"`) or pairs of siblings alone
+    (`"siblings"`)."""
     run = run_info(ratings_dir)
     if run.env != env_id:
         raise ValueError(
@@ -105,6 +119,14 @@ def load_rated_pairs(
         rows = store.ratings(run_id)
         if not rows:
             raise ValueError(f"{ratings_dir} holds no ratings yet (rate its clips first)")
+        held = Counter(str(who) for _, _, who in rows)
+        if unknown := [r for r in raters if r not in held]:
+            raise ValueError(
+                f"{ratings_dir} holds no ratings by {', '.join(map(repr, unknown))}; its "
+                f"ratings per rater: {per_rater(held)}"
+            )
+        if raters:
+            rows = [row for row in rows if str(row[2]) in raters]
         seg_ids, values, who = zip(*rows, strict=True)
         families = None
         if pairs == "siblings":
@@ -118,8 +140,23 @@ def load_rated_pairs(
             f"the rated segments have obs/action sizes {left.obs.shape[-1]}/"
             f"{left.action.shape[-1]}; the policy takes {obs_dim}/{action_dim}"
         )
-    sources = sorted({str(w) for w in who})
-    return left, right, rated.labels, {"raters": sources, "ratings": len(rows), "paired": pairs}
+    used = Counter(str(w) for w in who)
+    return left, right, rated.labels, {
+        "raters": sorted(used), "ratings_by_rater": dict(used), "ratings": len(rows),
+        "raters_left_out": dict(held - used), "paired": pairs,
+    }  # fmt: skip
+
+
+def say_raters(provenance: dict, ratings_dir: Path, chosen: bool) -> str:
+    """Whose ratings a CPL run trains on, and those it leaves out: said before it starts."""
+    used, left_out = provenance["ratings_by_rater"], provenance["raters_left_out"]
+    line = f"ratings of {ratings_dir}: {per_rater(used)}"
+    if left_out:
+        return f"{line}; left out (not among the raters chosen): {per_rater(left_out)}"
+    if len(used) > 1 and not chosen:
+        return (f"{line}: every rater's, a segment rated by several counting with their mean "
+                "rating (raters, --raters on the command line, chooses)")  # fmt: skip
+    return line
 
 
 class CPLFinetuner:
@@ -156,19 +193,23 @@ def finetune(config: FinetuneConfig) -> FinetuneResult:
     loaded = load_policy(config.policy)
     sac, env_id = loaded.sac, loaded.config.env
     left, right, labels, provenance = load_rated_pairs(
-        config.ratings, env_id, sac.obs_dim, sac.action_dim, config.pairs
+        config.ratings, env_id, sac.obs_dim, sac.action_dim, config.pairs, config.raters
     )
+    print(say_raters(provenance, config.ratings, bool(config.raters)), flush=True)
     name = config.name or run_name(env_id, "cpl", config.seed)
     run_dir = open_run_dir(None, config.runs_dir, name)
     write_json(run_dir / "config.json", config_to_dict(config))
     metrics = MetricsLogger(run_dir)
+    progress = TrainingProgress(config.steps, 0, enabled=config.progress)
     try:
-        return _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
+        with progress:
+            return _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance,
+                             progress)  # fmt: skip
     finally:
         metrics.close()
 
 
-def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance):
+def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance, progress):
     sac = loaded.sac
     data = pair_arrays(left.obs, left.action, right.obs, right.action, labels)
     rng = np.random.default_rng([config.seed, 21])
@@ -184,12 +225,15 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance)
     start_eval = evaluated(original)  # (with the env's own figures: the piano's key-press F1)
     start = start_eval.returns
     metrics.log(0, {"eval/return_mean": float(start.mean()), "eval/return_std": float(start.std())})
+    progress.update(0, last_eval=float(start.mean()))
     params = train_cpl(
         cpl, original, original, data, train, val, config.steps, config.log_interval,
         rng, metrics, on_nan=lambda p, step: save_actor(run_dir, loaded, p, step),
+        progress=progress.update,
     )  # fmt: skip
     final_eval = evaluated(params)
     final = final_eval.returns
+    progress.update(config.steps, last_eval=float(final.mean()))
     for env in envs:
         env.close()
     summary = {

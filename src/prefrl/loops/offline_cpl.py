@@ -60,7 +60,6 @@ class OfflineCPLConfig(CPLRun):
     """Behaviour-cloning steps on the whole dataset before CPL (0: start from a random policy)."""
     bc_lr: float = 3e-4
     bc_batch_size: int = 256
-    progress: bool = True
 
     def checks(self) -> dict[str, tuple[bool, str]]:
         return {
