@@ -40,10 +40,30 @@ def run(tmp_path):
         run_id = store.run_id(run_dir.name, env="movingdot")
         store.add_queries(run_id, run_dir, range(3), Segments.concatenate(clips[:3]),
                           Segments.concatenate(clips[3:6]))  # fmt: skip
-        renderer = make_clip_renderer("movingdot", size=210)
+        renderer = make_clip_renderer("movingdot")
         render_pending(store, run_id, run_dir, renderer, queue=5, pairs=True)
         renderer.close()
     return run_info(run_dir)
+
+
+def test_clips_show_each_pixel_as_a_sharp_block(run):
+    """Clips are enlarged by a whole factor (the 210x160 screen to 420x320 at the default size)
+    with nearest neighbour: each screen pixel a uniform 2x2 block, the 4x4 dot 8x8, sharp."""
+    import av
+
+    paths = sorted((run.run_dir / "clips").glob("seg*.mp4"))
+    assert len(paths) == 6
+    for path in paths:
+        with av.open(str(path)) as f:
+            assert (f.streams.video[0].width, f.streams.video[0].height) == (320, 420)
+            frames = [x.to_ndarray(format="rgb24").astype(int) for x in f.decode(video=0)]
+        assert len(frames) == 20  # (5 steps x 4 emulator frames)
+        for frame in frames:
+            blocks = frame.reshape(210, 2, 160, 2, 3)
+            assert (blocks.max((1, 3)) - blocks.min((1, 3))).max() <= 16  # (H.264's noise)
+            rows, cols = np.nonzero(frame.min(-1) > 128)
+            assert np.ptp(rows) + 1 == 8 and np.ptp(cols) + 1 == 8
+            assert rows.min() % 2 == 0 and cols.min() % 2 == 0  # (on the blocks' grid)
 
 
 def test_frame_clips_in_the_terminal(run):
@@ -69,12 +89,27 @@ def test_frame_clips_in_chromium(run):
             "document.getElementById('left').readyState >= 2 && "
             "document.getElementById('right').readyState >= 2"
         )
-        # The colour screen at its own size (210x160 scaled 1x), 20 frames (5 steps x 4) at 60/s.
+        # The colour screen enlarged (210x160 2x), 20 frames (5 steps x 4) at 60/s.
         size = page.evaluate("[document.getElementById('left').videoWidth, "
                              "document.getElementById('left').videoHeight]")  # fmt: skip
-        assert size == [160, 210]
+        assert size == [320, 420]
         duration = page.evaluate("document.getElementById('left').duration")
         assert abs(duration - 20 / 60) < 0.05
+        # Scaled further by the page (to 496 px high here), the blocks stay sharp: the dot's
+        # edges are white against black, with no blurred greys between.
+        rendering = page.evaluate("getComputedStyle(document.getElementById('left'))"
+                                  ".imageRendering")  # fmt: skip
+        assert rendering == "pixelated"
+        page.evaluate("document.getElementById('left').pause()")
+        box = page.locator("#left").bounding_box()
+        assert box["height"] > 480
+        shot = page.screenshot(clip={"x": box["x"] + 4, "y": box["y"] + 4,
+                                     "width": box["width"] - 8, "height": box["height"] - 8})  # fmt: skip
+        from PIL import Image
+
+        grey = np.asarray(Image.open(io.BytesIO(shot)).convert("L")).astype(int)
+        assert (grey > 200).sum() >= 64  # (the dot, 4x4 screen pixels, at least 8x8 here)
+        assert ((grey > 50) & (grey < 200)).sum() <= 8
         first = page.evaluate("window.prefrlPair")
         page.keyboard.press("ArrowLeft")
         page.wait_for_function(f"window.prefrlPair !== {first}")

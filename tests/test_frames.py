@@ -43,6 +43,29 @@ def test_a2c_run_on_frames_resumes(tmp_path):
     assert any("train/policy_loss" in r for r in rows)
 
 
+def test_eval_videos_of_frames_are_enlarged_at_the_games_frame_rate(tmp_path):
+    """Every emulator frame of the episode (1 + 4 per agent step) at 60 frames/s, each screen
+    pixel a uniform 2x2 block (420x320 at the default --render-size 256)."""
+    import av
+
+    from prefrl.loops.rl import RLConfig, train_rl
+
+    config = RLConfig(env="movingdot", algo="a2c", steps=20, eval_interval=20, eval_episodes=1,
+                      log_interval=20, a2c=_small_a2c(), runs_dir=tmp_path, name="video",
+                      progress=False)  # fmt: skip
+    result = train_rl(config)
+    with av.open(str(result.video)) as f:
+        stream = f.streams.video[0]
+        assert (stream.width, stream.height, stream.average_rate) == (320, 420, 60)
+        frames = [x.to_ndarray(format="rgb24").astype(int) for x in f.decode(video=0)]
+    assert len(frames) == 1 + 4 * 250  # (MovingDot's episodes: 250 agent steps)
+    for frame in frames[::50]:
+        blocks = frame.reshape(210, 2, 160, 2, 3)
+        assert (blocks.max((1, 3)) - blocks.min((1, 3))).max() <= 16  # (H.264's noise)
+        rows, cols = np.nonzero(frame.min(-1) > 128)
+        assert np.ptp(rows) + 1 == 8 and np.ptp(cols) + 1 == 8  # (the 4x4 dot)
+
+
 def test_a2c_with_env_workers_learns_as_with_envs_here(tmp_path):
     """The envs stepped in two worker processes: the same steps, so the same losses."""
     from prefrl.loops.rl import RLConfig, train_rl
@@ -198,18 +221,21 @@ def test_an_interrupted_frames_run_says_how_to_resume(tmp_path, monkeypatch, cap
 
 
 def test_reward_graph_is_labelled_and_its_trace_keeps_clear_of_the_labels():
-    from prefrl.loops.frames_viewer import GRAPH_HEIGHT, TRACE, reward_graph
+    from prefrl.loops.frames_viewer import FONT_SIZE, GRAPH_HEIGHT, MARGIN, TRACE, reward_graph
 
     trace = np.sin(np.arange(100) / 5.0) * 0.05
-    graph = reward_graph(trace, 60, 200)
-    assert graph.shape == (GRAPH_HEIGHT, 200, 3) and graph.dtype == np.uint8
+    graph = reward_graph(trace, 60, 320)
+    assert graph.shape == (GRAPH_HEIGHT, 320, 3) and graph.dtype == np.uint8
     drawn = (graph == TRACE).all(-1)
     rows = np.nonzero(drawn.any(1))[0]
-    assert rows.min() >= 13 and rows.max() <= GRAPH_HEIGHT - 14  # (between the label lines)
-    assert not drawn[:, 125:].any()  # (60 of 100 steps drawn: the right part still empty)
+    assert rows.min() >= MARGIN and rows.max() < GRAPH_HEIGHT - MARGIN  # (clear of the labels)
+    assert not drawn[:, 200:].any()  # (60 of 100 steps drawn: the right part still empty)
     grey = graph.astype(int)
     text = (grey.min(-1) > 60) & (grey.max(-1) - grey.min(-1) < 10)  # (anti-aliased grey)
-    assert text[:12].sum() > 30 and text[-12:, :60].sum() > 10 and text[-12:, -60:].sum() > 10
+    assert text[:MARGIN].sum() > 200 and text[-MARGIN:, :80].sum() > 60
+    assert text[-MARGIN:, -100:].sum() > 60
+    letters = np.nonzero(text[:MARGIN].any(1))[0]  # (readable: letters of about FONT_SIZE)
+    assert letters.max() - letters.min() + 1 >= FONT_SIZE * 0.7
 
 
 def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):

@@ -302,7 +302,7 @@ class PeriodicTasks:
             record = cfg.video and (step % cfg.video_interval == 0 or last)
             self.final = loop.evaluate(record)
             loop.last_eval = float(self.final.returns.mean())
-            fps = loop.env.fps
+            fps = self.final.fps or loop.env.fps
             self.video = (
                 write_eval(
                     loop.run_dir,

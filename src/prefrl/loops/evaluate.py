@@ -28,6 +28,9 @@ class EvalResult:
     audio: tuple[np.ndarray, int] | None = None
     """The recorded episode's sound (mono int16 samples, sample rate), for envs that make
     sound (the piano)."""
+    fps: float | None = None
+    """The frames' rate where it is not the env's steps per second (pixel envs record every
+    emulator frame)."""
 
     @property
     def summary(self) -> dict[str, float]:

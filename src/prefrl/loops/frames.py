@@ -28,6 +28,7 @@ from prefrl.loops.common import (
     stoppable,
 )
 from prefrl.loops.evaluate import EvalResult
+from prefrl.render.video import Enlarged, block_scale
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
@@ -99,16 +100,18 @@ class FrameRun(TrainingLoop):
                                for i in range(cfg.eval_episodes)]  # fmt: skip
         key = jax.random.fold_in(self.key, 2)
         return evaluate_frames(lambda obs, t: self.policy(obs, jax.random.fold_in(key, t)),
-                               self._eval_envs, record)  # fmt: skip
+                               self._eval_envs, record, cfg.render_size)  # fmt: skip
 
     def close(self) -> None:
         self.envs.close()
         super().close()
 
 
-def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int = 4000):
+def evaluate_frames(policy, envs: list[PixelEnv], record: bool, size: int = 256,
+                    max_frames: int = 4000) -> EvalResult:  # fmt: skip
     """One episode in each env, the policy sampling its actions (an argmax policy can stall on
-    Atari); with `record`, the first env's colour frames."""
+    Atari); with `record`, the first env's emulator frames in colour (the first `max_frames`,
+    at the game's frame rate), each pixel a block, at least `size` pixels high."""
     n = len(envs)
     obs = np.stack([env.reset() for env in envs])
     returns, lengths, done = np.zeros(n), np.zeros(n, np.int64), np.zeros(n, bool)
@@ -120,13 +123,14 @@ def evaluate_frames(policy, envs: list[PixelEnv], record: bool, max_frames: int 
         for i, env in enumerate(envs):
             if done[i]:
                 continue
-            obs[i], reward, terminated, truncated = env.step(int(actions[i]))
+            colour = frames if i == 0 and record and len(frames) < max_frames else None
+            obs[i], reward, terminated, truncated = env.step(int(actions[i]), colour=colour)
             returns[i] += reward
             lengths[i] += 1
             done[i] = terminated or truncated
-            if i == 0 and record and len(frames) < max_frames:
-                frames.append(env.render())
-    return EvalResult(returns, lengths, frames)
+    del frames[max_frames:]
+    scale = block_scale(frames[0].shape[0], size) if frames else 1
+    return EvalResult(returns, lengths, Enlarged(frames, scale), fps=envs[0].game.fps)
 
 
 def train_frames(config, loop_class=None):

@@ -95,6 +95,8 @@ class FramePreferenceConfig:
     video: bool = True
     video_interval: int = 150_000
     render_size: int = 256
+    """The least height of evaluation videos in pixels: each pixel of the game a block, by a
+    whole factor (256 gives Atari's 210x160 screen at 420x320)."""
     checkpoint_interval: int = 50_000
     keep_checkpoints: int = 3
     log_interval: int = 5_000

@@ -15,9 +15,13 @@ from prefrl.agents.a2c import A2C
 from prefrl.agents.frame_ppo import FramePPO
 from prefrl.envs import make_pixel_env
 from prefrl.render import write_video
+from prefrl.render.video import Enlarged, block_scale
 from prefrl.rundir.checkpoints import latest_checkpoint
 
-GRAPH_HEIGHT = 72
+FONT_SIZE = 15
+MARGIN = FONT_SIZE + 5
+"""Rows above and below the trace that its labels take."""
+GRAPH_HEIGHT = 2 * MARGIN + 60
 TRACE, ZERO, BACKGROUND, LABEL = (255, 200, 60), (90, 90, 90), (20, 20, 20), (170, 170, 170)
 
 
@@ -32,8 +36,9 @@ class Viewed:
 def view_frames_checkpoint(target: Path, video: Path, seed: int = 0, size: int = 420,
                            max_steps: int = 2000) -> Viewed:  # fmt: skip
     """Play the policy of a pixel run (its latest checkpoint, or a checkpoint) for one episode
-    (at most `max_steps` agent steps), its actions sampled as in training; with a learned reward
-    in the checkpoint (`prefrl frames`), the reward of each step drawn under the frames."""
+    (at most `max_steps` agent steps), its actions sampled as in training, each pixel a block
+    at least `size` pixels high in all; with a learned reward in the checkpoint (`prefrl
+    frames`), the reward of each step drawn under the frames."""
     target = Path(target)
     ckpt = target if (target / "agent.msgpack").exists() else latest_checkpoint(target)
     if ckpt is None:
@@ -66,12 +71,11 @@ def view_frames_checkpoint(target: Path, video: Path, seed: int = 0, size: int =
         if terminated or truncated:
             break
     env.close()
-    scale = max(1, round(size / frames[0].shape[0]))
-    big = [np.repeat(np.repeat(f, scale, 0), scale, 1) for f in frames]
+    big = Enlarged(frames, block_scale(frames[0].shape[0], size))
     if learned:
         trace = np.asarray(learned)
-        big = [np.concatenate([f, reward_graph(trace, n, f.shape[1])])
-               for f, n in zip(big, per_frame, strict=True)]  # fmt: skip
+        big = (np.concatenate([f, reward_graph(trace, n, f.shape[1])])
+               for f, n in zip(big, per_frame, strict=True))  # fmt: skip
     write_video(video, big, fps=env.game.fps)
     return Viewed(Path(video), steps, true_return, float(np.sum(learned)) if learned else None)
 
@@ -97,8 +101,8 @@ def reward_graph(trace: np.ndarray, upto: int, width: int) -> np.ndarray:
     span = hi - lo or 1.0
 
     def row(v):
-        # (rows 13 to GRAPH_HEIGHT - 14: the labels' lines above and below stay clear)
-        return ((hi - v) / span * (GRAPH_HEIGHT - 27)).astype(int) + 13
+        # (rows MARGIN to GRAPH_HEIGHT - MARGIN - 1: the labels above and below stay clear)
+        return ((hi - v) / span * (GRAPH_HEIGHT - 2 * MARGIN - 1)).astype(int) + MARGIN
 
     graph[row(np.array(0.0)), :] = ZERO
     x = (np.arange(upto) * (width - 1) / max(total - 1, 1)).astype(int)
@@ -111,13 +115,14 @@ def reward_graph(trace: np.ndarray, upto: int, width: int) -> np.ndarray:
 
 
 def _label(graph: np.ndarray, top_left: str, bottom_left: str, bottom_right: str) -> np.ndarray:
-    from PIL import Image, ImageDraw
+    from PIL import Image, ImageDraw, ImageFont
 
     image = Image.fromarray(graph)
     draw = ImageDraw.Draw(image)
-    height = graph.shape[0]
-    draw.text((3, 1), top_left, fill=LABEL)
-    draw.text((3, height - 12), bottom_left, fill=LABEL)
-    width = draw.textlength(bottom_right)
-    draw.text((graph.shape[1] - width - 3, height - 12), bottom_right, fill=LABEL)
+    font = ImageFont.load_default(FONT_SIZE)
+    bottom = graph.shape[0] - MARGIN + 2
+    draw.text((4, 2), top_left, fill=LABEL, font=font)
+    draw.text((4, bottom), bottom_left, fill=LABEL, font=font)
+    width = draw.textlength(bottom_right, font=font)
+    draw.text((graph.shape[1] - width - 4, bottom), bottom_right, fill=LABEL, font=font)
     return np.asarray(image)

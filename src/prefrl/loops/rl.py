@@ -80,6 +80,9 @@ class RLConfig:
     video_interval: int = 100_000
     """Record the first evaluation episode every this many steps (and at the end)."""
     render_size: int = 256
+    """Evaluation videos' size in pixels: square renders of state envs; for envs of frames,
+    the least height (each pixel of the game a block, by a whole factor: 256 gives Atari's
+    210x160 screen at 420x320)."""
     checkpoint_interval: int = 50_000
     """Checkpoint (agent, replay buffer, loop state) every this many steps, and at the end."""
     keep_checkpoints: int = 3

@@ -14,7 +14,7 @@ import numpy as np
 
 from prefrl.data.segments import Segments
 from prefrl.envs import RenderSettings, is_pixel_env, make_env, make_pixel_env
-from prefrl.render.video import read_video, write_video
+from prefrl.render.video import block_scale, enlarge, read_video, write_video
 
 CLIP_DIR = "clips"
 
@@ -56,14 +56,15 @@ class ClipRenderer:
 class FrameClipRenderer:
     """Renders clips of pixel envs (Atari, MovingDot) as people judge them: replayed from the
     env state before the clip's first step by its actions, every emulator frame in full colour
-    at the game's frame rate (4 per agent step), each pixel scaled up to a block (nearest
-    neighbour) so the clip is about `size` pixels high; not the 84x84 grey input."""
+    at the game's frame rate (4 per agent step), each pixel enlarged to a block by the smallest
+    whole factor that makes the clip at least `size` pixels high (Atari's 210x160 screen: 2x,
+    420x320, at 256); not the 84x84 grey input."""
 
     def __init__(self, env_id: str, size: int = 256):
         self.env = make_pixel_env(env_id, seed=0)
         self.env.reset()
         height, width, _ = self.env.render().shape
-        self.scale = max(1, round(size / height))
+        self.scale = block_scale(height, size)
         self.settings = RenderSettings(width=width * self.scale, height=height * self.scale)
 
     @property
@@ -77,7 +78,7 @@ class FrameClipRenderer:
             _, _, terminated, _ = self.env.step(int(action), colour=out)
             if terminated:
                 break
-        return [np.repeat(np.repeat(f, self.scale, 0), self.scale, 1) for f in out]
+        return [enlarge(f, self.scale) for f in out]
 
     def write_segment(self, path: Path, segment: Segments) -> int:
         frames = self.frames(segment)

@@ -87,6 +87,32 @@ def write_audio_stream(out, stream, samples: np.ndarray, rate: int, chunk: int =
         out.mux(packet)
 
 
+def block_scale(height: int, size: int) -> int:
+    """The smallest whole factor that makes frames `height` pixels high at least `size` high."""
+    return max(1, -(-size // height))
+
+
+def enlarge(frame: np.ndarray, scale: int) -> np.ndarray:
+    """Each pixel as a `scale` x `scale` block (nearest neighbour: small games stay sharp)."""
+    return frame if scale == 1 else np.repeat(np.repeat(frame, scale, 0), scale, 1)
+
+
+class Enlarged(Sequence):
+    """Frames enlarged (`enlarge`) one at a time as they are read, so that a long episode's
+    enlarged frames are never all in memory at once."""
+
+    def __init__(self, frames: Sequence[np.ndarray], scale: int):
+        self.frames, self.scale = frames, scale
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Enlarged(self.frames[i], self.scale)
+        return enlarge(self.frames[i], self.scale)
+
+
 def read_video(path: str | Path) -> list[np.ndarray]:
     """The RGB frames of a video file."""
     import av
