@@ -147,6 +147,33 @@ def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
     assert PreferenceLearner("toy:point-reach", teacher, **small).config.teacher.preset == "stoc"
 
 
+def test_wrong_types_and_values_are_named_as_python_arguments_before_any_run(tmp_path):
+    from prefrl import CPLFinetuner, OfflineLearner, RLLearner
+
+    small = {"runs_dir": tmp_path, "name": "run"}
+    for settings, error, message in [
+        ({"schedule": {"budget": 10}}, TypeError, "PreferenceLearner: schedule={'budget': 10} is "
+         "a dict; expected a ScheduleConfig, e.g. ScheduleConfig(budget=10)"),
+        ({"steps": "300"}, TypeError, "PreferenceLearner: steps='300' is a str; expected an int"),
+        ({"steps": 300.5}, TypeError, "PreferenceLearner: steps=300.5 is a float; expected an int"),
+        ({"video": 1}, TypeError, "PreferenceLearner: video=1 is an int; expected True or False"),
+        ({"steps": -5}, ValueError, "steps=-5 is invalid: expected a positive integer"),
+        ({"segment_length": 60}, ValueError, "segment_length=60 is longer than toy:point-reach's"),
+    ]:  # fmt: skip
+        with pytest.raises(error) as e:
+            PreferenceLearner("toy:point-reach", **small, **settings)
+        assert str(e.value).startswith(message), str(e.value)
+    with pytest.raises(ValueError, match="^steps=0 is invalid"):
+        RLLearner("Pendulum-v1", steps=0, **small)
+    with pytest.raises(FileNotFoundError, match="^CPLFinetuner: ratings='nope' does not exist"):
+        CPLFinetuner(tmp_path, "nope", **small)
+    with pytest.raises(FileNotFoundError, match="^OfflineLearner: dataset='nope' does not exist"):
+        OfflineLearner("nope", "queries.json", "mr", steps=250, **small)  # (not steps_per_call)
+    with pytest.raises(TypeError, match="^PreferenceLearner: config=.* is not OnlineConfig"):
+        PreferenceLearner("toy:point-reach", config=ScheduleConfig())
+    assert not any(tmp_path.iterdir())  # no run directory was made
+
+
 def test_the_examples_run(tmp_path):
     """Each script in examples/ runs as a user would run it (shortened by its argument)."""
     scripts = sorted(EXAMPLES.glob("*.py"))

@@ -25,6 +25,7 @@ from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
     config_with,
+    python_arguments,
     run_name,
     start_run,
     stoppable,
@@ -317,17 +318,19 @@ class OfflineLearner:
         config: every other setting (`OfflineConfig`); keyword arguments override its fields.
     """
 
+    @python_arguments(OfflineConfig)
     def __init__(self, dataset: str | Path | None = None, labels: str | Path | None = None,
                  reward: str | None = None, *, reward_model: SegmentRewardConfig | None = None,
                  iql: IQLConfig | None = None, config: OfflineConfig | None = None,
                  **settings):  # fmt: skip
         given = {name: value for name, value in (
-            ("dataset", dataset and Path(dataset)), ("labels", labels and Path(labels)),
-            ("reward", reward), ("reward_model", reward_model), ("iql", iql),
+            ("dataset", dataset), ("labels", labels), ("reward", reward),
+            ("reward_model", reward_model), ("iql", iql),
         ) if value is not None}  # fmt: skip
         self.config = config_with(OfflineConfig, "OfflineLearner", config, settings, given)
         self.inputs = load_inputs(self.config)  # bad input fails here, before any run exists
 
+    @python_arguments(OfflineConfig)
     def train(self) -> OfflineResult:
         """Run (or, with `resume`, continue) the run; returns its final normalised score."""
         return train_offline(self.config, self.inputs)

@@ -37,6 +37,8 @@ from prefrl.loops.common import (
     check_sizes,
     config_with,
     env_argument,
+    from_config,
+    python_arguments,
     run_name,
     start_run,
     stoppable,
@@ -112,6 +114,7 @@ class PreferenceLearner:
             Default: in memory unless a person labels (the CLI always uses the store).
     """
 
+    @python_arguments(OnlineConfig)
     def __init__(
         self,
         env: str | PrefrlEnv | None = None,
@@ -180,6 +183,7 @@ class PreferenceLearner:
             teacher = ScriptedTeacher(cfg.teacher, cfg.seed, env.max_episode_steps, cfg.env)
         return Parts(env, agent, model, teacher, self.in_memory, owns_env=self.env is None)
 
+    @python_arguments(OnlineConfig)
     def train(self) -> OnlineResult:
         """Run (or, with `resume`, continue) the run; returns where it went and how it ended."""
         cfg = self.config
@@ -209,8 +213,9 @@ class PreferenceLearner:
 
 def train_online(config: OnlineConfig) -> OnlineResult:
     """Run (or resume) a preference-learning run from its config, with the feedback store (as
-    `prefrl train` does)."""
-    return PreferenceLearner(config=config, in_memory=False).train()
+    `prefrl train` does; errors name settings as its flags)."""
+    with from_config():
+        return PreferenceLearner(config=config, in_memory=False).train()
 
 
 def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer | None):

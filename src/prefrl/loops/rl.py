@@ -28,6 +28,7 @@ from prefrl.loops.common import (
     check_sizes,
     config_with,
     env_argument,
+    python_arguments,
     run_name,
     start_run,
     stoppable,
@@ -268,6 +269,7 @@ class RLLearner:
             `steps=100_000, runs_dir="runs"`.
     """
 
+    @python_arguments(RLConfig)
     def __init__(self, env: str | gym.Env | None = None, *, agent: SAC | PPO | None = None,
                  config: RLConfig | None = None, **settings):  # fmt: skip
         self.env, env_id = env_argument(env)
@@ -286,6 +288,7 @@ class RLLearner:
             if self.env is None:
                 env.close()
 
+    @python_arguments(RLConfig)
     def train(self) -> RLResult:
         """Run (or, with `resume`, continue) the run; returns where it went and how it ended."""
         return train_rl(self.config, env=self.env, agent=self.agent)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from pathlib import Path
 from typing import Any, TypeVar
+
+import numpy as np
 
 T = TypeVar("T")
 
@@ -84,3 +87,62 @@ def check_same_identity(resume: Path | str, stored: dict, given: dict) -> None:
                 f"--{field} {now}: {resume} was run with --{field} {was}, and a resumed run "
                 f"keeps its {field}; leave out --{field}, or start a new run with it"
             )
+
+
+def type_problem(hint, value) -> str | None:
+    """What a field typed `hint` takes, when `value` is not that; None when it is, or when these
+    checks do not know the hint. A float is not an int (300.5 steps), nor is True a number."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        problems = [type_problem(a, value) for a in args]
+        return None if None in problems else " or ".join(problems)
+    if origin is typing.Literal:
+        return None if value in args else f"one of {', '.join(map(repr, args))}"
+    if origin is tuple:
+        item = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+        if item is str and isinstance(value, str):
+            return None  # (one name for a tuple of names: the configs take it so)
+        ok = isinstance(value, tuple | list) and (
+            item is None or all(type_problem(item, x) is None for x in value)
+        )
+        return None if ok else f"a tuple of {item.__name__} values" if item else "a tuple"
+    if hint in _TYPES:
+        name, types_ = _TYPES[hint]
+        ok = isinstance(value, types_) and (hint is bool or not isinstance(value, bool))
+        return None if ok else name
+    if isinstance(hint, type):  # (a config dataclass, dict, ...)
+        return None if isinstance(value, hint) else _article(hint.__name__)
+    return None
+
+
+_TYPES = {  # a field's type -> (what it is called, the types taken for it)
+    int: ("an int", int | np.integer),
+    float: ("a number", int | float | np.integer | np.floating),
+    bool: ("True or False", bool | np.bool_),
+    str: ("a str", str),
+    Path: ("a path (str or Path)", str | os.PathLike),
+    type(None): ("None", type(None)),
+}
+
+
+def _article(name: str) -> str:
+    return f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+
+
+def check_types(cls, values: dict, who: str) -> dict:
+    """Refuse the first of `values` (fields of the dataclass `cls`) whose type is not its
+    field's, naming it as the Python argument it was given as; returns the values, paths given
+    as str made Path."""
+    hints = typing.get_type_hints(cls)
+    for name, value in values.items():
+        expected = type_problem(hints[name], value)
+        if expected is not None:
+            example = ""
+            if isinstance(value, dict) and dataclasses.is_dataclass(hints[name]):
+                args = ", ".join(f"{k}={v!r}" for k, v in value.items())
+                example = f", e.g. {hints[name].__name__}({args})"
+            raise TypeError(f"{who}: {name}={value!r} is {_article(type(value).__name__)}; "
+                            f"expected {expected}{example}")  # fmt: skip
+    paths = (Path, Path | None)
+    return {name: Path(value) if hints[name] in paths and isinstance(value, str) else value
+            for name, value in values.items()}  # fmt: skip
