@@ -77,8 +77,10 @@ def test_forward_seeds_are_weighted_by_learnability_and_staleness():
     np.testing.assert_allclose(f.weights(), 0.25)  # nothing played: all alike
     for outcome in (True, False, False):
         f.record(0, outcome)  # some success, under 75%: score 3
-    for _ in range(4):
-        f.record(1, True)  # 75% or more: score 1
+    for _ in range(3):
+        f.record(1, True)  # 3 of a 5-episode window: unplayed slots count as failures
+    assert f.scores()[1] == 3.0
+    f.record(1, True)  # 4 of 5: 75% or more, score 1
     f.record(2, False)  # never: score 2 (as seed 3, never played)
     assert f.scores().tolist() == [3.0, 1.0, 2.0, 2.0]
     score_part = np.array([1.0, 4.0**-10, 2.0**-10, 2.0**-10])  # ranks 1, 4, 2, 2 (ties share)

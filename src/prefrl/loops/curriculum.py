@@ -11,8 +11,10 @@ is 0, m successes in a row from the demo's first state solve it (the reference i
 rule). Stage 1 ends once more than 90% of the demos are solved.
 
 Forward (stage 2): the task's own initial states, as reset seeds 0..N-1. Each seed is scored by
-its last 5 episodes: 3 if it succeeded in some but under 75% of them, 2 if in none (or never
-played), 1 if in 75% or more. An episode counts as a success here if it succeeded at any step
+a window of its last 5 episodes in which episodes not yet played count as failures (as in the
+reference implementation): 3 if it succeeded in some but under 75% of the window, 2 if in none
+(or never played), 1 if in 75% or more. So one success puts a seed first, and it takes 4 of 5
+before it drops back. An episode counts as a success here if it succeeded at any step
 (the reference implementation scores a seed by its returns, > 0 for any success), while the
 reverse curriculum counts the success at the last step. Seeds are drawn with
 0.9 * rank(score)^(-1/0.1) + 0.1 * rank(staleness)^(-1/0.1), each part normalised (prioritised
@@ -116,8 +118,8 @@ class ForwardCurriculum:
     def scores(self) -> np.ndarray:
         out = np.full(self.seeds, 2.0)  # never succeeded (or never played)
         for i, h in enumerate(self.history):
-            if h and any(h):
-                out[i] = 1.0 if np.mean(h) >= 0.75 else 3.0
+            if any(h):  # (the share of the whole window: unplayed slots are failures)
+                out[i] = 1.0 if sum(h) / h.maxlen >= 0.75 else 3.0
         return out
 
     def _rank_weights(self, values: np.ndarray) -> np.ndarray:
