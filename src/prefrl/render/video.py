@@ -121,6 +121,17 @@ def read_video(path: str | Path) -> list[np.ndarray]:
         return [frame.to_ndarray(format="rgb24") for frame in f.decode(video=0)]
 
 
+def has_audio(path: str | Path) -> bool:
+    """Whether a video file has a sound track (False where it cannot be read)."""
+    import av
+
+    try:
+        with av.open(str(path)) as f:
+            return bool(f.streams.audio)
+    except (OSError, av.FFmpegError):
+        return False
+
+
 def _chain(first, rest):
     yield first
     yield from rest

@@ -34,6 +34,7 @@ from prefrl.feedback.store import (
     run_info,
 )
 from prefrl.feedback.waiting import no_pair_message, run_kind
+from prefrl.render.video import has_audio
 from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 
 HERE = Path(__file__).parent
@@ -300,6 +301,14 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
         return {"saved": True, "created": created, "label_id": stored.id,
                 "label": stored.label.name.lower(), "second": stored.second}  # fmt: skip
 
+    known_sound: dict[int, bool] = {}
+
+    def clip_sound(segment_id: int, path: str) -> bool:
+        """Whether a clip has a sound track (the piano's), probed once per clip."""
+        if segment_id not in known_sound:
+            known_sound[segment_id] = has_audio(run.run_dir / path)
+        return known_sound[segment_id]
+
     @app.get("/api/rate/next")
     def next_to_rate(who: Who, n: Annotated[int, Query(ge=1, le=20)] = 4) -> dict:
         """The next `n` clips to rate; where the next clip has siblings (`prefrl collect
@@ -311,13 +320,15 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             todo = todo[:n]
         else:  # families are collected one after another, so they are contiguous in id order
             todo = [s for s in todo if infos[s].get("family") == family][:20]
-        urls = clip_urls(todo, who[2])
+        urls, clips = clip_urls(todo, who[2]), clip_infos(todo)
         without = 0
         if not todo:  # (say why nothing is shown: segments collected without clips)
             ids = store.segment_ids(run_id)
             without = len(ids) - len(store.clips(ids))
-        return {"family": family, "segments": [{"id": s, "clip": urls[s]} for s in todo],
-                "without_clips": without}  # fmt: skip
+        # (seconds: the page slows short clips down to a speed a person can follow)
+        segments = [{"id": s, "clip": urls[s], "seconds": clips[s][1],
+                     "sound": clip_sound(s, clips[s][0])} for s in todo]  # fmt: skip
+        return {"family": family, "segments": segments, "without_clips": without}
 
     @app.post("/api/rating")
     def post_rating(body: RatingIn, who: Who) -> dict:

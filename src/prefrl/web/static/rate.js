@@ -8,21 +8,51 @@ const grid = document.getElementById("clips");
 const statusEl = document.getElementById("status");
 const familyEl = document.getElementById("family");
 let rated = 0;
+// Playback speed, as on the compare page (one choice for both): "auto" slows short clips down so
+// that each plays for at least MIN_SECONDS (a 50-step Hopper clip is 0.4 s at the simulator's
+// rate: barely one hop); or a fixed rate.
+const MIN_SECONDS = 3;
+const speedEl = document.getElementById("speed");
+speedEl.value = localStorage.getItem("prefrl-speed") || "auto";
+
+function speedOf(seconds) {
+  if (speedEl.value !== "auto") return Number(speedEl.value);
+  return seconds ? Math.max(0.1, Math.min(1, seconds / MIN_SECONDS)) : 1;
+}
+
+function applySpeed() {
+  let shown = null;
+  for (const fig of grid.children) {
+    const v = fig.querySelector("video");
+    v.defaultPlaybackRate = v.playbackRate = speedOf(Number(fig.dataset.seconds));
+    if (shown === null) shown = v.playbackRate;
+  }
+  const auto = speedEl.value === "auto" && shown !== null ? ` (${shown.toFixed(2)}×)` : "";
+  document.getElementById("speed-now").textContent = auto;
+}
+speedEl.addEventListener("change", () => {
+  localStorage.setItem("prefrl-speed", speedEl.value); applySpeed(); speedEl.blur();
+});
 
 function card(seg) {
   const fig = document.createElement("figure");
   fig.dataset.segment = seg.id;
+  fig.dataset.seconds = seg.seconds || "";
+  // Listen only where the clip has sound (the piano's).
+  const listen = seg.sound
+    ? '<button class="listen" title="play this clip from the start with its sound">Listen</button>'
+    : "";
   fig.innerHTML = `<video muted playsinline loop autoplay preload="auto" src="${seg.clip}"></video>
     <input type="range" min="1" max="100" value="50" aria-label="rating">
     <input type="number" min="1" max="100" step="1" value="50" aria-label="rating (1-100)">
     <button class="save">Save</button>
-    <button class="listen" title="play this clip from the start with its sound">Listen</button>
+    ${listen}
     <span class="err"></span>`;
   const range = fig.querySelector("input[type=range]");
   const box = fig.querySelector("input[type=number]");
   const v = fig.querySelector("video");
-  // All clips loop muted; Listen plays one with its sound (the piano's), silencing the others.
-  fig.querySelector(".listen").addEventListener("click", () => {
+  // All clips loop muted; Listen plays one with its sound, silencing the others.
+  if (seg.sound) fig.querySelector(".listen").addEventListener("click", () => {
     for (const other of grid.querySelectorAll("video")) other.muted = other !== v;
     v.currentTime = 0;
     v.play().catch(() => {});
@@ -48,6 +78,7 @@ async function load() {
   if (!r.ok) { statusEl.textContent = data.detail; return; }
   const shown = new Set([...grid.children].map(f => Number(f.dataset.segment)));
   for (const seg of data.segments) if (!shown.has(seg.id)) grid.appendChild(card(seg));
+  applySpeed();
   familyEl.hidden = data.family === null || !grid.children.length;
   familyEl.textContent = `These ${grid.children.length} clips start from the same moment and ` +
     "differ only in what the agent did: rate them against each other.";
