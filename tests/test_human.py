@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx2
 import numpy as np
+import pytest
 from conftest import free_port
 from test_online import _config
 
@@ -153,3 +154,69 @@ def test_kill_9_trainer_and_server_loses_no_acknowledged_label(tmp_path):
     assert int(labels_line.split()[1]) >= len(stored)
     config = json.loads((run_dir / "config.json").read_text())
     assert config["steps"] == steps
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for child in _children(pid):
+        found += [child, *_descendants(child)]
+    return found
+
+
+def test_a_killed_trainer_takes_its_labelling_server_with_it(tmp_path):
+    """`kill -9` of a trainer labelled in the browser leaves no server holding its port; a
+    trainer whose port is taken says by what and serves on the next free one."""
+    from conftest import served
+
+    from prefrl.feedback.store import run_info
+    from prefrl.web.app import create_app
+
+    other = tmp_path / "other"  # another run's labelling server holds the port asked for
+    other.mkdir()
+    (other / "config.json").write_text(json.dumps({"env": "toy:point-reach", "steps": 10}))
+    with FeedbackStore(other) as store:
+        store.run_id(other.name, env="toy:point-reach")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    with served(create_app(run_info(other))) as taken:
+        trainer = subprocess.Popen(
+            [sys.executable, "-m", "prefrl", "train", "--env", "toy:point-reach", "--teacher",
+             "web", "--web-port", str(taken), "--steps", "100000", "--warmstart-steps", "300",
+             "--segment-length", "10", "--schedule.budget", "40", "--schedule.session-size",
+             "20", "--reward.hidden-dims", "32", "32", "--sac.hidden-dims", "32", "32",
+             "--no-video", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        lines = [trainer.stdout.readline()]
+        while lines[-1] and not lines[-1].startswith("label at "):
+            lines.append(trainer.stdout.readline())
+        if not lines[-1]:
+            trainer.kill()
+            pytest.fail("".join(lines))
+    out = "".join(lines)
+    assert (f"port {taken} on 127.0.0.1 is taken by the labelling server of another run, "
+            f"'other' (pid {os.getpid()}): serving on port") in out, out  # fmt: skip
+    port = int(lines[-1].split("http://127.0.0.1:")[1].split("/")[0])
+    assert port != taken
+    try:
+        deadline = time.time() + 300  # (a loaded machine starts the server slowly)
+        while True:
+            try:
+                info = httpx2.get(f"http://127.0.0.1:{port}/api/server", timeout=10).json()
+                break
+            except httpx2.TransportError:
+                assert time.time() < deadline and trainer.poll() is None, "no server came up"
+                time.sleep(0.5)
+        helpers = _descendants(trainer.pid)
+        assert info["pid"] in helpers and info["run"] == "run"
+    finally:
+        trainer.kill()  # SIGKILL: the trainer has no chance to stop its server
+        trainer.wait(timeout=60)
+    deadline = time.time() + 120  # (the renderer may still be importing)
+    while alive := [p for p in helpers if _alive(p)]:
+        assert time.time() < deadline, f"{alive} still running after their trainer was killed"
+        time.sleep(0.2)
+    import socket
+
+    with socket.socket() as s:  # the port is free again: a resumed trainer can serve on it
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))

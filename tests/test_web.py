@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import av
@@ -18,6 +22,7 @@ from prefrl.envs import make_env
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
 from prefrl.loops.collect import random_segments
+from prefrl.loops.serve import take_port
 from prefrl.render.clips import ClipRenderer, pair_clip, render_pending, side_by_side
 from prefrl.web.app import create_app
 
@@ -321,3 +326,28 @@ def test_compare_page_in_chromium(run, tmp_path):
     assert [x.label.name for x in labels] == ["LEFT", "RIGHT", "EQUAL"]
     assert all(x.response_ms is not None and x.response_ms >= 0 for x in labels)
     assert Path(tmp_path / "compare.png").stat().st_size > 0
+
+
+def test_a_taken_port_is_said_to_be_held_by_what(run):
+    """A trainer finding its port taken serves on the next free one and says by what it was
+    taken; `prefrl serve` refuses before it prints a link."""
+    with served(create_app(run)) as port:  # this run's server, left over from before
+        free, why = take_port(port, run.uid)
+        assert free != port and why == (
+            f"port {port} on 127.0.0.1 is taken by this run's labelling server from before "
+            f"(pid {os.getpid()}): serving on port {free} instead; stop the old one with: "
+            f"kill {os.getpid()}"
+        )
+        out = subprocess.run([sys.executable, "-m", "prefrl", "serve", str(run.run_dir), "--port",
+                              str(port), "--no-render"], check=False, capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+        assert out.returncode == 2 and "label at" not in out.stdout, out
+        assert (f"port {port} on 127.0.0.1 is taken by this run's labelling server from before "
+                f"(pid {os.getpid()}): stop it (kill {os.getpid()}), or serve on another port: "
+                f"--port {port + 1}") in out.stderr, out.stderr  # fmt: skip
+    with socket.socket() as other:  # a program that is no prefrl server
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        free, why = take_port(port, run.uid)
+        assert free != port and "taken by another program, not a prefrl labelling server" in why

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
@@ -11,6 +12,7 @@ from typing import Annotated, Literal
 import tyro
 
 KEEP_ALIVE_SECONDS = 75
+STOP_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -40,17 +42,26 @@ class ServeArgs:
 
 def cmd_serve(args: list[str]) -> int:
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
     from prefrl.feedback.store import run_info, store_url
     from prefrl.loops.renderer import RendererSupervisor
+    from prefrl.loops.serve import PortTaken, bind, follow_parent
     from prefrl.web.app import SERVE_ENV, create_app, record_address
 
+    follow_parent()  # (started by a trainer: it ends with it)
     opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
     if opts.workers < 1:
         raise ValueError(f"--workers {opts.workers} is invalid: expected 1 or more processes")
     run = run_info(opts.run_dir, opts.store)
     local = opts.host in ("127.0.0.1", "localhost", "::1")
     app = create_app(run, require_token=not local, overlap=opts.overlap)  # (checks the store)
+    try:  # (bound before the link is printed: a link that leads elsewhere is never given)
+        sock = bind(opts.host, opts.port, run.uid)
+    except PortTaken as e:
+        stop = f" (kill {e.holder.pid})" if e.holder.ours else ""
+        raise RuntimeError(f"{e}: stop it{stop}, or serve on another port: --port "
+                           f"{opts.port + 1}") from None  # fmt: skip
     if opts.workers > 1:  # each process makes its own app, by name, from PREFRL_SERVE
         app.state.store.close()
         os.environ[SERVE_ENV] = json.dumps({"run_dir": str(run.run_dir), "store": run.store,
@@ -60,31 +71,40 @@ def cmd_serve(args: list[str]) -> int:
             print(f"note: {opts.workers} server processes share a SQLite store, which takes one "
                   "writer at a time; a PostgreSQL store (--store postgresql://...) scales "
                   "further", flush=True)  # fmt: skip
-    renderer = (
-        RendererSupervisor(run, opts.clip_size, opts.queue, opts.side_by_side)
-        if opts.render
-        else None
-    )
     where = f"http://{opts.host}:{opts.port}"
     if opts.host in ("0.0.0.0", "::"):  # (every interface: others reach it by the host's name)
         import socket
 
         where = f"http://{socket.gethostname()}:{opts.port}"
-    record_address(run.run_dir, where)
-    if local:
-        print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
-    else:
-        print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
-              f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
+    # People pause longer than uvicorn's 5 s between requests: keep their connection open (a
+    # browser reusing one the server just closed sees an error). A clip still being sent when
+    # the server is stopped does not keep it (and its port) for longer than a few seconds.
+    config = uvicorn.Config(app, log_level="warning", workers=opts.workers,
+                            factory=opts.workers > 1, timeout_keep_alive=KEEP_ALIVE_SECONDS,
+                            timeout_graceful_shutdown=STOP_SECONDS)  # fmt: skip
+    # SIGTERM (a trainer stopping its server) ends it as Ctrl-C does: the renderer with it.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    renderer = None
     try:
-        # People pause longer than uvicorn's 5 s between requests: keep their connection open
-        # (a browser reusing one the server just closed sees an error).
-        uvicorn.run(app, host=opts.host, port=opts.port, log_level="warning",
-                    workers=opts.workers, factory=opts.workers > 1,
-                    timeout_keep_alive=KEEP_ALIVE_SECONDS)  # fmt: skip
+        if opts.render:
+            renderer = RendererSupervisor(run, opts.clip_size, opts.queue, opts.side_by_side)
+        record_address(run.run_dir, where)
+        if local:
+            print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
+        else:
+            print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
+                  f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
+        if opts.workers > 1:
+            Multiprocess(config, sockets=[sock]).run()
+        else:
+            uvicorn.Server(config).run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
     finally:
+        sock.close()
         if renderer is not None:
             renderer.terminate()
+    print("stopped serving", flush=True)
     return 0
 
 

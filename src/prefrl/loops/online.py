@@ -199,9 +199,7 @@ class PreferenceLearner:
             print(f"loaded {n} labels from {cfg.load_labels}", flush=True)
         server = None
         if cfg.teacher.preset == "web" and self.teacher is None:
-            server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)
-            print(f"label at http://127.0.0.1:{cfg.web_port}/compare (the run page: /run)",
-                  flush=True)  # fmt: skip
+            server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)  # (says where)
         try:
             return pebble_loop(run, metrics, server)
         finally:

@@ -168,6 +168,12 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
     def run_page(request: Request, who: Who):
         return page(request, "run.html", who, status=status(who))
 
+    @app.get("/api/server")
+    def server() -> dict:
+        """Which run this server serves, and its process (no token: a trainer that finds its
+        port taken asks, to say by what)."""
+        return {"app": "prefrl", "run": run.name, "run_uid": run.uid, "pid": os.getpid()}
+
     @app.get("/api/status")
     def status(who: Who) -> dict:
         """What the run page shows, and polls for: labels (per annotator, and how often two
