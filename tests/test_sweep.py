@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PREFRL_WITH_CTRL_C
+from conftest import PREFRL_WITH_CTRL_C, free_port
 
 from prefrl.cli.sweep import build_configs
 from prefrl.loops.offline import OfflineConfig
@@ -151,22 +155,32 @@ def test_bad_input_fails_before_any_run_starts(tmp_path):
         run_sweep({"a": tiny()}, seeds=[0], directory=tmp_path / "locked", progress=False)
 
 
+def _sweep_command(directory: Path) -> list[str]:
+    """`prefrl sweep` of one run long enough to be stopped after its first checkpoint."""
+    return [*PREFRL_WITH_CTRL_C, "sweep", "rl", "--seeds", "0", "--dir", str(directory),
+            "--num-cpus", "1", "--", "--env", "toy:point-reach", "--steps", "3000",
+            "--warmstart-steps", "100", "--eval-interval", "500", "--eval-episodes", "1",
+            "--checkpoint-interval", "200", "--keep-checkpoints", "0", "--no-video"]  # fmt: skip
+
+
+def _start_until_checkpoint(cmd: list[str], run: Path, env: dict) -> subprocess.Popen:
+    sweep = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env, start_new_session=True)  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not list(run.glob("checkpoints/step_*")):
+        assert sweep.poll() is None, sweep.stdout.read()
+        assert time.monotonic() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.5)
+    return sweep
+
+
 def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
     """The command line, as people use it: Ctrl-C mid-run, then the same command again."""
     directory = tmp_path / "sw"
-    cmd = [*PREFRL_WITH_CTRL_C, "sweep", "rl", "--seeds", "0", "--dir",
-           str(directory), "--num-cpus", "1", "--", "--env", "toy:point-reach", "--steps", "3000",
-           "--warmstart-steps", "100", "--eval-interval", "500", "--eval-episodes", "1",
-           "--checkpoint-interval", "200", "--keep-checkpoints", "0", "--no-video"]  # fmt: skip
+    cmd = _sweep_command(directory)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env, start_new_session=True)  # fmt: skip
     run = directory / "runs" / "rl_s0"
-    deadline = time.monotonic() + 240
-    while not list(run.glob("checkpoints/step_*")):
-        assert first.poll() is None, first.stdout.read()
-        assert time.monotonic() < deadline, "no checkpoint within 240 s"
-        time.sleep(0.5)
+    first = _start_until_checkpoint(cmd, run, env)
     first.send_signal(signal.SIGINT)
     out = first.communicate(timeout=120)[0]
     assert first.returncode == 130, out
@@ -184,3 +198,66 @@ def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
         "0 runs finished (skipped); 1 run to go (resuming from a checkpoint: 1, starting over: 0)"
         in second.stdout
     )
+
+
+def test_runs_keep_the_niceness_of_the_command_that_started_them(local_ray):
+    """Ray's workers would run 15 nicer than the sweep (nice 19 under a nice 4 shell): on a busy
+    machine its runs made no progress for minutes."""
+
+    @ray.remote
+    def niceness() -> int:
+        return os.nice(0)
+
+    assert ray.get(niceness.remote()) == os.nice(0)
+
+
+@pytest.fixture
+def someones_ray_cluster():
+    """A Ray cluster that someone's `ray start --head` runs on this machine, RAY_ADDRESS pointing
+    at it (its own temp dir: nothing else here finds it); stopped at the end."""
+    port = free_port()
+    temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # (Ray's socket paths are short)
+    log = open(temp / "ray_start.log", "w")  # noqa: SIM115
+    head = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}", "--block",
+         f"--temp-dir={temp}", "--num-cpus=1", "--include-dashboard=false",
+         "--disable-usage-stats"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not (temp / "ray_current_cluster").exists():  # (written once it is up)
+            assert head.poll() is None, (temp / "ray_start.log").read_text()
+            assert time.monotonic() < deadline, "ray start --head not up within 300 s"
+            time.sleep(0.5)
+        yield temp, f"127.0.0.1:{port}"
+    finally:
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(head.pid, sig)  # (the group: its GCS, raylet and workers too)
+            except ProcessLookupError:
+                break
+            try:
+                head.wait(wait)
+            except subprocess.TimeoutExpired:
+                pass
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_sweep_runs_on_its_own_ray_beside_a_running_cluster_and_sigterm_stops_it(
+    tmp_path, someones_ray_cluster
+):
+    """Without --address a sweep starts its own Ray (with --num-cpus), not joining the cluster
+    that RAY_ADDRESS names; SIGTERM stops it as Ctrl-C does, without Ray's crash dump."""
+    temp, address = someones_ray_cluster
+    directory = tmp_path / "sw"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "RAY_ADDRESS": address}
+    run = directory / "runs" / "rl_s0"
+    sweep = _start_until_checkpoint(_sweep_command(directory), run, env)
+    sweep.send_signal(signal.SIGTERM)
+    out = sweep.communicate(timeout=120)[0]
+    assert sweep.returncode == 130, out
+    assert "stopped; start the same sweep again to resume it" in out
+    assert "SIGTERM received" not in out and not (run / DONE_FILE).exists()
+    assert not list(temp.glob("session_*/logs/python-core-driver-*"))  # (nobody joined it)

@@ -12,14 +12,15 @@ USAGE = """prefrl sweep COMMAND [--grid FIELD=V1,V2 ...] [--config LABEL='FLAGS'
 
 DESCRIPTION = """Run a training command (train, rl, offline, offline-cpl, finetune, frames, rfcl)
 for every combination of --grid values (and every --config, a named set of flags), each with
-every seed, as Ray tasks: on this machine by default, on a cluster with --address (or
-RAY_ADDRESS). Each run is a normal run directory, DIR/runs/<config>_s<seed>. Started again, a
-sweep skips finished runs and resumes stopped ones from their checkpoints (offline-cpl and
-finetune runs, minutes long, start again). At the end: DIR/results.md (mean ± std over seeds per
-config), results.json and curves.png; a run that fails is reported with its error, the others go
-on, and the exit code is 1. Ctrl-C stops the sweep; the same command again goes on. A directory
-remembers each run's config (another config under a run's name is refused) and takes one sweep at
-a time. Flags after -- go to every run, e.g.
+every seed, as Ray tasks: on a Ray of its own on this machine by default (even where a `ray
+start` runs here or RAY_ADDRESS is set), on a cluster with --address. Each run is a normal run
+directory, DIR/runs/<config>_s<seed>. Started again, a sweep skips finished runs and resumes
+stopped ones from their checkpoints (offline-cpl and finetune runs, minutes long, start again).
+At the end: DIR/results.md (mean ± std over seeds per config), results.json and curves.png; a
+run that fails is reported with its error, the others go on, and the exit code is 1. Ctrl-C (or
+SIGTERM) stops the sweep; the same command again goes on. A directory remembers each run's
+config (another config under a run's name is refused) and takes one sweep at a time. Flags after
+-- go to every run, e.g.
   prefrl sweep train --grid teacher.preset=oracle,mistake --seeds 0 1 2 --dir runs/teachers \\
       -- --preset quickstart --steps 20000"""
 
@@ -53,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--address",
         default=None,
-        help="a Ray cluster (default: RAY_ADDRESS, else "
-        "a Ray started on this machine for the sweep)",
+        help="a Ray cluster, host:port, or auto: the one `ray start` runs on this machine (or "
+        "RAY_ADDRESS) (default: a Ray started on this machine for the sweep)",
     )
     p.add_argument(
         "--cpus-per-run", type=float, default=1.0, help="Ray's CPUs per run (default: 1)"

@@ -11,7 +11,9 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -95,8 +97,11 @@ def execute_run(config, cwd: str | None = None) -> dict:
 
 
 def connect_ray(address: str | None, num_cpus: int | None = None):
-    """Ray on this machine (started for the sweep, nothing to set up), or the cluster at
-    `address` (or RAY_ADDRESS). An address nobody answers at fails at once, naming it."""
+    """A Ray of the sweep's own, started on this machine and ended with it (even where
+    someone's `ray start` runs here or RAY_ADDRESS is set), or the cluster at `address` ("auto":
+    the one `ray start` started here, or RAY_ADDRESS). An address nobody answers at fails at
+    once, naming it. Runs keep the niceness of the process that starts their workers (this one,
+    or the cluster's `ray start`): Ray's default adds 15, and a busy machine then starves them."""
     try:
         import ray
     except ImportError as e:
@@ -106,9 +111,11 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
     address = check_address(address)
     if ray.is_initialized():
         return ray
-    kwargs = {"address": address} if address not in (None, "local") else {"num_cpus": num_cpus}
+    own = address is None
+    kwargs = {"address": "local", "num_cpus": num_cpus} if own else {"address": address}
     try:
-        ray.init(**kwargs, include_dashboard=False, log_to_driver=False,
+        ray.init(**kwargs, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}},
+                 include_dashboard=False, log_to_driver=False,
                  configure_logging=False)  # fmt: skip
     except (RuntimeError, ConnectionError) as e:
         if "uthenticat" not in str(e):
@@ -122,10 +129,11 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
 
 
 def check_address(address: str | None) -> str | None:
-    """The cluster's address (given, or RAY_ADDRESS), checked to answer: nobody there is an
-    error naming it, before anything is written."""
-    address = address or os.environ.get("RAY_ADDRESS") or None
-    if address not in (None, "local", "auto"):
+    """The cluster's address, checked to answer: nobody there is an error naming it, before
+    anything is written. None (or "local"): a Ray of the sweep's own."""
+    if address in (None, "", "local"):
+        return None
+    if address != "auto":
         host, _, port = address.removeprefix("ray://").rpartition(":")
         try:
             with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
@@ -259,9 +267,29 @@ def _facts(d: dict) -> dict:
 
 
 def _run_on_ray(todo, outcomes, address, cpus, gpus, retries, progress, num_cpus) -> None:
+    with _terminate_as_interrupt():
+        ray = connect_ray(address, num_cpus)
+    with _terminate_as_interrupt():  # (again: `ray.init` put its own in place)
+        _watch_runs(ray, todo, outcomes, cpus, gpus, retries, progress)
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the sweep as Ctrl-C does (a KeyboardInterrupt): its runs are stopped and
+    it says how to go on (Ray's own handler prints a crash dump and aborts)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _watch_runs(ray, todo, outcomes, cpus, gpus, retries, progress) -> None:
     from rich.progress import Progress
 
-    ray = connect_ray(address, num_cpus)
     task = ray.remote(execute_run)
     refs = {
         task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries,
