@@ -453,3 +453,44 @@ def test_cli_rfcl_prints_its_summary_and_refuses_bad_demos(tmp_path, demo_file, 
                  str(tmp_path), "--name", "short", "--no-progress"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "--steps 100 ends within the --warmstart-steps 200" in out
+
+
+def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, capsys,
+                                                       monkeypatch):  # fmt: skip
+    """--no-reverse-curriculum --no-forward-curriculum runs SAC + demos: its title, progress and
+    summary say so, with no stage and no curriculum figure; its learning curve (as RFCL's)
+    draws the success at the end and at any step, and says what the band is."""
+    from prefrl.cli import main
+    from prefrl.loops.rfcl import method_name
+    from prefrl.rundir import plots
+
+    drawn = {}
+    save = plots._save
+
+    def keep(fig, path):
+        drawn[path.name] = fig.axes[0]
+        return save(fig, path)
+
+    monkeypatch.setattr(plots, "_save", keep)
+    code = main(["rfcl", "--demos", str(demo_file), "--steps", "600", "--warmstart-steps", "200",
+                 "--eval-interval", "300", "--eval-episodes", "2", "--sac.hidden-dims", "16",
+                 "16", "--runs-dir", str(tmp_path), "--name", "base", "--no-reverse-curriculum",
+                 "--no-forward-curriculum"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "stage" not in out and "demos solved" not in out
+    assert "SAC + demos on toy:maze after 600 steps: on the task's initial states: success" in out
+    assert not (tmp_path / "base" / "curriculum.png").exists() and "curriculum.png" not in out
+    assert not any(k.startswith("rfcl/start_fraction") for r in read_metrics(tmp_path / "base")
+                   for k in r)  # fmt: skip
+    curve = drawn["learning_curve.png"]
+    assert curve.get_title() == "SAC + demos on toy:maze"
+    legend = [t.get_text() for t in curve.get_legend().get_texts()]
+    assert sorted(legend) == ["at any step", "at the end of an episode",
+                              "at the end: ± 1 std over the evaluation episodes (each 0 or 1)"]  # fmt: skip
+    assert [len(line.get_xdata()) for line in curve.get_lines()] == [2, 2]  # (steps 300, 600)
+    names = {(r, f, a): method_name(_config(tmp_path, demo_file, reverse_curriculum=r,
+                                            forward_curriculum=f, demo_actions=a))
+             for r in (True, False) for f in (True, False) for a in (True, False)}  # fmt: skip
+    assert names[True, True, True] == "RFCL" and names[False, False, False] == "SAC"
+    assert names[False, True, True] == "SAC + demos + forward curriculum"
+    assert len(set(names.values())) == 8

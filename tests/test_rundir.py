@@ -77,7 +77,8 @@ def test_learning_curve_names_its_measure_and_keeps_the_band_in_range(tmp_path, 
     log.close()
     drawn = []
     monkeypatch.setattr(plots, "_save", lambda fig, path: drawn.append(fig.axes[0]) or path)
-    plots.plot_learning_curve(tmp_path, label="success at the end of an episode", bounds=(0, 1))
+    success_curve = plots.Curve("success at the end of an episode", (0, 1))
+    plots.plot_learning_curve(tmp_path, curve=success_curve)
     plots.plot_learning_curve(tmp_path)
     success, returns = drawn
     assert success.get_ylabel() == "success at the end of an episode"

@@ -221,8 +221,12 @@ def cmd_rfcl(args: list[str]) -> int:
         return 130
     if result.success_at_end != result.success_at_end:  # (nan: a resume with nothing to train,
         return 0  # which the loop said)
-    print(f"RFCL on {config.env} after {result.step:,} steps: stage {result.stage}, demos solved "
-          f"{result.demos_solved}; on the task's initial states: success at the end "
-          f"{result.success_at_end:.2f}, at some step {result.success_once:.2f}")  # fmt: skip
-    print(f"run directory: {result.run_dir} (curriculum.png: each demo's starts over the run)")
+    stage = (f"stage {result.stage}, demos solved {result.demos_solved}; "
+             if config.reverse_curriculum else "")  # fmt: skip
+    print(f"{result.method} on {config.env} after {result.step:,} steps: {stage}on the task's "
+          f"initial states: success at the end {result.success_at_end:.2f}, at some step "
+          f"{result.success_once:.2f}")  # fmt: skip
+    drawn = ("curriculum.png: each demo's starts over the run; "
+             if config.reverse_curriculum else "")  # fmt: skip
+    print(f"run directory: {result.run_dir} ({drawn}learning_curve.png: the success rates)")
     return 0

@@ -28,7 +28,7 @@ from prefrl.rundir.checkpoints import (
 )
 from prefrl.rundir.config import IDENTITY, check_same_identity, check_types, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
-from prefrl.rundir.plots import plot_learning_curve
+from prefrl.rundir.plots import Curve, plot_learning_curve
 from prefrl.rundir.provenance import record_session
 from prefrl.rundir.stop import graceful_stop
 
@@ -40,8 +40,8 @@ class TrainingLoop:
     Subclasses give `policy(obs)` (deterministic actions), `save()`, `restore(ckpt)`, and
     `learned_reward()` where the run learns one (evaluations then report it beside the true)."""
 
-    eval_curve: tuple[str, tuple[float, float] | None] = ("evaluation return", None)
-    """What `learning_curve.png` says its evaluation returns are, and the range they keep to."""
+    eval_curve: Curve = Curve()
+    """What `learning_curve.png` draws of the evaluations, and says of them."""
 
     def __init__(self, config, run_dir: Path, env, owns_env: bool = True):
         """`owns_env`: close the env with the loop (not one a Python user passed in)."""
@@ -269,7 +269,7 @@ def write_eval(
     record: bool,
     fps: float,
     title: str,
-    curve: tuple[str, tuple[float, float] | None] = TrainingLoop.eval_curve,
+    curve: Curve = TrainingLoop.eval_curve,
 ) -> Path | None:
     """Log an evaluation, write its video (when recorded) and redraw the learning curve."""
     metrics.log(step, result.summary)
@@ -278,7 +278,7 @@ def write_eval(
         video = write_video(
             run_dir / "videos" / f"eval_{step:09d}.mp4", result.frames, fps=fps, audio=result.audio
         )
-    plot_learning_curve(run_dir, title=title, label=curve[0], bounds=curve[1])
+    plot_learning_curve(run_dir, title, curve)
     metrics.flush()
     return video
 

@@ -46,7 +46,7 @@ from prefrl.loops.rfcl_demos import action_bound, load_demos
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
 from prefrl.rundir.config import check_fields, config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
-from prefrl.rundir.plots import plot_curriculum
+from prefrl.rundir.plots import Curve, plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
 
 RFCL_SAC = SACConfig(hidden_dims=(256, 256, 256), num_critics=10, num_min_critics=2,
@@ -150,6 +150,16 @@ class RFCLConfig:
         }, "--")  # fmt: skip
 
 
+def method_name(config: RFCLConfig) -> str:
+    """What a run of `config` runs: RFCL, or the baseline that switching its parts off leaves
+    (the benchmark's "SAC + demos": no curricula, demo transitions in half of each batch)."""
+    if config.reverse_curriculum:
+        name = "RFCL" if config.forward_curriculum else "RFCL without its forward curriculum"
+        return name if config.demo_actions else f"{name}, from demo states alone"
+    name = "SAC + demos" if config.demo_actions else "SAC"
+    return f"{name} + forward curriculum" if config.forward_curriculum else name
+
+
 def _start_from(env, seed: int, state: np.ndarray | None) -> np.ndarray:
     """A new episode: reset with `seed`, then (stage 1) jump to a demo's `state`."""
     obs, _ = env.reset(seed=seed)
@@ -165,7 +175,11 @@ def _step(env, action: np.ndarray) -> tuple[np.ndarray, bool, bool]:
 class RFCLRun(TrainingLoop):
     """The agent, its buffers, both curricula and the episode in progress between steps."""
 
-    eval_curve = ("success at the end of an episode", (0.0, 1.0))
+    eval_curve = Curve(
+        "success rate on the task's initial states", (0.0, 1.0),
+        (("eval/return_mean", "at the end of an episode"), ("eval/success_once", "at any step")),
+        "at the end: ± 1 std over the evaluation episodes (each 0 or 1)",
+    )  # fmt: skip
 
     def __init__(self, config: RFCLConfig, run_dir: Path, demos: DemoSet | None = None):
         # Env i of the pool has seed `seed + i`; with the envs in this process the loop's own
@@ -259,6 +273,10 @@ class RFCLRun(TrainingLoop):
         return result
 
     def curriculum_metrics(self) -> dict[str, float]:
+        """Where the reverse curriculum's starts are, its stage, the episodes run (a run
+        without the reverse curriculum has only the episodes)."""
+        if not self.config.reverse_curriculum:
+            return {"rfcl/episodes": float(self.episodes)}
         share = self.reverse.frontier / np.maximum(self.reverse.lengths - 1, 1)
         per_demo = {f"rfcl/start_fraction/demo_{i}": float(f) for i, f in enumerate(share)}
         per_demo |= {f"rfcl/solved/demo_{i}": float(s) for i, s in enumerate(self.reverse.solved)}
@@ -326,6 +344,8 @@ def load_rfcl_policy(ckpt: Path, stored: dict) -> LoadedPolicy:
 @dataclass
 class RFCLResult:
     run_dir: Path
+    method: str
+    """RFCL, or the baseline the run was (`method_name`)."""
     step: int
     stage: int
     demos_solved: int
@@ -361,7 +381,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     if loop.step < cfg.warmstart_steps >= cfg.steps:
         progress.say(f"warning: --steps {cfg.steps:,} ends within the --warmstart-steps "
                      f"{cfg.warmstart_steps:,} of random actions: no updates will be made")  # fmt: skip
-    periodic = PeriodicTasks(loop, metrics, progress, f"RFCL on {cfg.env}")
+    periodic = PeriodicTasks(loop, metrics, progress, f"{method_name(cfg)} on {cfg.env}")
     update_metrics = None
     obs = np.zeros((n, loop.env.obs_dim), np.float32)
     started: list[Start | int] = [0] * n
@@ -397,15 +417,23 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
             for step in range(first + 1, loop.step + 1):
                 if step % cfg.log_interval == 0 or step == cfg.steps:
                     metrics.log(step, loop.curriculum_metrics())
-                if step % cfg.eval_interval == 0 or step == cfg.steps:
+                due = step % cfg.eval_interval == 0 or step == cfg.steps
+                if due and cfg.reverse_curriculum:
                     plot_curriculum(loop.run_dir)
-                periodic.after_step(step, update_metrics,
-                                    info=f"stage {loop.stage}, demos solved "
-                                         f"{int(loop.reverse.solved.sum())}/{len(loop.demos)}")  # fmt: skip
-    if stop.requested:  # (drawn at each evaluation; a stop comes between two)
+                periodic.after_step(step, update_metrics, info=_stage(loop))
+    if stop.requested and cfg.reverse_curriculum:  # (drawn at each evaluation; a stop between)
         plot_curriculum(loop.run_dir)
     final = periodic.final
     extra = final.extra if final is not None else {}
-    return RFCLResult(loop.run_dir, loop.step, loop.stage, int(loop.reverse.solved.sum()),
+    return RFCLResult(loop.run_dir, method_name(cfg), loop.step, loop.stage,
+                      int(loop.reverse.solved.sum()),
                       extra.get("eval/success_at_end", float("nan")),
                       extra.get("eval/success_once", float("nan")), stop.requested)  # fmt: skip
+
+
+def _stage(loop: RFCLRun) -> str | None:
+    """The progress bar's note: the curriculum's stage and demos solved (none without the
+    reverse curriculum: every episode is then from the task's initial states)."""
+    if not loop.config.reverse_curriculum:
+        return None
+    return f"stage {loop.stage}, demos solved {int(loop.reverse.solved.sum())}/{len(loop.demos)}"

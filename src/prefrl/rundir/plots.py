@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -13,36 +14,52 @@ from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.metrics import read_metrics
 
 
-def plot_learning_curve(
-    run_dir: Path,
-    key: str = "eval/return_mean",
-    title: str = "",
-    label: str = "evaluation return",
-    bounds: tuple[float, float] | None = None,
-) -> Path | None:
-    """learning_curve.png: evaluation return (mean +- std) against environment steps; `label`
-    names what the returns are, `bounds` the range they cannot leave (the band is cut there)."""
-    rows = [r for r in read_metrics(run_dir) if key in r]
+@dataclass(frozen=True)
+class Curve:
+    """What `learning_curve.png` draws of the evaluations, and says of them."""
+
+    label: str = "evaluation return"
+    """What the values are (the y axis)."""
+    bounds: tuple[float, float] | None = None
+    """The range they cannot leave (the band is cut there)."""
+    lines: tuple[tuple[str, str], ...] = (("eval/return_mean", ""),)
+    """(metrics key, legend) of each line; the first has the band of its `_std` key."""
+    band: str | None = None
+    """What the band is, for the legend (with it, or more than one line, there is a legend)."""
+
+
+def plot_learning_curve(run_dir: Path, title: str = "", curve: Curve = Curve()) -> Path | None:
+    """learning_curve.png: evaluations (`curve`: the first line as mean +- std) against
+    environment steps."""
+    rows = read_metrics(run_dir)
+    (key, legend), *more = curve.lines
+    rows = [r for r in rows if key in r]
     if not rows:
         return None
     steps = [r["step"] for r in rows]
     mean = [r[key] for r in rows]
     std_key = key.replace("_mean", "_std")
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot(steps, mean, marker="o", markersize=3)
+    (line,) = ax.plot(steps, mean, marker="o", markersize=3, label=legend)
     if all(std_key in r for r in rows):
         lo = np.array([m - r[std_key] for m, r in zip(mean, rows)])
         hi = np.array([m + r[std_key] for m, r in zip(mean, rows)])
-        if bounds is not None:
-            lo, hi = np.clip(lo, *bounds), np.clip(hi, *bounds)
-        ax.fill_between(steps, lo, hi, alpha=0.25)
-    if bounds is not None:
-        margin = 0.03 * (bounds[1] - bounds[0])
-        ax.set_ylim(bounds[0] - margin, bounds[1] + margin)
+        if curve.bounds is not None:
+            lo, hi = np.clip(lo, *curve.bounds), np.clip(hi, *curve.bounds)
+        ax.fill_between(steps, lo, hi, alpha=0.25, color=line.get_color(), label=curve.band)
+    for other, legend in more:
+        points = [(r["step"], r[other]) for r in rows if other in r]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", markersize=3, ls="--", label=legend)
+    if curve.bounds is not None:
+        margin = 0.03 * (curve.bounds[1] - curve.bounds[0])
+        ax.set_ylim(curve.bounds[0] - margin, curve.bounds[1] + margin)
     ax.set_xlabel("environment steps")
-    ax.set_ylabel(label)
+    ax.set_ylabel(curve.label)
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    if more or curve.band:
+        ax.legend(fontsize=8)
     return _save(fig, Path(run_dir) / "learning_curve.png")
 
 
