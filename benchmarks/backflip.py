@@ -1,0 +1,156 @@
+"""A behaviour nobody wrote a reward for: the Hopper backflip, from a rule teacher's preferences,
+beside SAC given the same rule as a hand-written reward, with the same seeds and budget.
+
+    python benchmarks/backflip.py --seeds 0                 # both methods, one after the other
+    python benchmarks/backflip.py --seeds 0 --only pref     # one method (run two side by side)
+    python benchmarks/backflip.py --seeds 0 --report-only   # rows and figure from finished runs
+
+The rule, the teacher and the env are in examples/backflip.py: the teacher prefers the clip in
+which the torso turns further backwards (plus a little for time on its feet); the env is
+Hopper-v5 without early termination whose reward is the same rule step by step, so evaluations
+of both methods report the rule's own score and the backflips landed. Runs go to
+runs/bench-backflip/<method>_s<seed>; started again, finished runs are reused and stopped ones
+resume from their last checkpoint. Rows are merged into benchmarks/results/backflip.json, the
+curves drawn to benchmarks/results/backflip.png, and the first seed's preference policy is
+filmed to docs/img/backflip.mp4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+import backflip  # (examples/backflip.py: registers the env)
+
+from prefrl import RLLearner
+from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
+
+RESULTS = ROOT / "benchmarks/results/backflip.json"
+FIGURE = ROOT / "benchmarks/results/backflip.png"
+VIDEO = ROOT / "docs/img/backflip.mp4"
+DONE = "finished.json"
+
+# Both methods: SAC's defaults, 1k random steps, an evaluation of 5 episodes every 10k steps. The
+# preference side is examples/backflip.py's `teach`: pebble-walker-1000's schedule (sessions of
+# 100 labels every 20k steps after 9k unsupervised steps; the 1000 labels spent by 190k).
+METHODS = {"pref": "PEBBLE on the rule's preferences", "rule-reward": "SAC on the rule as reward"}
+
+
+def train(method: str, seed: int, runs: Path, steps: int) -> Path:
+    """One run to its end: reused when finished, resumed when stopped."""
+    name = f"{method}_s{seed}"
+    run_dir = runs / name
+    if (run_dir / DONE).exists():
+        return run_dir
+    settings = {"runs_dir": runs, "name": name, "checkpoint_interval": 10_000,
+                "video_interval": 100_000}  # fmt: skip
+    if run_dir.exists() and latest_checkpoint(run_dir) is not None:
+        settings["resume"] = run_dir
+    if method == "pref":
+        result = backflip.teach(steps, seed=seed, **settings)
+    else:
+        result = RLLearner(backflip.ENV_ID, steps=steps, seed=seed, warmstart_steps=1_000,
+                           eval_interval=10_000, eval_episodes=5, **settings).train()  # fmt: skip
+    if result.interrupted:
+        raise SystemExit(f"{name} stopped; start the same command again to resume it")
+    (run_dir / DONE).write_text(json.dumps({"steps": steps}) + "\n")
+    return run_dir
+
+
+def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, rule score, landed flips) of every evaluation, a resumed run's repeats dropped."""
+    rows: dict[int, dict] = {}
+    for row in read_metrics(run_dir):
+        if "eval/return_mean" in row:
+            rows[row["step"]] = row
+    steps = np.array(sorted(rows))
+    score = np.array([rows[s]["eval/return_mean"] for s in steps])
+    flips = np.array([rows[s].get("eval/landed_flips_mean", np.nan) for s in steps])
+    return steps, score, flips
+
+
+def labels_used(run_dir: Path) -> int:
+    rows = [r for r in read_metrics(run_dir) if "feedback/labels" in r]
+    return int(rows[-1]["feedback/labels"]) if rows else 0
+
+
+def report(runs: Path, seeds: list[int], command: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_score, ax_flips) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = {}
+    for method, title in METHODS.items():
+        dirs = [runs / f"{method}_s{s}" for s in seeds if (runs / f"{method}_s{s}" / DONE).exists()]
+        if not dirs:
+            continue
+        curves = [curve(d) for d in dirs]
+        for i, (steps, score, flips) in enumerate(curves):
+            kw = {"label": title if i == 0 else None, "color": "C0" if method == "pref" else "C1"}
+            ax_score.plot(steps, score, **kw)
+            ax_flips.plot(steps, flips, **kw)
+        rows[method] = {
+            "method": method, "description": title, "env": backflip.ENV_ID,
+            "steps": int(curves[0][0][-1]), "seeds": [int(d.name.rsplit("_s", 1)[1]) for d in dirs],
+            "rule_score_final": [float(c[1][-1]) for c in curves],
+            "landed_flips_final": [float(c[2][-1]) for c in curves],
+            **({"labels": [labels_used(d) for d in dirs]} if method == "pref" else {}),
+            "command": command,
+        }  # fmt: skip
+        for key in ("rule_score", "landed_flips"):
+            rows[method][f"{key}_mean"] = float(np.mean(rows[method][f"{key}_final"]))
+        print(f"{title}: rule score {rows[method]['rule_score_mean']:.2f}, landed backflips "
+              f"{rows[method]['landed_flips_mean']:.1f} per episode ({len(dirs)} seeds)")  # fmt: skip
+    if not rows:
+        raise SystemExit(f"no finished runs in {runs} for seeds {seeds}")
+    ax_score.set(xlabel="env steps", ylabel="rule score per episode (turns + time on feet)")
+    ax_flips.set(xlabel="env steps", ylabel="backflips landed per episode")
+    ax_score.legend()
+    fig.suptitle("Hopper backflip: evaluation episodes (5 each, deterministic actions)")
+    fig.tight_layout()
+    fig.savefig(FIGURE, dpi=110)
+    existing = json.loads(RESULTS.read_text())["results"] if RESULTS.exists() else []
+    merged = {r["method"]: r for r in existing} | rows
+    RESULTS.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
+    print(f"wrote {RESULTS.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
+    if "pref" in rows:
+        _film(runs / f"pref_s{rows['pref']['seeds'][0]}")
+
+
+def _film(run_dir: Path) -> None:
+    from prefrl.loops.compare import compare_policies
+
+    VIDEO.parent.mkdir(parents=True, exist_ok=True)
+    done = compare_policies([run_dir], 1, 0, VIDEO, 256)
+    print(f"video: {done.video}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
+    parser.add_argument("--only", choices=list(METHODS), help="train one method only")
+    parser.add_argument("--steps", type=int, default=500_000)
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs/bench-backflip")
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args()
+    command = "python benchmarks/backflip.py " + " ".join(sys.argv[1:])
+    if not args.report_only:
+        for method in [args.only] if args.only else list(METHODS):
+            for seed in args.seeds:
+                train(method, seed, args.runs_dir, args.steps)
+    if not args.only:
+        report(args.runs_dir, args.seeds, command)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Teach the Hopper a backflip from preferences: a behaviour no Gymnasium env has a reward for.
+
+The teacher is a rule of our own, not the env's reward: of two clips it prefers the one in which
+the torso turns further backwards, with a little extra for time spent on its feet (so a flip
+that lands beats one that ends on its back). The agent never sees the rule, only the answers.
+
+    python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
+    python examples/backflip.py 20000 100      # a short try: steps, labels
+
+The env is Gymnasium's Hopper-v5 that never ends an episode when the robot falls (a flip passes
+through angles the stock Hopper calls unhealthy). Its reward is the same rule, step by step: the
+agent does not train on it, but evaluations report it, so a run's curve is the rule's own score,
+and `prefrl rl` on the same env is SAC given the rule as a hand-written reward.
+(benchmarks/backflip.py runs both side by side.)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
+
+from prefrl import Answer, Label, PreferenceLearner, RewardConfig, ScheduleConfig
+
+TURN = 2 * np.pi
+ON_FEET_BONUS = 0.002
+"""Score per step spent on its feet, in turns: standing still for a whole 1000-step episode is
+worth as much as two backflips, and between two equal flips the one that lands wins."""
+TIE = 0.01
+"""Clips whose scores differ by less than this (in turns) are answered "equal"."""
+ENV_ID = "backflip:HopperBackflip-v0"
+
+
+def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray) -> np.ndarray:
+    """Torso high, upright (within ~37 degrees of vertical, any number of turns later) and
+    hardly moving up or down (so not in mid-air, short of a jump's apex)."""
+    return (height > 0.7) & (np.cos(angle) > 0.8) & (np.abs(rising) < 1.0)
+
+
+def rule_score(obs: np.ndarray) -> np.ndarray:
+    """The rule's score of Hopper observations in time order (axis -2): backward turns of the
+    torso from the first to the last, plus the on-feet bonus for every one after the first.
+    (The torso's hinge angle grows as it leans forward, so a backflip decreases it by 2π.)"""
+    height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
+    backward_turns = -(angle[..., -1] - angle[..., 0]) / TURN
+    feet = on_feet(height[..., 1:], angle[..., 1:], rising[..., 1:])
+    return backward_turns + ON_FEET_BONUS * feet.sum(-1)
+
+
+class BackflipTeacher:
+    """Answers each pair at once by the rule, from the clips' observations alone (Hopper's
+    observation holds the torso's height, angle and vertical speed: entries 0, 1 and 6)."""
+
+    needs_true_reward = False  # (it judges what it sees, not a reward)
+
+    def __init__(self) -> None:
+        self._answers: list[Answer] = []
+
+    def submit(self, query) -> None:
+        left, right = rule_score(query.left.obs), rule_score(query.right.obs)
+        for qid, diff in zip(query.ids, right - left, strict=True):
+            label = Label.EQUAL if abs(diff) < TIE else Label.RIGHT if diff > 0 else Label.LEFT
+            self._answers.append(Answer(int(qid), label))
+
+    def poll(self) -> list[Answer]:
+        answers, self._answers = self._answers, []
+        return answers
+
+    def observe_episode(self, episode_return: float, length: int) -> None:
+        pass  # (the rule needs no recent returns)
+
+
+class HopperBackflip(HopperEnv):
+    """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
+    step, so that the sum of its rewards over any stretch is that stretch's rule score. It
+    counts the backflips it lands (a whole backward turn between two times its foot stands on
+    the floor with the torso upright) in `info["episode_metrics"]`, which evaluations log as
+    `eval/landed_flips_mean`."""
+
+    def __init__(self, **kwargs):
+        super().__init__(terminate_when_unhealthy=False, **kwargs)
+
+    def reset_model(self):
+        obs = super().reset_model()
+        self._last_on_feet, self._landed = float(self.data.qpos[2]), 0
+        return obs
+
+    def step(self, action):
+        before = self._get_obs()
+        obs, _, terminated, truncated, info = super().step(action)
+        reward = float(rule_score(np.stack([before, obs])))
+        angle = float(self.data.qpos[2])
+        if self._standing() and np.cos(angle) > 0.8:
+            # On its feet again: every whole backward turn since it last was is a landed flip.
+            self._landed += max(0, round((self._last_on_feet - angle) / TURN))
+            self._last_on_feet = float(angle)
+        info["episode_metrics"] = {"landed_flips": self._landed}
+        return obs, reward, terminated, truncated, info
+
+    def _standing(self) -> bool:
+        """The foot touches the floor."""
+        contacts = self.data.contact[: self.data.ncon]
+        foot, floor = (self.model.geom(name).id for name in ("foot_geom", "floor"))
+        return any({c.geom1, c.geom2} == {foot, floor} for c in contacts)
+
+
+if "HopperBackflip-v0" not in gym.registry:
+    gym.register("HopperBackflip-v0", entry_point=HopperBackflip, max_episode_steps=1000)
+
+
+def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, **settings):
+    """PEBBLE with the schedule that reached 0.96 of SAC on walker-walk (`--preset
+    pebble-walker-1000`): 1k random steps, 9k of unsupervised pre-training, then sessions of
+    100 labels every 20k steps until the budget (default 1000; fewer on short runs) is spent."""
+    labels = labels or min(1000, max(10, steps // 500))
+    sessions = max(1, labels // 100)
+    learner = PreferenceLearner(
+        ENV_ID, BackflipTeacher(), steps=steps, seed=seed,
+        warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
+        schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
+                                interval=max(1, min(20_000, steps // (sessions + 1)))),
+        reward=RewardConfig(max_epochs=50), eval_interval=min(10_000, steps), eval_episodes=5,
+        **settings,
+    )  # fmt: skip
+    return learner.train()
+
+
+if __name__ == "__main__":
+    import backflip  # (this file as the module ENV_ID names, which every process imports)
+
+    result = backflip.teach(*[int(a) for a in sys.argv[1:3]])
+    print(
+        f"{result.labels} labels; the rule's score of the last evaluation: "
+        f"{result.final_eval.returns.mean():.2f} (turns backwards + time on its feet)"
+    )
