@@ -7,15 +7,17 @@ import io
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import av
 import numpy as np
 import pytest
-from conftest import launch_chromium, served
+from conftest import PREFRL_WITH_CTRL_C, free_port, launch_chromium, served
 
 from prefrl.data import Segments
 from prefrl.envs import make_env
@@ -24,6 +26,7 @@ from prefrl.feedback.terminal import label_in_terminal
 from prefrl.loops.collect import random_segments
 from prefrl.loops.serve import take_port
 from prefrl.render.clips import ClipRenderer, pair_clip, render_pending, side_by_side
+from prefrl.rundir.workers import read_status
 from prefrl.web.app import create_app
 
 ENV = "toy:point-reach"
@@ -192,6 +195,66 @@ def test_terminal_labeller(run):
     assert {x.source for x in labels} == {"terminal"}
     text = out.getvalue()
     assert "'x' is not an answer" in text and ".mp4" in text
+
+
+def _answer_all(run) -> None:
+    with FeedbackStore(run.store) as store:
+        run_id = store.run_id(run.uid)
+        for q in store.open_queries(run_id):
+            store.add_label(q.id, "left", source="test")
+
+
+def _started(args: list[str], log: Path, ready, what: str) -> subprocess.Popen:
+    """`prefrl ARGS` in a session of its own (as a terminal's foreground job: Ctrl-C reaches its
+    children too), its output in `log`, once `ready(output)` holds."""
+    proc = subprocess.Popen([*PREFRL_WITH_CTRL_C, *args], stdin=subprocess.PIPE,
+                            stdout=log.open("w"), stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})  # fmt: skip
+    deadline = time.time() + 300  # (generous: three Python processes start on a loaded machine)
+    while not ready(log.read_text()):
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            pytest.fail(f"{what} did not start: {log.read_text()}")
+        time.sleep(0.2)
+    return proc
+
+
+def _renderer_running(run) -> bool:
+    status = read_status(run.run_dir, "renderer")
+    return status is not None and status.state == "running"
+
+
+def test_ctrl_c_and_q_stop_the_terminal_labeller_and_server_without_a_traceback(run, tmp_path):
+    """Ctrl-C (the whole process group, as a terminal sends it) stops `prefrl label` and `prefrl
+    serve` and their clip renderers without a traceback; Q stops a labeller waiting for pairs."""
+    _answer_all(run)  # nothing to label: the labeller waits
+    log = tmp_path / "label.log"
+    waiting = _started(["label", str(run.run_dir), "--no-open-clips"], log,
+                       lambda out: "Waiting (" in out and _renderer_running(run), "prefrl label")  # fmt: skip
+    os.killpg(waiting.pid, signal.SIGINT)
+    assert waiting.wait(timeout=120) == 0, log.read_text()
+    out = log.read_text()
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert out.rstrip().endswith("0 labels stored"), out
+
+    quits = _started(["label", str(run.run_dir), "--no-render", "--no-open-clips"], log,
+                     lambda out: "Waiting (" in out, "prefrl label")  # fmt: skip
+    quits.stdin.write(b"x\nq\n")
+    quits.stdin.flush()
+    assert quits.wait(timeout=120) == 0, log.read_text()
+    out = log.read_text()
+    assert "'x': there is no pair to answer yet; Q and Enter to quit" in out, out
+    assert out.rstrip().endswith("0 labels stored"), out
+
+    (run.run_dir / "workers" / "renderer.json").unlink()
+    port = free_port()
+    server = _started(["serve", str(run.run_dir), "--port", str(port)], tmp_path / "serve.log",
+                      lambda out: "label at" in out and _renderer_running(run), "prefrl serve")  # fmt: skip
+    os.killpg(server.pid, signal.SIGINT)
+    assert server.wait(timeout=120) == 0
+    out = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    assert out.rstrip().endswith("stopped serving"), out
 
 
 def test_terminal_rater(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
@@ -65,6 +66,13 @@ def run_renderer(
         raise
 
 
+def _renderer_process(*args, **kwargs) -> None:
+    """`run_renderer` as the supervisor's child: Ctrl-C in the terminal reaches the whole
+    process group, and it is the supervisor's to stop the renderer (no traceback of its own)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run_renderer(*args, **kwargs)
+
+
 class RendererSupervisor:
     """Runs the renderer in a spawned process (never fork a process that may hold a GL context)
     and starts it again whenever it dies, saying why on stderr."""
@@ -82,13 +90,21 @@ class RendererSupervisor:
     def _start(self):
         ctx = multiprocessing.get_context("spawn")
         proc = ctx.Process(
-            target=run_renderer,
+            target=_renderer_process,
             args=(self.run.store, str(self.run.run_dir), self.run.uid, self.size, self.queue),
             kwargs={"pairs": self.pairs, "restarts": self.restarts, "parent": os.getpid()},
             daemon=True,
             name=f"prefrl-{NAME}",
         )
-        proc.start()
+        main = threading.current_thread() is threading.main_thread()
+        # (started ignoring Ctrl-C, which Python keeps: a Ctrl-C while it is still starting up
+        # reaches none of its code either; only the main thread may change a handler)
+        before = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            proc.start()
+        finally:
+            if before is not None:
+                signal.signal(signal.SIGINT, before)
         return proc
 
     def _supervise(self) -> None:
