@@ -437,3 +437,29 @@ def test_resumes_and_flags_that_do_not_fit_are_refused_before_any_run_directory(
             capsys.readouterr().err
         )
     assert sorted(p.name for p in runs.iterdir()) == ["dot"]
+
+
+def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_path, capsys):
+    """Output that is no terminal gets a line at each multiple of --log-interval, saying agent
+    steps/s as metrics.jsonl has them; steps counted a rollout at a time (2 envs x 16 steps)
+    are timed per rollout, so a rollout's second log row has no rate of its own."""
+    import re
+
+    from prefrl.agents.frame_ppo import FramePPOConfig
+    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rundir.metrics import read_metrics
+
+    config = RLConfig(env="movingdot", algo="ppo", steps=128, eval_interval=128,
+                      eval_episodes=1, video=False, log_interval=16,
+                      ppo_frames=FramePPOConfig(n_envs=2, n_steps=16, minibatches=2, epochs=1),
+                      runs_dir=tmp_path, name="lines")  # fmt: skip
+    train_rl(config)
+    lines = re.findall(r"^step ([\d,]+)/128 .*?, ([\d,]+) agent steps/s",
+                       capsys.readouterr().out, re.MULTILINE)  # fmt: skip
+    assert [int(s) for s, _ in lines] == list(range(16, 129, 16))
+    rows = [r for r in read_metrics(tmp_path / "lines") if "train/policy_loss" in r]
+    rates = {r["step"]: r["train/steps_per_s"] for r in rows if "train/steps_per_s" in r}
+    assert sorted(rates) == [16, 48, 80, 112]  # (one per rollout)
+    shown = dict(lines)
+    for step, rate in rates.items():
+        assert shown[f"{step}"] == shown[f"{step + 16}"] == f"{rate:,.0f}"

@@ -332,25 +332,34 @@ class PeriodicTasks:
         self.final: EvalResult | None = None
         self.video: Path | None = None
         self.restart_clock(loop.step)
+        progress.print_at_logs()
 
     def restart_clock(self, step: int) -> None:
         """Time spent outside training (evaluations, reward fits) does not count in steps/s."""
-        self.t_last, self.step_last = time.perf_counter(), step
+        self.t_last, self.step_last = time.perf_counter(), max(step, self.loop.step)
 
     def after_step(self, step: int, update_metrics, info: str | None = None) -> None:
+        """`step`: the step whose work is due; loops that count a batch of steps at once (envs
+        stepped side by side) call it for each, with `loop.step` already at the batch's end."""
         loop, cfg = self.loop, self.loop.config
         if step % 100 == 0:
             self.progress.update(step, info=info)
-        if step % cfg.log_interval == 0 and update_metrics is not None:
+        if step % cfg.log_interval == 0:
             # Read the metrics first: that waits for the update's asynchronous dispatch to finish,
             # so the clock below counts the work, not just its dispatch.
-            row = {f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}
-            now = time.perf_counter()
-            if step > self.step_last:  # (the clock restarts after evaluations and fits)
-                row["train/steps_per_s"] = (step - self.step_last) / (now - self.t_last)
-            self.restart_clock(step)
-            self.metrics.log(step, row)
-            check_finite(row, step)
+            row = {} if update_metrics is None else {
+                f"train/{k}": float(v) for k, v in jax.device_get(update_metrics).items()}  # fmt: skip
+            now, done = time.perf_counter(), max(step, loop.step)
+            # The rate over the steps done since the clock last started (the clock restarts
+            # after evaluations and fits; a batch's second log has no new steps to time).
+            rate = None
+            if done > self.step_last:
+                rate = row["train/steps_per_s"] = (done - self.step_last) / (now - self.t_last)
+                self.restart_clock(done)
+            if update_metrics is not None:
+                self.metrics.log(step, row)
+                check_finite(row, step)
+            self.progress.logged(step, rate)
         last = step == cfg.steps
         if step % cfg.eval_interval == 0 or last:
             record = cfg.video and (step % cfg.video_interval == 0 or last)

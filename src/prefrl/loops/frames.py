@@ -184,7 +184,7 @@ def _run(loop: FrameRun, metrics: MetricsLogger):
     rollout_cut = np.zeros((steps, n), bool)  # (episodes cut by a time limit)
     finals = np.zeros((steps, *obs.shape), np.uint8)
     progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress,
-                                last_eval=loop.last_eval)  # fmt: skip
+                                last_eval=loop.last_eval, unit="agent steps")  # fmt: skip
     periodic = PeriodicTasks(loop, metrics, progress, loop.title)
     episodes = EpisodeReturns(n, loop, metrics)
     with stoppable(loop, progress) as stop:

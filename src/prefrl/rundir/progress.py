@@ -1,9 +1,11 @@
 """A rich progress bar for training: steps, steps/s, last evaluation return. Where the output is
 not a terminal (a log file, a job scheduler), a bar would show nothing until the end: plain
-lines are printed instead, every `PLAIN_EVERY_S` seconds."""
+lines are printed instead, every `PLAIN_EVERY_S` seconds, or at the steps training metrics are
+logged at (`print_at_logs`), with the same rate as the metrics' `train/steps_per_s`."""
 
 from __future__ import annotations
 
+import datetime
 import time
 
 from rich.console import Console
@@ -13,7 +15,6 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 
 PLAIN_EVERY_S = 30.0
@@ -22,32 +23,37 @@ PLAIN_EVERY_S = 30.0
 class TrainingProgress:
     def __init__(
         self, total: int, start: int, enabled: bool = True, last_eval: float | None = None,
-        eval_label: str = "eval return", eval_digits: int = 1,
+        eval_label: str | None = "eval return", eval_digits: int = 1, unit: str = "steps",
+        title: str = "training",
     ):  # fmt: skip
         """`eval_label`, `eval_digits`: what the evaluations' mean is called and how it is shown
-        (RFCL's is a success rate: "eval success", 2)."""
+        (RFCL's is a success rate: "eval success", 2; None: no evaluations). `unit`: what is
+        counted ("agent steps" on frames, "gradient steps"); `title`: of what."""
         self.enabled = enabled
-        self._label, self._digits = eval_label, eval_digits
+        self._label, self._digits, self._unit, self._title = eval_label, eval_digits, unit, title
         self.total = total
         self.plain = enabled and not Console().is_terminal
+        evals = [TextColumn(eval_label + " {task.fields[eval]}")] if eval_label else []
         self._progress = Progress(
-            TextColumn("[bold]training"),
+            TextColumn(f"[bold]{title}"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]} steps/s"),
-            TextColumn(eval_label + " {task.fields[eval]}"),
+            TextColumn("{task.fields[rate]} " + unit + "/s"),
+            *evals,
             TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
+            TextColumn("eta {task.fields[eta]}"),
             disable=not enabled or self.plain,
         )
         self._task = self._progress.add_task(
-            "train", total=total, completed=start, rate="-", eval=self._fmt(last_eval), info=""
-        )
+            "train", total=total, completed=start, rate="-", eval=self._fmt(last_eval), info="",
+            eta="-",
+        )  # fmt: skip
         self._last_line = (time.monotonic(), start)
-        self._eval, self._info = last_eval, ""
+        self._first = (time.monotonic(), start)  # (the ETA's: all this session's time, fits too)
+        self._eval, self._info, self._rate = last_eval, "", None
         self._final_step: int | None = None
+        self._at_logs = False
 
     def __enter__(self):
         self._progress.__enter__()
@@ -62,37 +68,68 @@ class TrainingProgress:
         """Print a line above the bar (or plainly when the bar is off)."""
         self._progress.console.print(message)
 
+    def print_at_logs(self) -> None:
+        """Plain lines come at the steps `logged` is called at (and at the end), not on a
+        clock."""
+        self._at_logs = True
+
+    def logged(self, step: int, rate: float | None) -> None:
+        """Training metrics were logged at `step`, their rate `rate` (per second): the bar
+        shows it, and a plain line says it."""
+        self._rate = rate if rate is not None else self._rate
+        if not self.enabled:
+            return
+        if self.plain:
+            self._plain_line(step, None, None, logged=True)
+            return
+        self.update(step)
+
     def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
         if not self.enabled:
             return
         if self.plain:
             self._plain_line(step, last_eval, info)
             return
-        fields = {}
-        task = self._progress.tasks[0]
-        if task.speed:
-            fields["rate"] = f"{task.speed:,.0f}"
+        fields = {"rate": self._fmt_rate(), "eta": self._eta(step)}
         if last_eval is not None:
             fields["eval"] = self._fmt(last_eval)
         if info is not None:
             fields["info"] = info
         self._progress.update(self._task, completed=step, **fields)
 
+    def _eta(self, step: int) -> str:
+        """The time left at the pace of this session so far (whatever it spent the time on:
+        evaluations and reward fits too)."""
+        then, first = self._first
+        if step <= first:
+            return "-"
+        left = (self.total - step) * (time.monotonic() - then) / (step - first)
+        return str(datetime.timedelta(seconds=round(max(left, 0.0))))
+
+    def _fmt_rate(self) -> str:
+        if self._rate is not None:
+            return f"{self._rate:,.0f}"
+        task = self._progress.tasks[0]  # (no metrics logged yet: rich's own estimate)
+        return f"{task.speed:,.0f}" if task.speed else "-"
+
     def _plain_line(self, step: int, last_eval: float | None, info: str | None,
-                    final: bool = False) -> None:  # fmt: skip
+                    final: bool = False, logged: bool = False) -> None:  # fmt: skip
         self._eval = last_eval if last_eval is not None else self._eval
         self._info = info if info is not None else self._info
         now, (then, then_step) = time.monotonic(), self._last_line
-        if now - then < PLAIN_EVERY_S and step < self.total:
+        if step < self.total and not logged and (self._at_logs or now - then < PLAIN_EVERY_S):
             return
-        if step >= self.total and last_eval is None and not final:
+        if step >= self.total and last_eval is None and not final and self._label:
             self._final_step = step  # the last line waits for the final evaluation
             return
         self._final_step = None
-        rate = (step - then_step) / max(now - then, 1e-9)
+        if not self._at_logs or self._rate is None:
+            self._rate = (step - then_step) / max(now - then, 1e-9)
+        title = "" if self._title == "training" else f"{self._title}: "
+        evals = f", {self._label} {self._fmt(self._eval)}" if self._label else ""
         info = f", {self._info}" if self._info else ""
-        print(f"step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), {rate:,.0f} "
-              f"steps/s, {self._label} {self._fmt(self._eval)}{info}", flush=True)  # fmt: skip
+        print(f"{title}step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), "
+              f"{self._fmt_rate()} {self._unit}/s{evals}{info}", flush=True)  # fmt: skip
         self._last_line = (now, step)
 
     def _fmt(self, value: float | None) -> str:
