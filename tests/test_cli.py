@@ -55,7 +55,8 @@ def test_rl_help_documents_every_flag_with_its_default(capsys):
     ]:
         assert flag in out, flag
     flat = " ".join(out.replace("│", " ").split())  # undo the help box's line wrapping
-    assert "(default: HalfCheetah-v5)" in flat and "--sac.discount FLOAT (default: 0.99)" in flat
+    assert "(default: HalfCheetah-v5)" in flat
+    assert "--sac.discount FLOAT Discount factor γ of the TD target, in [0, 1]. (default: 0.99)" in flat
     assert "--preset" in out and "sac-mujoco" in out
 
 

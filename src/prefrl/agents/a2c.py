@@ -19,6 +19,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from prefrl.fielddocs import document_fields
 from prefrl.nn.conv import FrameActorCritic
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.pytree import state_from_bytes
@@ -29,6 +30,7 @@ FRAMES_PER_PASS = 16
 8-256 on a 2-core CPU for the Nature CNN (docs/performance.md)."""
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class A2CConfig:
     """A2C hyper-parameters; defaults are the seed's Atari settings (MovingDot: entropy 0.02)."""
@@ -38,12 +40,19 @@ class A2CConfig:
     n_steps: int = 5
     """Steps of each env per update."""
     discount: float = 0.99
+    """Discount factor γ of the n-step returns, in [0, 1]."""
     value_coef: float = 0.5
+    """Weight of the value loss in the loss."""
     entropy_coef: float = 0.01
+    """Weight of the policy's entropy bonus in the loss (MovingDot: 0.02)."""
     max_grad_norm: float = 0.5
+    """Gradients clipped to this global norm."""
     lr: float = 7e-4
+    """RMSProp learning rate."""
     rms_decay: float = 0.99
+    """RMSProp's decay of the squared-gradient average."""
     rms_eps: float = 1e-5
+    """RMSProp's ε."""
 
     def __post_init__(self) -> None:
         positive = ("n_envs", "n_steps", "lr", "max_grad_norm", "rms_eps")

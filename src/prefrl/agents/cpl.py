@@ -19,17 +19,20 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from prefrl.fielddocs import document_fields
 from prefrl.nn import TanhGaussianActor, tanh_gaussian_log_prob
 from prefrl.rundir.config import check_fields
 
 REGULARISERS = ("mse", "kl", "bc", "none")
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class CPLConfig:
     """CPL fine-tuning; defaults are the working RoboPianist settings."""
 
     lr: float = 1e-4
+    """Adam learning rate of the policy."""
     batch_size: int = 32
     """Pairs per gradient step."""
     alpha: float = 0.1
@@ -37,6 +40,8 @@ class CPLConfig:
     bias: float = 0.5
     """λ: the other segment's advantage is scaled by it (1: the plain contrastive loss)."""
     preference_weight: float = 1.0
+    """Weight of the preference (CPL) loss; 0 with a conservative term of weight 1 is behaviour
+    cloning of the rated segments alone."""
     mean_only: bool = False
     """Take log π with the policy's log std held fixed (no gradient through it), so the
     preferences can move the action mean only: pairs of noisy segments cannot be ordered by
@@ -44,6 +49,7 @@ class CPLConfig:
     conservative: str = "mse"
     """mse (to the frozen original policy's outputs), kl, bc or none."""
     conservative_weight: float = 0.01
+    """Weight of the conservative term (see conservative)."""
     grad_clip: float = 1.0
     """Global gradient-norm clipping (0: none)."""
 

@@ -16,25 +16,38 @@ import numpy as np
 import optax
 
 from prefrl.agents.a2c import A2C, A2CState, FrameRollout
+from prefrl.fielddocs import document_fields
 from prefrl.rundir.config import check_fields
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class FramePPOConfig:
     """Defaults: the PPO paper's Atari settings (8 envs x 128 steps, 4 epochs of 4 minibatches,
     clip 0.1, Adam 2.5e-4)."""
 
     n_envs: int = 8
+    """Environments stepped side by side."""
     n_steps: int = 128
+    """Steps of each env per rollout (a rollout is n_envs x n_steps agent steps)."""
     epochs: int = 4
+    """Passes over each rollout."""
     minibatches: int = 4
+    """Minibatches per pass; must divide n_envs x n_steps."""
     discount: float = 0.99
+    """Discount factor γ, in [0, 1]."""
     gae_lambda: float = 0.95
+    """λ of generalised advantage estimation, in [0, 1]."""
     clip: float = 0.1
+    """The surrogate's probability-ratio clip ε."""
     value_coef: float = 0.5
+    """Weight of the value loss in the loss."""
     entropy_coef: float = 0.01
+    """Weight of the policy's entropy bonus in the loss."""
     max_grad_norm: float = 0.5
+    """Gradients clipped to this global norm."""
     lr: float = 2.5e-4
+    """Adam learning rate (eps 1e-5)."""
 
     def __post_init__(self) -> None:
         positive = ("n_envs", "n_steps", "epochs", "minibatches", "clip", "max_grad_norm", "lr")

@@ -19,24 +19,32 @@ import numpy as np
 import optax
 from flax import struct
 
+from prefrl.fielddocs import document_fields
 from prefrl.nn import BoundedMeanGaussianActor, CriticEnsemble, ValueNet, gaussian_log_prob
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class IQLConfig:
     """IQL hyper-parameters; defaults are the published MuJoCo (locomotion) settings."""
 
     hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer widths of the actor, the critics and the value network."""
     actor_lr: float = 3e-4
     """Decayed to 0 along a cosine over `steps` (as the published runs)."""
     critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
     value_lr: float = 3e-4
+    """Adam learning rate of the value network."""
     discount: float = 0.99
+    """Discount factor γ, in [0, 1]."""
     tau: float = 0.005
+    """Polyak rate of the target critics."""
     batch_size: int = 256
+    """Dataset transitions per gradient step."""
     expectile: float = 0.7
     """0.7 locomotion and Adroit, 0.9 AntMaze."""
     temperature: float = 3.0

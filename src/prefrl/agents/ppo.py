@@ -16,29 +16,42 @@ import numpy as np
 import optax
 from flax import struct
 
+from prefrl.fielddocs import document_fields
 from prefrl.nn import GaussianActor, ValueNet, gaussian_log_prob
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
     """PPO hyper-parameters; defaults are the PPO paper's MuJoCo settings."""
 
     hidden_dims: tuple[int, ...] = (64, 64)
+    """Hidden layer widths of the Gaussian actor and of the value network."""
     lr: float = 3e-4
+    """Adam learning rate of both networks (eps 1e-5)."""
     rollout_steps: int = 2048
     """Env steps per update."""
     minibatch_size: int = 64
+    """Transitions per gradient step; rollout_steps must be a multiple of it."""
     epochs: int = 10
+    """Passes over each rollout, in shuffled minibatches."""
     discount: float = 0.99
+    """Discount factor γ, in [0, 1]."""
     gae_lambda: float = 0.95
+    """λ of generalised advantage estimation, in [0, 1]."""
     clip: float = 0.2
+    """The surrogate's probability-ratio clip ε (ratios kept within 1 ± ε)."""
     entropy_coef: float = 0.0
+    """Weight of the policy's entropy bonus in the loss."""
     value_coef: float = 0.5
+    """Weight of the value loss in the loss."""
     max_grad_norm: float = 0.5
+    """Gradients clipped to this global norm."""
     init_log_std: float = 0.0
+    """The actor's log standard deviation at the start (a learned, state-independent parameter)."""
 
     def __post_init__(self) -> None:
         positive = ("lr", "rollout_steps", "minibatch_size", "epochs", "clip", "max_grad_norm")
@@ -110,6 +123,10 @@ class PPOState(struct.PyTreeNode):
 
 
 class PPO:
+    """PPO with a Gaussian policy on state vectors: builds the networks and the optimiser for
+    given spaces and holds no mutable state itself (`init(key)` makes the state that `act` and
+    `update` take and return). Pass one to `PreferenceLearner(agent=...)` for PrefPPO."""
+
     def __init__(self, config: PPOConfig, obs_dim: int, action_dim: int):
         self.config = config
         self.obs_dim, self.action_dim = obs_dim, action_dim

@@ -19,12 +19,14 @@ import optax
 from flax import struct
 
 from prefrl.data.batch import Batch
+from prefrl.fielddocs import document_fields
 from prefrl.nn import CriticEnsemble, TanhGaussianActor, tanh_gaussian_sample
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.pytree import state_from_bytes
 from prefrl.xla import jit_step
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
     """SAC hyper-parameters. Defaults are the SAC paper's MuJoCo settings."""
@@ -32,20 +34,27 @@ class SACConfig:
     hidden_dims: tuple[int, ...] = (256, 256)
     """Hidden layer widths of the actor and of each critic."""
     actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
     critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
     temperature_lr: float = 3e-4
+    """Adam learning rate of the entropy temperature (when learn_temperature)."""
     discount: float = 0.99
+    """Discount factor γ of the TD target, in [0, 1]."""
     tau: float = 0.005
     """Polyak rate of the target critics (RoboPianist uses 0.01)."""
     batch_size: int = 256
+    """Transitions per gradient step, drawn from the replay buffer."""
     num_critics: int = 2
     """Critics in the ensemble (RFCL uses 10)."""
     num_min_critics: int = 2
     """Target = min over this many critics, sampled from the ensemble when it is larger."""
     critic_layer_norm: bool = False
+    """LayerNorm after each hidden layer of the critics (DroQ: True, with dropout)."""
     critic_dropout: float = 0.0
     """Dropout rate in the critics (DroQ: 0.01, with layer norm)."""
     init_temperature: float = 1.0
+    """The entropy temperature α at the start (all along when learn_temperature is False)."""
     learn_temperature: bool = True
     """False: the temperature stays at init_temperature (a fixed entropy weight, as in the first
     SAC paper) instead of being tuned towards target_entropy."""

@@ -78,6 +78,10 @@ class Demo:
 
 @dataclass
 class DemoSet:
+    """Demonstrations of one env, as a demo folder holds them (`DemoSet.load(path)`,
+    `save(path)`): each `Demo` with its simulator states, observations, actions, rewards and
+    success flags."""
+
     env_id: str
     demos: list[Demo]
     info: dict = field(default_factory=dict)

@@ -18,6 +18,9 @@ from prefrl.rundir.atomic import atomic_write
 
 
 class Label(enum.IntEnum):
+    """An answer to a pair: the left segment is preferred, the right one, both equally, or
+    neither can be told (`Label.parse` takes these names or their numbers)."""
+
     LEFT = 0
     RIGHT = 1
     EQUAL = 2

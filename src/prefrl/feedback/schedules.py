@@ -14,13 +14,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from prefrl.fielddocs import document_fields
 from prefrl.rundir.config import check_fields
 
 SCHEDULES = ("sessions", "annealed", "decay")
 
 
+@document_fields
 @dataclass(frozen=True)
 class ScheduleConfig:
+    """When labels are asked for: the schedule's kind, the label budget and its pace."""
+
     kind: str = "sessions"
     """sessions (PEBBLE), annealed (rl-teacher) or decay (Christiano)."""
     budget: int = 1000

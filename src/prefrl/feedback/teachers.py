@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from prefrl.data.segments import Label, Segments
+from prefrl.fielddocs import document_fields
 from prefrl.rundir.config import check_fields
 
 
@@ -27,11 +28,29 @@ class Query(NamedTuple):
 
 
 class Answer(NamedTuple):
+    """A teacher's answer to one pair: the pair's id in its `Query.ids`, and a `Label`."""
+
     query_id: int
     label: Label
 
 
 class Teacher(Protocol):
+    """What answers queries, scripted or a class of yours (its methods are all it needs).
+
+    - `submit(query)` hands over a batch of pairs: a `Query` of ids and two `Segments` (each
+      segment's observations, actions, true rewards and simulator states);
+    - `poll()` is called by the loop at every feedback step and must not block: it returns the
+      `Answer`s that arrived since the last call. An answer may come any number of polls late;
+      an id answered twice, or never asked, is refused (`ValueError`); a query never answered
+      is simply never trained on.
+    - Labels: `Label.LEFT`, `Label.RIGHT`, `Label.EQUAL` (trained on as half a preference
+      each way) and `Label.SKIP` ("can't tell": kept, never trained on).
+    - `observe_episode(episode_return, length)`, optional: the loop reports every finished
+      training episode (B-Pref's skip and equal thresholds use the recent returns).
+    - `needs_true_reward`: True where the answers come from the segments' true rewards (the
+      scripted teachers).
+    """
+
     needs_true_reward: bool
 
     def submit(self, query: Query) -> None:
@@ -54,6 +73,7 @@ def check_teacher(teacher: object) -> None:
             )
 
 
+@document_fields
 @dataclass(frozen=True)
 class TeacherConfig:
     """A scripted teacher: a named B-Pref preset, with any parameter overridden."""

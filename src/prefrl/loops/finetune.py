@@ -25,6 +25,7 @@ from prefrl.agents.cpl import CPL, CPLConfig, cpl_loss
 from prefrl.data.segments import LABEL_TARGET, Label
 from prefrl.feedback.ratings import per_rater, ratings_to_pairs
 from prefrl.feedback.store import FeedbackStore, run_info
+from prefrl.fielddocs import document_fields
 from prefrl.loops.common import config_with, open_run_dir, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.policies import LoadedPolicy, load_policy
@@ -34,6 +35,7 @@ from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 
 
+@document_fields
 @dataclass(frozen=True)
 class CPLRun:
     """What every CPL run has: its steps, the pairs it uses and holds out, its evaluation and
@@ -46,11 +48,18 @@ class CPLRun:
     val_fraction: float = 0.1
     """Share of the pairs held out to measure the implied preference's accuracy."""
     eval_episodes: int = 10
+    """Evaluation episodes of the policy before and after fine-tuning (deterministic actions, the
+    same seeds)."""
     log_interval: int = 100
+    """Write the training metrics every this many CPL steps."""
     seed: int = 0
+    """Random seed: the split of the pairs, the batches, the evaluation episodes."""
     name: str | None = None
+    """The run directory's name under --runs-dir (default: env, cpl, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     progress: bool = True
+    """Show a progress bar."""
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks(), "--")
@@ -66,6 +75,7 @@ class CPLRun:
         }
 
 
+@document_fields
 @dataclass(frozen=True)
 class FinetuneConfig(CPLRun):
     """Fine-tune a SAC policy with CPL from the ratings of a rating run."""
@@ -82,6 +92,7 @@ class FinetuneConfig(CPLRun):
     name, e.g. local, or scripted:NAME); empty: every rater's, a segment rated by several
     counting with their mean rating."""
     cpl: CPLConfig = dataclasses.field(default_factory=CPLConfig)
+    """CPL's settings: learning rate, α, λ (bias), the conservative term."""
 
     def __post_init__(self) -> None:
         if isinstance(self.raters, str):  # (one rater, named in Python)
@@ -190,6 +201,9 @@ class CPLFinetuner:
 
 
 def finetune(config: FinetuneConfig) -> FinetuneResult:
+    """Run `prefrl finetune`: CPL on the policy from the rating run's pairs; returns the run
+    directory and the policy's evaluation returns before and after (`CPLFinetuner` is the same
+    from objects)."""
     loaded = load_policy(config.policy)
     sac, env_id = loaded.sac, loaded.config.env
     left, right, labels, provenance = load_rated_pairs(

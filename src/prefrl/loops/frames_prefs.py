@@ -33,6 +33,7 @@ from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
+from prefrl.fielddocs import document_fields
 from prefrl.loops.common import check_finite, run_name
 from prefrl.loops.frames import FrameRun, train_frames
 from prefrl.loops.serve import LabellingServer
@@ -45,17 +46,21 @@ from prefrl.rundir.metrics import MetricsLogger, write_fit_scatter
 PIXEL_ENVS = "an env of frames: movingdot or atari:Game (state envs: prefrl train)"
 
 
+@document_fields
 @dataclass(frozen=True)
 class FramePreferenceConfig:
     """A2C on a pixel env, from a scripted teacher's preferences between clips."""
 
     env: str = "movingdot"
+    """An env of frames: movingdot, or atari:GAME (prefrl[atari]), e.g. atari:Pong."""
     steps: int = 150_000
     """Agent steps (summed over the envs) of A2C."""
     seed: int = 0
+    """Random seed: the networks, the env's resets, the actions sampled, the scripted teacher."""
     algo: str = "a2c"
     """The agent: a2c (the seed's) or ppo (`--ppo-frames.*` its settings)."""
     segment_length: int = 25
+    """Agent steps per clip shown to the teacher."""
     initial_labels: int = 500
     """Labels of random-policy clips before the agent starts."""
     pretrain_steps: int = 300
@@ -67,6 +72,7 @@ class FramePreferenceConfig:
     pool_size: int = 300
     """Newest clips that queries are drawn from."""
     selection: str = "uniform"
+    """Query selection: uniform, disagreement or entropy."""
     stop_after: str | None = None
     """gather: stop once the random-policy clips are asked about (people label them while no
     run waits); pretrain: stop once the reward model is pre-trained. `--resume RUN --stop-after
@@ -75,14 +81,18 @@ class FramePreferenceConfig:
     """Labelled clips of an earlier run of the same game (its run directory, or a file from
     `prefrl labels export`), trained on from the pre-training on, on top of this run's budget."""
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    """Who answers: a scripted B-Pref preset (oracle, ...) or --teacher.preset web for a person."""
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
+    """A2C's settings (--algo a2c)."""
     ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
+    """PPO's settings (--algo ppo)."""
     env_workers: int = 0
     """Processes the agent's envs are stepped in (0: this process). Worth it where stepping the
     envs is a large share of the time: Atari on a machine with cores to spare."""
     reward: FrameRewardConfig = dataclasses.field(
         default_factory=lambda: FrameRewardConfig(steps_per_fit=10)
     )
+    """The reward CNN's settings (10 gradient steps per fit here)."""
     store: str | None = None
     """The feedback store: a SQLite file in the run directory by default, or a PostgreSQL URL
     (several annotators on several machines)."""
@@ -91,19 +101,30 @@ class FramePreferenceConfig:
     poll_seconds: float = 1.0
     """How often a run waiting for a person's first labels looks for them."""
     eval_interval: int = 25_000
+    """Evaluate the policy on the game's own score every this many agent steps, and at the end."""
     eval_episodes: int = 8
+    """Episodes per evaluation."""
     video: bool = True
+    """Write evaluation videos (H.264 mp4) to the run's videos/ folder."""
     video_interval: int = 150_000
+    """Record an evaluation episode every this many agent steps (and at the end)."""
     render_size: int = 256
     """The least height of evaluation videos in pixels: each pixel of the game a block, by a
     whole factor (256 gives Atari's 210x160 screen at 420x320)."""
     checkpoint_interval: int = 50_000
+    """Checkpoint (agent, reward model, labels, clips) every this many agent steps, and at the end."""
     keep_checkpoints: int = 3
+    """Checkpoints kept (the newest); 0 keeps all."""
     log_interval: int = 5_000
+    """Write training metrics (metrics.jsonl, TensorBoard) every this many agent steps."""
     name: str | None = None
+    """The run directory's name under --runs-dir (default: env, ALGO-prefs, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     resume: Path | None = None
+    """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
+    """Show a progress bar."""
 
     @property
     def agent(self) -> A2CConfig | FramePPOConfig:

@@ -21,6 +21,7 @@ from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
 from prefrl.envs import make_env
 from prefrl.feedback.dataset_queries import DatasetQueries
+from prefrl.fielddocs import document_fields
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
@@ -42,6 +43,7 @@ from prefrl.rundir.progress import TrainingProgress
 REWARDS = ("true", "mr", "nmr", "pt")
 
 
+@document_fields
 @dataclass(frozen=True)
 class OfflineConfig:
     """Fit a reward model to a dataset's labelled queries, relabel the dataset, train IQL."""
@@ -65,22 +67,35 @@ class OfflineConfig:
     --center-reward, scaled, plus 0.5) instead of the scaling alone. A control: it tells how
     much of a learned reward's score comes from that treatment rather than from its shape."""
     iql: IQLConfig = dataclasses.field(default_factory=IQLConfig)
+    """IQL's settings (its steps are --steps)."""
     steps: int = 1_000_000
     """IQL gradient steps (sets the actor's cosine schedule)."""
     steps_per_call: int = 1000
     """Gradient steps per jitted call; every interval below must be a multiple of it."""
     eval_interval: int = 50_000
+    """Evaluate the policy (deterministic actions) every this many IQL steps, and at the end."""
     eval_episodes: int = 10
+    """Episodes per evaluation."""
     checkpoint_interval: int = 50_000
+    """Checkpoint (agent and loop state) every this many IQL steps, and at the end."""
     video: bool = False
     """Write a video of the final evaluation (and every video-interval steps)."""
     video_interval: int = 1_000_000
+    """With --video: record an evaluation episode every this many IQL steps."""
     render_size: int = 256
+    """Evaluation videos' size in pixels (square)."""
     seed: int = 0
+    """Random seed: the reward model's and IQL's initialisation and batches, the evaluation
+    episodes."""
     name: str | None = None
+    """The run directory's name under --runs-dir (default: dataset, iql-REWARD, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     resume: Path | None = None
+    """Continue the run in this directory from its latest checkpoint (a reward model already fitted
+    is reused)."""
     progress: bool = True
+    """Show a progress bar."""
 
     def __post_init__(self) -> None:
         check_fields(self, {"reward": (self.reward in REWARDS, f"one of {REWARDS}")}, "--")

@@ -31,6 +31,7 @@ from prefrl.data.demos import DemoSet, demo_buffer
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import resolve
+from prefrl.fielddocs import document_fields
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
@@ -55,6 +56,7 @@ RFCL_SAC = SACConfig(hidden_dims=(256, 256, 256), num_critics=10, num_min_critic
 their mean, no entropy term in the target, target entropy -|A|/2."""
 
 
+@document_fields
 @dataclass(frozen=True)
 class RFCLConfig:
     """Learn a sparse-reward task from a few demonstrations with RFCL."""
@@ -78,6 +80,7 @@ class RFCLConfig:
     steps: int = 60_000
     """Env steps in all (with --resume: the total to reach, not more steps)."""
     seed: int = 0
+    """Random seed: the networks, the resets, the actions sampled, the curriculum's draws."""
     warmstart_steps: int = 5_000
     """Uniform-random actions for this many steps (stage 1 starts still follow the curriculum),
     and no updates; stage 2 begins with as many steps of the policy's, again without updates."""
@@ -114,6 +117,7 @@ class RFCLConfig:
     """Evaluate every this many env steps (and at the end): deterministic actions from the
     task's own initial states."""
     eval_episodes: int = 20
+    """Episodes per evaluation (success at the end and at some step are their means)."""
     checkpoint_interval: int = 10_000
     """Save everything to resume from every this many env steps (and at the end, and on
     Ctrl-C)."""
@@ -122,16 +126,21 @@ class RFCLConfig:
     buffer_size: int = 1_000_000
     """Transitions the replay buffer keeps."""
     video: bool = False
+    """Write evaluation videos (H.264 mp4) to the run's videos/ folder."""
     video_interval: int = 100_000
     """With --video: record an evaluation episode every this many env steps."""
     render_size: int = 256
+    """Evaluation videos' size in pixels (square)."""
     name: str | None = None
     """The run directory's name under --runs-dir (default: env, rfcl, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
+    """Show a progress bar."""
     sac: SACConfig = RFCL_SAC
+    """SAC's settings (RFCL's by default: 10 critics, a target entropy of -|A|/2, ...)."""
 
     def __post_init__(self) -> None:
         resolve(self.env)

@@ -21,6 +21,7 @@ from prefrl.data.demos import DemoSet, demo_buffer, load_demos_of
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.envs.registry import is_pixel_env, resolve
+from prefrl.fielddocs import document_fields
 from prefrl.loops.common import (
     PeriodicTasks,
     TrainingLoop,
@@ -49,6 +50,7 @@ ALGOS = ("sac", "ppo")
 FRAME_ALGOS = ("a2c", "ppo")  # (agents on frames: movingdot, atari:*)
 
 
+@document_fields
 @dataclass(frozen=True)
 class RLConfig:
     """Train SAC (or PPO) on an environment's true reward."""
@@ -60,6 +62,7 @@ class RLConfig:
     steps: int = 1_000_000
     """Environment steps in total (RoboPianist's max-steps)."""
     seed: int = 0
+    """Random seed: the networks, the env's resets, the actions sampled."""
     algo: str = "sac"
     """sac (off-policy, a replay buffer) or ppo (on-policy: an update per --ppo.rollout-steps);
     a2c or ppo for envs of frames (an update per --a2c.n-envs x --a2c.n-steps, or
@@ -76,6 +79,7 @@ class RLConfig:
     eval_interval: int = 10_000
     """Evaluate (deterministic policy) every this many steps, and at the end."""
     eval_episodes: int = 10
+    """Episodes per evaluation."""
     video: bool = True
     """Write evaluation videos (H.264 mp4) to the run's videos/ folder."""
     video_interval: int = 100_000
@@ -90,18 +94,24 @@ class RLConfig:
     """Checkpoints kept (the newest); 0 keeps all, e.g. to pick a `medium` policy for a dataset
     (`prefrl dataset collect`) from a run's history."""
     log_interval: int = 1_000
+    """Write training metrics (metrics.jsonl, TensorBoard) every this many env steps."""
     buffer_size: int = 1_000_000
+    """SAC: transitions the replay buffer keeps (the oldest are dropped)."""
     name: str | None = None
     """Run directory name under runs-dir (default: env, algorithm, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint (other flags given on the
     command line override its stored config, e.g. --steps to extend it)."""
     progress: bool = True
     """Show a progress bar."""
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    """SAC's settings (--algo sac)."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    """PPO's settings on state vectors (--algo ppo)."""
     a2c: A2CConfig = dataclasses.field(default_factory=A2CConfig)
+    """A2C's settings on envs of frames (--algo a2c)."""
     ppo_frames: FramePPOConfig = dataclasses.field(default_factory=FramePPOConfig)
     """PPO on frames (--algo ppo with a pixel env; --ppo.* is PPO on state vectors)."""
     envs: int = 1
@@ -167,6 +177,9 @@ def load_rl_demos(config: RLConfig, env=None) -> DemoSet | None:
 
 @dataclass
 class RLResult:
+    """What `train_rl` (and `RLLearner.train`) returns: the run directory, the last step, the
+    final evaluation, its video, and whether the run was stopped early (Ctrl-C)."""
+
     run_dir: Path
     step: int
     final_eval: EvalResult | None = dataclasses.field(repr=False)

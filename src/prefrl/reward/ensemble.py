@@ -25,6 +25,7 @@ import numpy as np
 import optax
 
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
+from prefrl.fielddocs import document_fields
 from prefrl.nn import RewardNetEnsemble
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.atomic import atomic_write
@@ -32,19 +33,24 @@ from prefrl.rundir.config import check_fields
 from prefrl.xla import jit_step
 
 
+@document_fields
 @dataclass(frozen=True)
 class RewardConfig:
     """The reward model: an ensemble of MLPs (defaults: PEBBLE's 3 x (3x256), tanh output)."""
 
     members: int = 3
+    """Reward networks in the ensemble; query selection by disagreement uses their spread."""
     hidden_dims: tuple[int, ...] = (256, 256, 256)
+    """Hidden layer widths of each member's MLP (Christiano: 64, 64)."""
     output: str = "tanh"
     """"tanh" (PEBBLE; suits bounded rewards) or "linear" (Christiano; for rewards that grow
     without bound, e.g. with speed, where tanh saturates once the agent is fast)."""
     lr: float = 3e-4
+    """AdamW learning rate."""
     weight_decay: float = 0.0
     """AdamW weight decay (L2); Christiano tunes it so validation loss is 1.1-1.5x training loss."""
     dropout: float = 0.0
+    """Dropout rate in each member's hidden layers (0: none)."""
     batch_size: int = 128
     """Pairs per gradient step."""
     max_epochs: int = 20
@@ -113,6 +119,10 @@ def _bucket(n: int) -> int:
 
 
 class MLPRewardEnsemble(RewardModel):
+    """The default reward model (PEBBLE's, Christiano's with `RewardConfig(hidden_dims=(64, 64),
+    output="linear")`): an ensemble of MLPs of one step's observation and action, each fitted
+    to its own bootstrap of the labels with the Bradley-Terry loss on segment sums."""
+
     kind = "mlp-ensemble"
 
     def __init__(self, config: RewardConfig, obs_dim: int, action_dim: int, seed: int = 0):

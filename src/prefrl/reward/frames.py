@@ -23,6 +23,7 @@ import optax
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
 from prefrl.envs.frames import STACK
 from prefrl.envs.movingdot import MOVES
+from prefrl.fielddocs import document_fields
 from prefrl.nn.conv import FrameRewardNet
 from prefrl.nn.dot import DotRewardNet
 from prefrl.reward.base import RewardModel
@@ -34,19 +35,23 @@ READ_CHUNK = 64
 """Stacks per compiled call when rewards are read (`FrameRewardModel._raw`)."""
 
 
+@document_fields
 @dataclasses.dataclass(frozen=True)
 class FrameRewardConfig:
     """Defaults: the seed's Atari settings (one network; dropout 0.5 is its Pong setting)."""
 
     members: int = 1
+    """Reward networks in the ensemble (the seed's Atari setting: 1)."""
     network: str = "cnn"
     """cnn: the paper's Atari network, on the frames alone; dot: the seed's MovingDot network,
     the dot's position in the newest frame and the action (MovingDot only)."""
     dropout: float = 0.0
+    """Dropout rate after each convolution (the seed's Pong setting: 0.5)."""
     batch_norm: bool = False
     """Batch norm after each convolution (the paper's regulariser beside dropout; the seed's
     option): each training batch's statistics, their running averages when rewards are read."""
     lr: float = 2e-4
+    """Adam learning rate."""
     batch_size: int = 32
     """Pairs per gradient step."""
     steps_per_fit: int = 50
@@ -54,6 +59,8 @@ class FrameRewardConfig:
     max_labels: int = 3000
     """Only the newest labels are trained on (and kept)."""
     val_fraction: float = 0.2
+    """Share of the labelled pairs held out for validation (a pair's side is fixed by its clips'
+    ids)."""
     target_std: float = 0.05
     """The output's std on the labelled clips' frames (its mean there is 0)."""
 

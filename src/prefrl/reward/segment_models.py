@@ -29,6 +29,7 @@ import optax
 
 from prefrl.data.dataset import OfflineDataset
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
+from prefrl.fielddocs import document_fields
 from prefrl.nn.sequence import LSTMReward, MarkovReward, PreferenceTransformer
 from prefrl.reward.base import RewardModel
 from prefrl.reward.fit_state import FIT_STATE, FitStopped, load_fit_state, save_fit_state
@@ -39,6 +40,7 @@ KINDS = ("mr", "nmr", "pt")
 _DEFAULT_LR = {"mr": 3e-4, "nmr": 1e-3, "pt": 1e-4}
 
 
+@document_fields
 @dataclass(frozen=True)
 class SegmentRewardConfig:
     """An offline reward model (defaults: Kim et al. 2023's settings for each kind)."""
@@ -48,7 +50,9 @@ class SegmentRewardConfig:
     embed_dim: int = 256
     """Transformer width / LSTM size / MLP width."""
     layers: int = 1
+    """Transformer layers (pt only)."""
     heads: int = 4
+    """Attention heads of the transformer (pt); must divide embed_dim."""
     dropout: float = 0.1
     """Transformer dropout (attention, residual, embedding)."""
     lr: float | None = None
@@ -56,10 +60,15 @@ class SegmentRewardConfig:
     schedule: str | None = None
     """cosine (warm-up to 10 lr, cosine back to lr) or constant; None: cosine for pt only."""
     warmup_fraction: float = 0.05
+    """Share of the fit's steps spent warming the cosine schedule up."""
     weight_decay: float = 1e-4
+    """AdamW weight decay."""
     batch_size: int = 256
+    """Labelled pairs per gradient step."""
     epochs: int = 200
+    """Passes over the training pairs; with validation pairs the best epoch's parameters are kept."""
     val_fraction: float = 0.1
+    """Share of the labelled pairs held out for validation (none with fewer than 10 pairs)."""
     max_timestep: int = 1000
     """Size of the timestep embedding table: segments and windows up to this long."""
 

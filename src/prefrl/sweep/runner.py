@@ -44,6 +44,9 @@ class RunOutcome:
 
 @dataclass
 class SweepResult:
+    """What `run_sweep` returns: the sweep's directory, every run's outcome, and the summary
+    table."""
+
     directory: Path
     outcomes: list[RunOutcome]
     table: dict = field(default_factory=dict)
