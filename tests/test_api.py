@@ -85,16 +85,16 @@ class SlowTeacher:
 def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
     env = make_env("toy:point-reach", seed=0)
     teacher = SlowTeacher()
+    fast = RewardConfig(hidden_dims=(16,), max_epochs=3, lr=3e-3)  # (learns 40 labels at once)
     learner = PreferenceLearner(
         env, teacher, agent=SAC(SACConfig(hidden_dims=(16, 16), batch_size=32), 6, 2),
-        reward_model=MLPRewardEnsemble(RewardConfig(hidden_dims=(16,), max_epochs=3), 6, 2),
-        runs_dir=tmp_path, name="own", **{k: v for k, v in SMALL.items() if k not in
-                                          ("sac", "reward")},
+        reward_model=MLPRewardEnsemble(fast, 6, 2), runs_dir=tmp_path, name="own",
+        **{k: v for k, v in SMALL.items() if k not in ("sac", "reward")},
     )  # fmt: skip
     assert learner.config.sac.hidden_dims == (16, 16)  # the objects' settings are recorded
     assert learner.config.reward.max_epochs == 3
     result = learner.train()
-    assert result.labels == 40  # (answers a poll late: 100 steps)
+    assert result.labels == 40 and result.unanswered == 0 and not result.notes
     assert result.reward_metrics["reward/val_accuracy"] > 0.5
     env.step(np.zeros(2, np.float32))  # the learner did not close the env it was given
     env.close()
@@ -105,6 +105,49 @@ def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
     assert policy(np.stack([obs, obs])).shape == (2, 2)
     with pytest.raises(ValueError, match="takes 6 numbers per observation"):
         policy(np.zeros(4))
+
+
+class LateTeacher(SlowTeacher):
+    """Answers each batch only once it has been polled `late` times after it was asked (an
+    outside labeller holding each answer); never, with `late` None."""
+
+    def __init__(self, late: int | None):
+        super().__init__()
+        self.late, self.polls = late, 0
+
+    def poll(self):
+        self.polls += 1
+        if self.late is None or self.polls < self.late or not self.asked:
+            return []
+        self.polls, out, self.asked = 0, self.asked, []
+        return out
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_a_teacher_that_answers_late_is_waited_for_and_the_end_says_what_was_not(
+    tmp_path, capsys, in_memory
+):
+    """Sessions at steps 300 and 600 of a 900-step run, looked for every 100 steps: the first
+    answers (20 polls late) come only because the run waits for them; the second session's
+    never come, and the run's end says so."""
+    small = {**SMALL, "poll_seconds": 0.01}
+    result = PreferenceLearner("toy:point-reach", LateTeacher(20), in_memory=in_memory,
+                               runs_dir=tmp_path, name="late", **small).train()  # fmt: skip
+    assert result.labels == 20 and "reward/val_accuracy" in result.reward_metrics
+    assert result.unanswered == 20
+    note = "20 of the 40 pairs asked were unanswered at the run's last step: their labels were"
+    assert result.notes == [f"{note} not trained on"]
+    out = capsys.readouterr().out
+    assert "Waiting for the teacher's first 20 answers" in out
+    assert out.rstrip().endswith(f"note: {result.notes[0]}")
+
+
+def test_a_teacher_that_never_answers_ends_the_run_saying_so(tmp_path, capsys):
+    result = PreferenceLearner("toy:point-reach", LateTeacher(None), runs_dir=tmp_path,
+                               first_labels_timeout=0.2, **SMALL).train()  # fmt: skip
+    assert result.labels == 0 and result.unanswered == 40 and result.step == 900
+    assert result.notes[0].startswith("no labels came before the run's last step")
+    assert "No first labels after 0.2 s (first_labels_timeout)" in capsys.readouterr().out
 
 
 def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
@@ -152,8 +195,8 @@ def test_wrong_types_and_values_are_named_as_python_arguments_before_any_run(tmp
 
     small = {"runs_dir": tmp_path, "name": "run"}
     for settings, error, message in [
-        ({"schedule": {"budget": 10}}, TypeError, "PreferenceLearner: schedule={'budget': 10} is "
-         "a dict; expected a ScheduleConfig, e.g. ScheduleConfig(budget=10)"),
+        ({"schedule": {"budget": 10}}, TypeError, ("PreferenceLearner: schedule={'budget': 10} "
+         "is a dict; expected a ScheduleConfig, e.g. ScheduleConfig(budget=10)")),
         ({"steps": "300"}, TypeError, "PreferenceLearner: steps='300' is a str; expected an int"),
         ({"steps": 300.5}, TypeError, "PreferenceLearner: steps=300.5 is a float; expected an int"),
         ({"video": 1}, TypeError, "PreferenceLearner: video=1 is an int; expected True or False"),

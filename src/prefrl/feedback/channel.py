@@ -1,8 +1,9 @@
 """Feedback channels: how the online loop's queries reach a teacher and labelled pairs return.
 
 `StoreChannel` goes through the feedback store, the path of every CLI run: a scripted teacher
-answers at submit time (its labels are written in the same breath), a person answers in the
-browser or the terminal, later, from another process. The store is the record: a resumed run
+answers at submit time (its labels are written in the same breath), a teacher object of one's
+own when it does (its answers are stored as they come), a person answers in the browser or the
+terminal, later, from another process. The store is the record: a resumed run
 takes every label in it that its checkpoint had not seen, including labels for queries asked
 after that checkpoint, and never asks a question twice.
 
@@ -63,6 +64,7 @@ class StoreChannel:
         preset = getattr(getattr(scripted, "config", None), "preset", type(scripted).__name__)
         self.source = f"scripted:{preset}" if scripted is not None else "human"
         self.cursor = 0  # id of the last label taken
+        self.waiting: dict[int, int] = {}  # query key -> row: asked of the teacher, unanswered
 
     @property
     def is_human(self) -> bool:
@@ -71,12 +73,23 @@ class StoreChannel:
     def submit(self, query: Query) -> None:
         rows = self.store.add_queries(self.run_id, self.run_dir, query.ids, query.left, query.right)
         if self.scripted is not None:
+            self.waiting.update(zip(map(int, query.ids), rows, strict=True))
             self.scripted.submit(query)
-            by_key = {a.query_id: a.label for a in self.scripted.poll()}
-            self.store.add_labels(rows, [by_key[int(k)] for k in query.ids], self.source)
+            self._store_answers()
+
+    def _store_answers(self) -> None:
+        """Store the answers the teacher object gave since the last look (all of a scripted
+        teacher's at once, a late one's as they come)."""
+        if self.scripted is None or not self.waiting:
+            return
+        answers = self.scripted.poll()
+        if answers:
+            rows = [_waiting_for(self.waiting, a.query_id) for a in answers]
+            self.store.add_labels(rows, [a.label for a in answers], self.source)
 
     def poll(self) -> LabelledPairs | None:
         """Labels that arrived since the last call, with their segments; None when none."""
+        self._store_answers()
         new = self.store.labels(self.run_id, after_id=self.cursor)
         if not new:
             return None
@@ -85,11 +98,11 @@ class StoreChannel:
         return LabelledPairs(left, right, [x.label for x in new], [x.source for x in new])
 
     def has_unseen_labels(self) -> bool:
+        self._store_answers()
         return bool(self.store.labels(self.run_id, after_id=self.cursor))
 
     def observe_episode(self, episode_return: float, length: int) -> None:
-        if self.scripted is not None:
-            self.scripted.observe_episode(episode_return, length)
+        _observe(self.scripted, episode_return, length)
 
     def asked(self) -> int:
         """Queries asked so far (not counting those dropped as stale)."""
@@ -106,18 +119,22 @@ class StoreChannel:
         return self.store.next_segment_key(self.run_id)
 
     def unanswered(self) -> int:
+        self._store_answers()
         return self.store.query_count(self.run_id, status="open")
 
     def state_dict(self) -> dict:
-        scripted = self.scripted.state_dict() if self.scripted else None
-        return {"cursor": self.cursor, "scripted": scripted}
+        saved = getattr(self.scripted, "state_dict", None)
+        return {"cursor": self.cursor, "scripted": saved() if saved else None,
+                "waiting": [[k, row] for k, row in self.waiting.items()]}  # fmt: skip
 
     def load_state_dict(self, state: dict) -> None:
         if "cursor" not in state:  # a checkpoint from before the store: the scripted state
             state = {"cursor": 0, "scripted": state}
         self.cursor = state["cursor"]
-        if self.scripted is not None and state.get("scripted"):
-            self.scripted.load_state_dict(state["scripted"])
+        self.waiting = {int(k): int(row) for k, row in state.get("waiting", [])}
+        load = getattr(self.scripted, "load_state_dict", None)
+        if load is not None and state.get("scripted"):
+            load(state["scripted"])
 
     def close(self) -> None:
         self.store.close()
@@ -140,10 +157,7 @@ class InMemoryChannel:
 
     def _receive(self) -> None:
         for answer in self.teacher.poll():
-            pair = self.waiting.pop(int(answer.query_id), None)
-            if pair is None:
-                raise ValueError(f"the teacher answered query {answer.query_id}, which is not "
-                                 "waiting for an answer")  # fmt: skip
+            pair = _waiting_for(self.waiting, answer.query_id)
             self.arrived.append((Label(answer.label), *pair))
 
     def poll(self) -> LabelledPairs | None:
@@ -163,9 +177,7 @@ class InMemoryChannel:
         return bool(self.arrived)
 
     def observe_episode(self, episode_return: float, length: int) -> None:
-        observe = getattr(self.teacher, "observe_episode", None)
-        if observe is not None:
-            observe(episode_return, length)
+        _observe(self.teacher, episode_return, length)
 
     def asked(self) -> int:
         return self.count
@@ -180,6 +192,7 @@ class InMemoryChannel:
         return 0
 
     def unanswered(self) -> int:
+        self._receive()
         return len(self.waiting)
 
     def state_dict(self) -> dict:
@@ -193,3 +206,19 @@ class InMemoryChannel:
 
     def close(self) -> None:
         pass
+
+
+def _waiting_for(waiting: dict, query_id):
+    """What `waiting` holds for the query a teacher answered (taken out of it)."""
+    found = waiting.pop(int(query_id), None)
+    if found is None:
+        raise ValueError(f"the teacher answered query {query_id}, which is not waiting for an "
+                         "answer")  # fmt: skip
+    return found
+
+
+def _observe(teacher, episode_return: float, length: int) -> None:
+    """Report a finished episode to a teacher that takes them (`observe_episode` is optional)."""
+    observe = getattr(teacher, "observe_episode", None)
+    if observe is not None:
+        observe(episode_return, length)

@@ -16,7 +16,8 @@
 6. every so often: log, evaluate, checkpoint (`loops.common.PeriodicTasks`).
 
 Teachers answer asynchronously: the agent trains on the last fitted reward while answers are
-outstanding, and waits only for a person's first labels.
+outstanding, and waits only for the first labels (a person's, or a teacher object's that answers
+late).
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ class OnlineResult:
     labels: int
     reward_metrics: dict[str, float]
     interrupted: bool = False
+    unanswered: int = 0
+    """Pairs asked whose labels had not come at the end (not trained on)."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """What the run said of its labels at its end: none came, some were unanswered."""
 
 
 def make_training_env(config: OnlineConfig, seed: int | None) -> PrefrlEnv:
@@ -260,7 +265,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
                 if (
                     not run.ask_due
                     and not run.fitted
-                    and run.feedback.is_human
+                    and run.feedback.unanswered() > 0
                     and not run.feedback.has_unseen_labels()
                 ):  # (e.g. loaded ones)
                     run.wait_for_first_labels(progress, stop, server)
@@ -274,8 +279,12 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             if server is not None and step % 1000 == 0 and (news := server.check()):
                 progress.say(news)
             periodic.after_step(step, agent.metrics, info=f"labels {len(run.labels):,}")
+    notes = [] if stop.requested else run.end_notes()
+    for note in notes:
+        print(f"note: {note}", flush=True)
     return OnlineResult(run.run_dir, run.step, periodic.final, periodic.video, len(run.labels),
-                        run.reward_metrics, interrupted=stop.requested)  # fmt: skip
+                        run.reward_metrics, interrupted=stop.requested,
+                        unanswered=run.feedback.unanswered(), notes=notes)  # fmt: skip
 
 
 class Episode:

@@ -41,7 +41,10 @@ class OnlineConfig:
     on every new label). Late sessions of a front-loaded schedule add a few labels each; a full
     fit for each costs as much as one on all labels. The budget's last labels always get a fit."""
     poll_seconds: float = 1.0
-    """How often the trainer looks for a person's first labels while it waits for them."""
+    """How often the trainer looks for its first labels while it waits for them."""
+    first_labels_timeout: float | None = None
+    """Seconds to wait for the first labels (a person's, or a teacher object's that answers
+    late) before training goes on without them; None: as long as they take."""
     web_port: int = 8000
     """With --teacher web: the port of the labelling app the trainer starts (on 127.0.0.1)."""
     load_labels: Path | None = None
@@ -119,6 +122,9 @@ class OnlineConfig:
         check_fields(self, {
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "refit_growth": (self.refit_growth >= 0, "a number >= 0"),  # (NaN fails too)
+            "first_labels_timeout": (
+                self.first_labels_timeout is None or self.first_labels_timeout > 0, "> 0 or None"
+            ),
             **{name: (getattr(self, name) >= 0, ">= 0")
                for name in ("warmstart_steps", "unsupervised_steps", "fit_lag")},
         }, "--")  # fmt: skip

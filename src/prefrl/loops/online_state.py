@@ -175,20 +175,31 @@ class OnlineRun(TrainingLoop):
         return metrics
 
     def wait_for_first_labels(self, progress, stop, server: LabellingServer | None) -> None:
-        """The one place the trainer waits for a person: no reward model can be trusted before
-        the first labels. Later labels are picked up while training goes on. What it waits for
-        (pairs on someone's screen, clips being rendered, a helper that died) is said as it
-        changes."""
-        asked = self.feedback.unanswered()
+        """The one place the trainer waits for its teacher (a person, or a teacher object that
+        answers late): no reward model can be trusted before the first labels. Later labels
+        are picked up while training goes on. What it waits for (pairs on someone's screen,
+        clips being rendered, a helper that died) is said as it changes; with
+        `first_labels_timeout`, training goes on without them after that long."""
+        asked, timeout = self.feedback.unanswered(), self.config.first_labels_timeout
+        human = self.feedback.is_human
         progress.say(
             f"[bold]Waiting for your first {asked} labels[/bold] before training on a learned "
             f"reward. Label in the browser (prefrl serve {self.run_dir}) or the terminal "
             f"(prefrl label {self.run_dir}); training goes on as soon as they are in."
+            if human
+            else f"[bold]Waiting for the teacher's first {asked} answers[/bold] before training "
+            "on a learned reward" + (f" (for {timeout:g} s at most)." if timeout else ".")
         )
-        said = None
-        while self.feedback.unanswered() > 0 and not stop.requested:
-            news = (server.check() if server else None) or first_labels_status(
-                self.store, self.feedback.run_id, self.run_dir
+        said, start = None, time.monotonic()
+        while (left := self.feedback.unanswered()) > 0 and not stop.requested:
+            if timeout is not None and time.monotonic() - start >= timeout:
+                progress.say(f"No first labels after {timeout:g} s (first_labels_timeout): "
+                             "training goes on; labels are taken as they come.")  # fmt: skip
+                return
+            news = (server.check() if server else None) or (
+                first_labels_status(self.store, self.feedback.run_id, self.run_dir)
+                if human
+                else f"{left} answer(s) to go"
             )
             if news != said:
                 progress.say(f"waiting: {news}")
@@ -196,6 +207,20 @@ class OnlineRun(TrainingLoop):
             time.sleep(self.config.poll_seconds)
         if not stop.requested:
             progress.say("First labels in: training on the learned reward.")
+
+    def end_notes(self) -> list[str]:
+        """What a run that reached its last step must say of its labels: none came, or some
+        asked are still unanswered (never trained on)."""
+        notes = []
+        if not len(self.labels):
+            notes.append("no labels came before the run's last step: the agent never trained "
+                         "on a learned reward")  # fmt: skip
+        elif not self.fitted:
+            notes.append(f"the reward model was never fitted to the {len(self.labels)} labels")
+        if unanswered := self.feedback.unanswered():
+            notes.append(f"{unanswered} of the {self.requested} pairs asked were unanswered at "
+                         "the run's last step: their labels were not trained on")  # fmt: skip
+        return notes
 
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
