@@ -83,7 +83,9 @@ class DemoSet:
     success flags."""
 
     env_id: str
+    """The env the demos were made in (its prefrl id)."""
     demos: list[Demo]
+    """The demonstrations, in the file's order."""
     info: dict = field(default_factory=dict)
     """How the set was made (the command, the policy, the scripted controller...)."""
 

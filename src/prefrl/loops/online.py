@@ -58,13 +58,25 @@ __all__ = ["OnlineConfig", "OnlineResult", "PreferenceLearner", "train_online"]
 
 @dataclass
 class OnlineResult:
+    """What `train_online` (and `PreferenceLearner.train`) returns: where the run went, how its
+    policy and its learned reward did, and what became of its labels."""
+
     run_dir: Path
+    """The run directory (`load_policy(run_dir)` gives its policy back)."""
     step: int
+    """The last env step reached."""
     final_eval: EvalResult | None = dataclasses.field(repr=False)
+    """The last evaluation: `returns` (true), `learned_returns`, `lengths` per episode."""
     video: Path | None
+    """The last evaluation's video, where one was recorded."""
     labels: int
+    """Labels trained on."""
     reward_metrics: dict[str, float]
+    """The last fit's metrics: the learned reward's accuracy on held-out labels
+    (`reward/val_accuracy`), its correlation with the true segment returns
+    (`reward/segment_return_corr`), the labels' counts, ..."""
     interrupted: bool = False
+    """Stopped (Ctrl-C, SIGTERM) before its last step; `--resume` goes on from there."""
     unanswered: int = 0
     """Pairs asked whose labels had not come at the end (not trained on)."""
     notes: list[str] = dataclasses.field(default_factory=list)

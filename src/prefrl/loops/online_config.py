@@ -12,6 +12,7 @@ from prefrl.envs import can_disable_early_termination
 from prefrl.envs.registry import resolve
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.feedback.selection import check_method
+from prefrl.fielddocs import document_fields
 from prefrl.reward import RewardConfig
 from prefrl.rundir.config import check_fields
 
@@ -19,6 +20,7 @@ ALGOS = ("sac", "ppo")
 TERMINATIONS = ("end", "absorbing", "continue")
 
 
+@document_fields
 @dataclass(frozen=True)
 class OnlineConfig:
     """Learn a behaviour from preferences between pairs of segments (PEBBLE / PrefPPO)."""
@@ -29,9 +31,12 @@ class OnlineConfig:
     steps: int = 500_000
     """Environment steps in total."""
     seed: int = 0
+    """Random seed: the networks, the env's resets, the actions sampled, the scripted teacher."""
     algo: str = "sac"
     """sac (PEBBLE) or ppo (PrefPPO)."""
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    """Who labels: a scripted B-Pref teacher (--teacher.preset oracle, mistake, ...) or a person
+    (web, terminal)."""
     store: str | None = None
     """Feedback store: a SQLite file in the run directory by default, or postgresql://..."""
     refit_labels: int = 10
@@ -52,11 +57,13 @@ class OnlineConfig:
     (`prefrl labels export`); they are trained on at the first feedback step, on top of the
     schedule's budget."""
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    """When labels are asked for, and how many in all (the label budget)."""
     selection: str = "disagreement"
     """Query selection: uniform, disagreement or entropy."""
     oversample: int = 10
     """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
     segment_length: int = 50
+    """Env steps per segment: a label compares two segments of this length."""
     termination: str = "end"
     """What an episode that ends early (the robot fell) means to the labels and the agent.
     end: the episode ends, its unfinished last segment is dropped (no label shows the fall),
@@ -71,6 +78,7 @@ class OnlineConfig:
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
+    """The reward model's settings (an ensemble of MLPs)."""
     fit_lag: int = 0
     """0: fit the reward model between two steps (the agent waits). N > 0: fit in a process of
     its own while the agent trains on, and use the result N steps after the fit began (waiting
@@ -85,22 +93,38 @@ class OnlineConfig:
     unsupervised_steps: int = 0
     """PEBBLE's pre-training on a k-NN state-entropy reward after the warm start (0: off)."""
     knn_k: int = 5
+    """k of the k-nearest-neighbour state-entropy reward of unsupervised pre-training."""
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
+    """SAC's settings (--algo sac: PEBBLE)."""
     RENAMED: ClassVar[dict[str, str]] = {"agent": "sac"}  # (config.json of older runs)
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)
+    """PPO's settings (--algo ppo: PrefPPO)."""
     eval_interval: int = 10_000
+    """Evaluate (deterministic actions, true and learned returns) every this many env steps, and at
+    the end."""
     eval_episodes: int = 10
+    """Episodes per evaluation."""
     video: bool = True
+    """Write evaluation videos (H.264 mp4) to the run's videos/ folder."""
     video_interval: int = 100_000
+    """Record the first evaluation episode every this many env steps (and at the end)."""
     render_size: int = 256
+    """Evaluation videos' size in pixels (square)."""
     checkpoint_interval: int = 50_000
+    """Checkpoint (agent, reward model, labels, replay buffer, loop state) every this many env
+    steps, and at the end."""
     log_interval: int = 1_000
+    """Write training metrics (metrics.jsonl, TensorBoard) every this many env steps."""
     buffer_size: int = 1_000_000
+    """SAC: transitions the replay buffer keeps (PPO keeps one rollout)."""
     name: str | None = None
+    """The run directory's name under --runs-dir (default: env, pref-ALGO, seed and time)."""
     runs_dir: Path = Path("runs")
+    """The folder run directories are made in."""
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
+    """Show a progress bar."""
 
     def __post_init__(self) -> None:
         resolve(self.env)

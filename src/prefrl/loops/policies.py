@@ -41,10 +41,15 @@ class LoadedPolicy:
     """A trained policy (SAC or PPO); call it on observations for its deterministic actions in
     [-1, 1]: `policy = load_policy("runs/my-run"); action = policy(obs)`."""
 
-    config: RLConfig  # (or the OnlineConfig of a preference run, the RFCLConfig of an RFCL one)
+    config: RLConfig
+    """The run's config: an `RLConfig`, the `OnlineConfig` of a preference run, the
+    `RFCLConfig` of an RFCL one."""
     agent: SAC | PPO
-    state: object  # SACState or PPOState
+    """The agent whose networks `state` holds."""
+    state: object
+    """The agent's parameters (a `SACState` or a `PPOState`)."""
     checkpoint: Path
+    """The checkpoint it was loaded from."""
     action_scale: np.ndarray | None = None
     """The env's action = the agent's x this (an RFCL run with --demo-action-scale)."""
 

@@ -32,14 +32,22 @@ LOCK_FILE = "sweep.lock"
 
 @dataclass
 class RunOutcome:
+    """How one run of a sweep ended."""
+
     name: str
+    """The run's directory name in the sweep."""
     label: str
+    """Its config's label (a key of `run_sweep`'s configs)."""
     seed: int
+    """Its seed."""
     status: str
     """done (this time), finished (before: skipped), stopped or failed."""
     seconds: float = 0.0
+    """Wall time of the run, in seconds."""
     error: str | None = None
+    """A failed run's traceback (its last 4000 characters)."""
     node: str | None = None
+    """The Ray node it ran on."""
 
 
 @dataclass
@@ -48,7 +56,9 @@ class SweepResult:
     table."""
 
     directory: Path
+    """The sweep's directory: its runs, their state, the report."""
     outcomes: list[RunOutcome]
+    """How each run (config label x seed) ended."""
     table: dict = field(default_factory=dict)
     """Per config and metric: mean, std and values over seeds (`prefrl.sweep.report`)."""
 
