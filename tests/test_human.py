@@ -23,6 +23,7 @@ from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.loops.online import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.workers import trainer_running
 
 
 def _answer_like_an_oracle(store: FeedbackStore, run_dir: Path, run_id: int, who: int) -> int:
@@ -42,12 +43,13 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
         schedule=ScheduleConfig(budget=40, session_size=20, interval=300),
     )  # fmt: skip
     run_dir = tmp_path / "run"
-    answered, done = [], threading.Event()
+    answered, done, running = [], threading.Event(), []
 
     def person():
         while not (run_dir / "feedback.db").exists() and not done.is_set():
             time.sleep(0.05)
         time.sleep(1.0)  # the trainer must wait for us
+        running.append(trainer_running(run_dir))
         with FeedbackStore(run_dir) as store:
             run_id = store.run_id(run_uid(run_dir))
             who = store.annotator(store.add_annotator("pat"))[0]
@@ -63,6 +65,8 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
         done.set()
         t.join()
     assert result.labels == 40 == sum(answered)
+    # People labelling are told whether a trainer runs (and asks for more).
+    assert running == [True] and trainer_running(run_dir) is False
     rows = read_metrics(run_dir)
     fits = [r for r in rows if "reward/val_accuracy" in r]
     # The first fit happened at the first query step: nothing trained on an unfitted reward.

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from test_online import _config
 
-from prefrl.data import PreferenceData, Segments
+from prefrl.data import PreferenceData, SegmentPool, Segments
+from prefrl.data.segments import pair_keys
 from prefrl.envs import make_env
 from prefrl.feedback import ScheduleConfig
 from prefrl.feedback.exchange import export_labels, import_labels
@@ -185,6 +186,25 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(
     assert _labelled_pairs_match_the_store(run) == 40
 
 
+def test_a_run_started_again_from_step_0_keeps_each_segment_and_pair_once(trained, tmp_path):
+    """The same seed cuts the same segments again after a restart from step 0: they keep the
+    stored segments' keys, so the store and the pool hold each once, and no pair asked before
+    the restart is asked again (20 more are asked at step 900)."""
+    run = _copy(trained, tmp_path)
+    shutil.rmtree(run / "checkpoints")  # as if killed before the first checkpoint
+    assert _resume(tmp_path, run, 900).step == 900
+    with FeedbackStore(run, create=False) as store:
+        run_id = store.run_id(run_uid(run), create=False)
+        stored = store.segments(run, store.segment_ids(run_id))
+    assert len(set(stored.fingerprints())) == len(stored)
+    pool = SegmentPool.load(latest_checkpoint(run) / "segments.npz").all()
+    assert len(set(pool.fingerprints())) == len(pool) and len(set(pool.id.tolist())) == len(pool)
+    assert set(pool.id.tolist()) >= set(stored.id.tolist())  # (re-cut under the stored keys)
+    labels = PreferenceData.load(latest_checkpoint(run) / "labels.npz").arrays()
+    assert len(set(pair_keys(labels["id_left"], labels["id_right"]))) == len(labels["label"]) == 60
+    assert _labelled_pairs_match_the_store(run) == 60
+
+
 def test_a_renamed_run_keeps_its_store_record_and_a_lost_store_is_an_error(trained, tmp_path):
     moved = _copy(trained, tmp_path, "renamed")
     info = run_info(moved)
@@ -239,7 +259,19 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
     assert len(store.assign_queries(run_id, bob, n=3)) == 3
     for q in ids:
         store.add_label(q, "left", source="web", annotator_id=bob)
+    trainer = workers.hold_trainer(run_dir)  # a trainer runs: it asks for more
     assert "answered: the agent asks for more" in no_pair_message(store, run_id, run_dir, bob)
+    trainer.close()  # no trainer: say so, and what to run
+    assert no_pair_message(store, run_id, run_dir, bob) == (
+        "The trainer is not running: it stopped at step 0 of 1,000 with 3 label(s). Resume it to "
+        f"be asked for more: `prefrl train --resume {run_dir}`."
+    )
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")
+    assert no_pair_message(store, run_id, run_dir, bob) == (
+        "The run has finished (1,000 steps) with 3 label(s). Next: see what it learned with "
+        f"`prefrl eval {run_dir}`, or train it further (and be asked for more): "
+        f"`prefrl train --resume {run_dir} --steps 2000`."
+    )
     store.close()
 
 

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from prefrl.feedback.store import FeedbackStore
-from prefrl.rundir.workers import failures
+from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.workers import failures, trainer_running
 
 
 def _minutes(seconds: float) -> str:
@@ -32,6 +33,9 @@ def no_pair_message(
     open_ = store.open_query_summary(run_id, annotator_id)
     if open_.without_clips:
         return f"{open_.without_clips} pair(s) are being rendered; they appear here when ready."
+    config = run_kind(run_dir)
+    trained = "steps" in config  # (else a labelling run of a fixed set of pairs: none comes)
+    gone = no_trainer_message(store, run_id, run_dir, config) if trained else None
     if open_.held_by_others:
         who = ", ".join(open_.holders) or "other annotators"
         when = (
@@ -39,15 +43,32 @@ def no_pair_message(
             if open_.free_in_seconds is not None
             else ""
         )
-        return (
-            f"The {open_.held_by_others} open pair(s) are being labelled by {who};{when}. "
-            "New pairs appear here as the agent asks for them."
-        )
-    config = run_kind(run_dir)
-    if "steps" not in config:  # a labelling run of a fixed set of pairs: no trainer asks more
+        more = " New pairs appear here as the agent asks for them." if trained else ""
+        return (f"The {open_.held_by_others} open pair(s) are being labelled by {who};{when}."
+                f"{' ' + gone if gone else more}")  # fmt: skip
+    if not trained:
         step = config.get("next")
         return "Every pair is answered: thank you." + (f" Next: {step}" if step else "")
-    return "Every pair asked so far is answered: the agent asks for more as it trains."
+    return gone or "Every pair asked so far is answered: the agent asks for more as it trains."
+
+
+def no_trainer_message(
+    store: FeedbackStore, run_id: int, run_dir: Path, config: dict
+) -> str | None:
+    """Where no trainer runs on a training run: that it finished or stopped, with how many
+    labels, and what to run next (None while one runs)."""
+    if trainer_running(run_dir) is not False:
+        return None
+    rows = read_metrics(run_dir)
+    step, steps = (rows[-1]["step"] if rows else 0), config["steps"]
+    labels = sum(store.label_counts(run_id).values())
+    command = "frames" if "ppo_frames" in config else "train"  # (what made the run)
+    if step >= steps:
+        return (f"The run has finished ({steps:,} steps) with {labels} label(s). Next: see what "
+                f"it learned with `prefrl eval {run_dir}`, or train it further (and be asked for "
+                f"more): `prefrl {command} --resume {run_dir} --steps {2 * steps}`.")  # fmt: skip
+    return (f"The trainer is not running: it stopped at step {step:,} of {steps:,} with {labels} "
+            f"label(s). Resume it to be asked for more: `prefrl {command} --resume {run_dir}`.")  # fmt: skip
 
 
 def first_labels_status(store: FeedbackStore, run_id: int, run_dir: Path) -> str:

@@ -31,6 +31,7 @@ from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import Curve, plot_learning_curve
 from prefrl.rundir.provenance import record_session
 from prefrl.rundir.stop import graceful_stop
+from prefrl.rundir.workers import hold_trainer
 
 
 class TrainingLoop:
@@ -49,6 +50,7 @@ class TrainingLoop:
         self.step = 0
         self.last_eval: float | None = None
         self._eval_envs = None
+        self._trainer = hold_trainer(run_dir)  # (people labelling are told when it is gone)
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -78,6 +80,8 @@ class TrainingLoop:
             self.env.close()
         for env in self._eval_envs or []:
             env.close()
+        if self._trainer is not None:
+            self._trainer.close()
 
 
 @contextlib.contextmanager

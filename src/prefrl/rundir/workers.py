@@ -5,6 +5,9 @@ coming instead of waiting in silence.
 Each worker writes `workers/<name>.json` in the run directory (atomically): its state
 ("running" or "failed"), the error that stopped it, how often it was restarted. A worker that
 dies writes its error before it exits; its supervisor restarts it and the file says so.
+
+A trainer holds a lock on `workers/trainer.lock` while it runs: the lock goes with its process,
+however that ends, so whoever labels can be told that no trainer is asking for more.
 """
 
 from __future__ import annotations
@@ -14,10 +17,17 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import IO
+
+try:
+    import fcntl
+except ImportError:  # (Windows: whether a trainer runs cannot be told)
+    fcntl = None
 
 from prefrl.rundir.atomic import atomic_write
 
 WORKER_DIR = "workers"
+TRAINER_LOCK = "trainer.lock"
 TITLES = {"renderer": "the clip renderer", "server": "the labelling server"}
 
 
@@ -67,3 +77,33 @@ def failures(run_dir: Path) -> list[WorkerStatus]:
     folder = Path(run_dir) / WORKER_DIR
     found = (read_status(run_dir, p.stem) for p in sorted(folder.glob("*.json")))
     return [s for s in found if s is not None and s.failed]
+
+
+def hold_trainer(run_dir: Path) -> IO | None:
+    """Mark the run as trained by this process until the file returned is closed (or the
+    process ends)."""
+    if fcntl is None:
+        return None
+    path = Path(run_dir) / WORKER_DIR / TRAINER_LOCK
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 (held open while the trainer runs)
+    fcntl.flock(f, fcntl.LOCK_SH)  # (shared: a reader's test takes it exclusively, briefly)
+    return f
+
+
+def trainer_running(run_dir: Path) -> bool | None:
+    """Whether a trainer runs on the run now (None where that cannot be told)."""
+    path = Path(run_dir) / WORKER_DIR / TRAINER_LOCK
+    if fcntl is None:
+        return None
+    try:
+        f = open(path)  # noqa: SIM115 (closed below)
+    except FileNotFoundError:
+        return False
+    with f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return False
