@@ -414,3 +414,50 @@ def test_a_taken_port_is_said_to_be_held_by_what(run):
         port = other.getsockname()[1]
         free, why = take_port(port, run.uid)
         assert free != port and "taken by another program, not a prefrl labelling server" in why
+
+
+def test_compare_page_counts_live_clears_an_answered_pair_and_says_the_run_finished(run):
+    """Two annotators at once: each answer shows the run's counts as they are after it; with
+    no pair left the answered pair goes, the keys store nothing, and the page says that the
+    run has finished, with its labels and what to run next."""
+    from playwright.sync_api import sync_playwright
+
+    _rendered(run)
+    (run.run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")  # finished
+    with FeedbackStore(run.store) as store:
+        bob = {"X-Prefrl-Token": store.add_annotator("bob")}
+    status = "document.getElementById('status').textContent"
+    with served(create_app(run)) as port, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{port}/compare")
+        page.wait_for_function(f"{status}.includes('Pairs left to label: 6.')")  # (3 held)
+        # Bob labels two pairs beside this page.
+        held = page.request.get(f"http://127.0.0.1:{port}/api/next?n=2", headers=bob).json()
+        for q in held["queries"]:
+            r = page.request.post(f"http://127.0.0.1:{port}/api/label", headers=bob,
+                                  data={"query_id": q["id"], "label": "right"})  # fmt: skip
+            assert r.ok
+        for given in (3, 4, 5, 6):  # this page's answers, counted with bob's, at once
+            shown = page.evaluate("window.prefrlPair")
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_function(f"window.prefrlPair !== {shown}")
+            then = f"Pairs left to label: {6 - given}." if given < 6 else "The run has finished"
+            page.wait_for_function(
+                f"{status}.startsWith('Labels given: {given}. ') && {status}.includes('{then}')"
+            )
+        # No pair left: the last one is gone from the screen, and the run has finished.
+        text = page.evaluate(status)
+        assert text.startswith("Labels given: 6. The run has finished (1,000 steps) with 6 "
+                               f"label(s). Next: see what it learned with `prefrl eval "
+                               f"{run.run_dir}`"), text  # fmt: skip
+        assert page.evaluate("window.prefrlPair") is None
+        assert page.evaluate("[...document.querySelectorAll('video')].every(v => !v.src)")
+        assert page.evaluate("[...document.querySelectorAll('button[data-label]')]"
+                             ".every(b => b.disabled)")  # fmt: skip
+        page.keyboard.press("ArrowRight")
+        page.wait_for_timeout(500)
+        browser.close()
+    with FeedbackStore(run.store) as store:
+        labels = store.labels(store.run_id(run.uid))
+    assert sorted(x.label.name for x in labels) == ["LEFT"] * 4 + ["RIGHT"] * 2

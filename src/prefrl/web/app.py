@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -243,15 +244,31 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             known_clips.update(store.clip_infos(missing))
         return known_clips
 
-    open_count = {"at": -1.0, "n": 0}
+    tally = {"at": -1.0, "version": 0, "labels": 0, "open": 0}
+    tally_lock = threading.Lock()
 
-    def open_queries() -> int:
-        """The run's unanswered pairs, as shown beside each pair: counted at most once a second
-        per process (counting costs as much as the rest of a request with thousands open)."""
-        if time.monotonic() - open_count["at"] > 1.0:
-            open_count["n"] = store.query_count(run_id, status="open")
-            open_count["at"] = time.monotonic()
-        return open_count["n"]
+    def counts() -> dict[str, int]:
+        """The run's labels and unanswered pairs, as shown beside each pair: counted at most
+        once a second per process (counting costs as much as the rest of a request with
+        thousands open), this process's own labels added as they are stored (`counted`), so
+        that a page is never behind the answers given through it."""
+        with tally_lock:
+            if time.monotonic() - tally["at"] > 1.0:
+                labels = sum(store.label_counts(run_id).values())
+                open_ = store.query_count(run_id, status="open")
+                tally.update(at=time.monotonic(), version=tally["version"] + 1, labels=labels,
+                             open=open_)  # fmt: skip
+            return {"labels": tally["labels"], "open": tally["open"]}
+
+    def counted(version: int) -> None:
+        """A pair's first label was stored, by a call that began at count `version`: added to
+        the count; where the count was taken again since, it may hold it already: count anew."""
+        with tally_lock:
+            if tally["version"] == version:
+                tally["labels"] += 1
+                tally["open"] -= 1
+            else:
+                tally["at"] = -1.0
 
     async def in_store(fn, *args, **kwargs):
         """The labelling hot path's store calls. On PostgreSQL they run on the event loop: each
@@ -264,8 +281,8 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
 
     @app.get("/api/next")
     async def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
-        """Up to `n` pairs for this annotator; with none, `waiting` says why. `open` counts the
-        run's unanswered pairs (this annotator's included)."""
+        """Up to `n` pairs for this annotator; with none, `waiting` says why. `labels` counts the
+        run's labels, `open` its unanswered pairs (this annotator's included)."""
         queries = await in_store(store.assign_queries, run_id, who[0], n=n, need_clips=True)
         segments = [i for q in queries for i in (q.left_segment, q.right_segment)]
         clips = await in_store(clip_infos, segments)
@@ -281,7 +298,7 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
                 }
                 for q in queries
             ],
-            "open": await in_store(open_queries),
+            **await in_store(counts),
             "waiting": None if queries else waiting,
         }
 
@@ -293,6 +310,8 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
 
     @app.post("/api/label")
     async def post_label(body: LabelIn, who: Who) -> dict:
+        """Store a label; the answer holds the run's counts after it (`labels`, `open`)."""
+        version = tally["version"]
         try:
             stored, created = await in_store(
                 store.add_label, body.query_id, body.label, source="web", annotator_id=who[0],
@@ -304,8 +323,11 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             raise HTTPException(409, str(e)) from None
         except ValueError as e:
             raise HTTPException(400, str(e)) from None
+        if created and not stored.second:  # (a second annotator's label closes no pair)
+            counted(version)
         return {"saved": True, "created": created, "label_id": stored.id,
-                "label": stored.label.name.lower(), "second": stored.second}  # fmt: skip
+                "label": stored.label.name.lower(), "second": stored.second,
+                **await in_store(counts)}  # fmt: skip
 
     known_sound: dict[int, bool] = {}
 

@@ -10,8 +10,10 @@ let upcoming = [];    // pairs fetched and preloading
 let shownAt = 0;
 let sending = false;
 let waiting = null;   // why no pair came, as the server said
-let labels = 0;
-let open = null;      // the run's unanswered pairs, as the server last said
+// The run's labels and unanswered pairs (the pair shown included), from the server's latest
+// answer: every answer and every fetch of pairs brings them, a later request's over an earlier.
+const counts = { labels: null, open: null, request: 0 };
+let requests = 0;
 const answered = new Set();  // pairs this page answered: a fetch that crossed the answer may bring one back
 // Playback speed: "auto" slows short clips down so that each plays for at least MIN_SECONDS (a
 // 100-step Hopper clip is 0.8 s at the simulator's rate: too fast to judge); or a fixed rate.
@@ -44,13 +46,28 @@ function applySpeed() {
 
 function say(text) { statusEl.textContent = text; }
 
+function count(n) { return n === null ? "?" : n; }
+
+function showCounts() {
+  const given = `Labels given: ${count(counts.labels)}.`;
+  if (current) say(`${given} Pairs left to label: ${count(counts.open)}.`);
+  else say(`${given} ${waiting || "No pair ready yet."} (Checking every 2 s.)`);
+}
+
+function took(data, request) {
+  if (request < counts.request || data.labels === undefined) return;
+  Object.assign(counts, { labels: data.labels, open: data.open, request });
+  showCounts();
+}
+
 async function fetchPairs() {
+  const request = ++requests;
   let r;
   try { r = await fetch("/api/next?n=3", { headers }); } catch (e) { return say("Server unreachable; retrying…"); }
   if (!r.ok) { return say((await r.json()).detail || `error ${r.status}`); }
   const data = await r.json();
-  open = data.open;
   waiting = data.waiting;
+  took(data, request);
   const known = new Set([current && current.id, ...upcoming.map(q => q.id), ...answered]);
   for (const q of data.queries) {
     if (!known.has(q.id)) upcoming.push({ ...q, videos: [video(q.left), video(q.right)] });
@@ -72,7 +89,21 @@ function cycleSound() {
 }
 
 function restart() {
-  for (const v of Object.values(slots)) { v.currentTime = 0; v.play().catch(() => {}); }
+  for (const v of Object.values(slots)) {
+    if (v.src) { v.currentTime = 0; v.play().catch(() => {}); }
+  }
+}
+
+// No pair to show: the last one answered goes (it must not look like one still to answer).
+function clearPair() {
+  for (const [side, v] of Object.entries(slots)) {
+    if (!v.src) continue;
+    const empty = document.createElement("video");
+    empty.muted = true;
+    place(slots[side], empty);
+    v.pause();
+  }
+  for (const b of document.querySelectorAll("button[data-label]")) b.disabled = true;
 }
 
 async function advance() {
@@ -80,10 +111,12 @@ async function advance() {
   current = upcoming.shift() || null;
   window.prefrlPair = current ? current.id : null;
   if (!current) {
-    say(`Labels given: ${labels}. ${waiting || "No pair ready yet."} (Checking every 2 s.)`);
+    clearPair();
+    showCounts();
     setTimeout(advance, 2000);
     return;
   }
+  for (const b of document.querySelectorAll("button[data-label]")) b.disabled = false;
   place(slots.left, current.videos[0]);
   place(slots.right, current.videos[1]);
   applySpeed();
@@ -91,7 +124,7 @@ async function advance() {
   slots.left.onended = restart;
   restart();
   shownAt = performance.now();
-  say(`Labels given: ${labels}. Pairs left to label: ${open === null ? "?" : open}.`);
+  showCounts();
   fetchPairs();  // keep the next pairs loading
 }
 
@@ -110,10 +143,11 @@ async function answer(label) {
   const body = JSON.stringify({ query_id: current.id, label, response_ms: Math.round(performance.now() - shownAt) });
   for (;;) {
     let r;
+    const request = ++requests;
     try { r = await fetch("/api/label", { method: "POST", headers, body }); }
     catch (e) { say("Not saved yet (server unreachable); retrying…"); await new Promise(ok => setTimeout(ok, 1000)); continue; }
     const data = await r.json();
-    if (r.ok) { labels += data.created ? 1 : 0; answered.add(current.id); break; }
+    if (r.ok) { answered.add(current.id); took(data, request); break; }
     if (r.status === 409 || r.status === 404) { answered.add(current.id); break; }  // answered elsewhere, or gone: move on
     say(data.detail || `error ${r.status}`);
     sending = false;
@@ -135,12 +169,4 @@ document.addEventListener("keydown", e => {
   if (label) { e.preventDefault(); answer(label); }
 });
 
-// The run's label count once (everyone's); after that this page counts its own.
-async function start() {
-  try {
-    const r = await fetch("/api/status", { headers });
-    if (r.ok) labels = (await r.json()).labels;
-  } catch (e) { /* the first fetch of pairs will say so */ }
-  await advance();
-}
-start();
+advance();
