@@ -47,6 +47,40 @@ def test_the_site_builds_strictly_with_its_generated_pages(site):
     assert (site / "api" / "index.html").read_text().count("PreferenceLearner") > 2
 
 
+# ------------------------------------------------------------------ guides and results pages
+
+
+def test_guides_stay_guides():
+    """A guide says what the workflow is for, its command, its outputs and flags; measurement
+    history goes to the dated notes (docs/notes/), so no guide grows past 300 lines."""
+    long = {path.name: n for path in sorted((ROOT / "docs" / "guides").glob("*.md"))
+            if (n := len(path.read_text().splitlines())) > 300}  # fmt: skip
+    assert not long, f"guides over 300 lines: {long}"
+
+
+def test_the_benchmarks_page_starts_with_the_headline_table_then_a_section_per_benchmark():
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import gen_benchmarks
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert gen_benchmarks.unclaimed() == [], "results files no benchmark section shows"
+    page = gen_benchmarks.render()
+    readme = (ROOT / "README.md").read_text().split("## Headline results", 1)[1]
+    table = [line for line in readme.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+    headings = re.findall(r"^## (.+)$", page, re.MULTILINE)
+    assert headings[0] == "Headline results" and "\n".join(table) in page
+    assert headings[1:] == [bench.title for bench in gen_benchmarks.BENCHMARKS]
+    for bench in gen_benchmarks.BENCHMARKS:  # each with its baseline, commands and plots
+        part = page.split(f"## {bench.title}\n", 1)[1].split("\n## ", 1)[0]
+        assert "**Baseline:**" in part and "```bash\npython benchmarks/" in part, bench.title
+        for pattern in bench.plots:
+            assert all(
+                f"results/{png.name}" in part
+                for png in (ROOT / "benchmarks" / "results").glob(pattern)
+            ), pattern
+
+
 # ------------------------------------------------------------------ the Python reference
 
 
