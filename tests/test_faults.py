@@ -1,11 +1,20 @@
 """Fault injection on the human labelling path (the harness of benchmarks/label_faults.py, with
 a few kills): nothing acknowledged is lost, stored twice or put on another pair than the one
-shown, and the trainer trains on exactly the stored pairs."""
+shown, and the trainer trains on exactly the stored pairs; a killed trainer loses little
+training."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
+
+from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.rundir.checkpoints import latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
@@ -17,3 +26,47 @@ def test_killing_trainer_server_and_renderer_loses_or_misplaces_no_label(tmp_pat
     assert result["trainer"] == 3 and result["server"] == 1 and result["acknowledged"] > 0, result
     assert result["lost"] == result["stored_twice"] == result["on_wrong_pair"] == 0, result
     assert result["trained_on_the_stored_pairs"], result
+
+
+def _answer_first_queries(run_dir: Path, trainer: subprocess.Popen) -> int:
+    """Label (as a person would, through the store) the first pairs the trainer asks."""
+    deadline = time.monotonic() + 600  # (a trainer starting on a busy machine takes a while)
+    while True:
+        assert trainer.poll() is None, "the trainer ended"
+        assert time.monotonic() < deadline, "the trainer asked nothing"
+        if (run_dir / "feedback.db").exists():
+            with FeedbackStore(run_dir, create=False) as store:
+                open_ = store.open_queries(store.run_id(run_uid(run_dir), create=False))
+                if open_:
+                    store.add_labels([q.id for q in open_], ["left"] * len(open_), "human")
+                    return len(open_)
+        time.sleep(0.5)
+
+
+def test_a_killed_trainer_that_a_person_teaches_resumes_from_a_checkpoint_on_the_clock(tmp_path):
+    """Its step cadence (1,000,000) is far off: the checkpoint comes from the clock (every 3 s
+    here, every few minutes by default), so a SIGKILL loses seconds of training, not all."""
+    run_dir = tmp_path / "run"
+    trainer = label_faults._prefrl(
+        "train", *label_faults.TRAIN, "--checkpoint-interval", "1000000", "--checkpoint-minutes",
+        "0.05", "--runs-dir", str(tmp_path), "--name", "run", log=tmp_path / "trainer.log",
+    )  # fmt: skip
+    try:
+        assert _answer_first_queries(run_dir, trainer) == 20
+        deadline = time.monotonic() + 600
+        while latest_checkpoint(run_dir) is None:
+            assert trainer.poll() is None and time.monotonic() < deadline, "no checkpoint came"
+            time.sleep(0.5)
+    finally:
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait()
+    step = json.loads((latest_checkpoint(run_dir) / "loop.json").read_text())["step"]
+    assert 300 <= step < 1_000_000
+    resumed = subprocess.run(
+        [sys.executable, "-m", "prefrl", "train", "--resume", str(run_dir), "--steps",
+         str(step + 100), "--no-progress"],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert f"resuming from step_{step:09d} (step {step:,} of {step + 100:,})" in resumed.stdout

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from test_online import _config
 
-from prefrl.data import PreferenceData, Segments
+from prefrl.data import PreferenceData, SegmentPool, Segments
+from prefrl.data.segments import pair_keys
 from prefrl.envs import make_env
 from prefrl.feedback import ScheduleConfig
 from prefrl.feedback.exchange import export_labels, import_labels
@@ -183,6 +184,28 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(
     assert resumed.step == 400
     # The 40 questions asked before were not asked again, and the labels kept their segments.
     assert _labelled_pairs_match_the_store(run) == 40
+
+
+def test_a_run_started_again_from_step_0_keeps_each_segment_and_pair_once(trained, tmp_path):
+    """The same seed cuts the same segments again after a restart from step 0: they keep the
+    stored segments' keys, so the store and the pool hold each once, and no pair asked before
+    the restart is asked again (20 more are asked at step 900)."""
+    run = _copy(trained, tmp_path)
+    shutil.rmtree(run / "checkpoints")  # as if killed before the first checkpoint
+    assert _resume(tmp_path, run, 900).step == 900
+    with FeedbackStore(run, create=False) as store:
+        run_id = store.run_id(run_uid(run), create=False)
+        stored = store.segments(run, store.segment_ids(run_id))
+    assert len(set(stored.fingerprints())) == len(stored)
+    pool = SegmentPool.load(latest_checkpoint(run) / "segments.npz").all()
+    assert len(set(pool.fingerprints())) == len(pool) and len(set(pool.id.tolist())) == len(pool)
+    # What the first session asked about was cut before step 300, as it is again now, under the
+    # stored keys (after 300 the run differs: it fits on all 40 stored labels at once).
+    first = {int(k) for k, step in zip(stored.id, stored.step, strict=True) if step + 10 <= 300}
+    assert len(first) > 20 and first <= set(pool.id.tolist())
+    labels = PreferenceData.load(latest_checkpoint(run) / "labels.npz").arrays()
+    assert len(set(pair_keys(labels["id_left"], labels["id_right"]))) == len(labels["label"]) == 60
+    assert _labelled_pairs_match_the_store(run) == 60
 
 
 def test_a_renamed_run_keeps_its_store_record_and_a_lost_store_is_an_error(trained, tmp_path):

@@ -8,6 +8,7 @@ re-rendered later. Labels say which segment of a pair is better.
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -75,6 +76,18 @@ class Segments:
                 for f in fields(Segments)
             }
         )
+
+    def fingerprints(self) -> list[bytes]:
+        """A digest of each segment's steps (observations, actions, rewards, states), not of
+        its id or place: the same behaviour cut twice has the same one."""
+        arrays = [np.ascontiguousarray(a) for a in (self.obs, self.action, self.reward, self.state)]
+        out = []
+        for i in range(len(self)):
+            digest = hashlib.blake2b(digest_size=16)
+            for a in arrays:
+                digest.update(a[i].tobytes())
+            out.append(digest.digest())
+        return out
 
     def true_returns(self, discount: float = 1.0) -> np.ndarray:
         """Sum of true rewards; with discount γ < 1, step t of H weighted γ^(H-1-t) (myopia)."""

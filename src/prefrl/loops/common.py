@@ -88,8 +88,9 @@ class TrainingLoop:
 def stoppable(loop: TrainingLoop, progress):
     """The progress display and Ctrl-C / SIGTERM handling around a step loop: the body checks
     `stop.requested` between steps; a requested stop saves a checkpoint to resume from, and a
-    second Ctrl-C (KeyboardInterrupt) leaves the latest checkpoint as the one to resume."""
-    with progress, graceful_stop() as stop:
+    second Ctrl-C (KeyboardInterrupt) leaves the latest checkpoint as the one to resume. The
+    first is acknowledged at once, above the bar."""
+    with progress, graceful_stop(say=progress.say) as stop:
         try:
             yield stop
             if stop.requested:
@@ -228,6 +229,7 @@ def restore_newest(loop_factory, config, run_dir: Path):
     bad: list[tuple[Path, str]] = []
     for ckpt, problems in usable_checkpoints(run_dir):
         if not problems:
+            print(f"loading {ckpt.name}", flush=True)
             try:
                 loop.restore(ckpt)
             except IncompatibleCheckpoint:
@@ -302,6 +304,9 @@ def start_run(loop_factory, config, name: str):
     resume fails."""
     check_resumed_identity(config)
     run_dir = open_run_dir(config.resume, config.runs_dir, name, record=False)
+    # Said before anything slow: the directory to look in, then what the wait is for.
+    print(f"run directory: {run_dir}", flush=True)
+    print("setting up the envs and the networks (compiling them can take a minute)", flush=True)
     if config.resume is None:
         loop, ckpt = loop_factory(config, run_dir), None
     else:
@@ -318,7 +323,6 @@ def start_run(loop_factory, config, name: str):
         truncate_metrics(run_dir, loop.step)
     write_json(run_dir / "config.json", config_to_dict(config))
     record_session(run_dir)
-    print(f"run directory: {run_dir}", flush=True)
     return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
 
 
@@ -331,10 +335,14 @@ class PeriodicTasks:
     checkpoint_interval), run_dir, env (for fps), last_eval, evaluate(record), save().
     """
 
-    def __init__(self, loop, metrics: MetricsLogger, progress, title: str):
+    def __init__(self, loop, metrics: MetricsLogger, progress, title: str,
+                 checkpoint_seconds: float | None = None):  # fmt: skip
+        """`checkpoint_seconds`: also checkpoint after this long without one (a run that a
+        person labels: a killed trainer loses minutes of their work at most)."""
         self.loop, self.metrics, self.progress, self.title = loop, metrics, progress, title
         self.final: EvalResult | None = None
         self.video: Path | None = None
+        self.checkpoint_seconds, self.saved_at = checkpoint_seconds, time.monotonic()
         self.restart_clock(loop.step)
         progress.print_at_logs()
 
@@ -385,5 +393,9 @@ class PeriodicTasks:
             )
             self.progress.update(step, last_eval=loop.last_eval)
             self.restart_clock(step)
-        if step % cfg.checkpoint_interval == 0 or last:
+        overdue = self.checkpoint_seconds is not None and (
+            time.monotonic() - self.saved_at >= self.checkpoint_seconds
+        )
+        if step % cfg.checkpoint_interval == 0 or last or overdue:
             loop.save()
+            self.saved_at = time.monotonic()

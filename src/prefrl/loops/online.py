@@ -239,7 +239,8 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     agent = SacSteps(run) if cfg.algo == "sac" else PpoSteps(run)
     progress = TrainingProgress(cfg.steps, run.step, enabled=cfg.progress, last_eval=run.last_eval)
     title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
-    periodic = PeriodicTasks(run, metrics, progress, title)
+    minutes = cfg.checkpoint_minutes if run.feedback.is_human else None
+    periodic = PeriodicTasks(run, metrics, progress, title, minutes and 60 * minutes)
 
     def use_fit_if_ready() -> None:  # 5. relabel (a fit due now lands before queries use it)
         if run.fitting.ready(run.step):
@@ -319,7 +320,7 @@ def end_episode(run: OnlineRun, metrics, episode: Episode, final_obs, terminated
     final = (final_obs, run.env.get_state()) if absorbing else None
     segments = run.recorder.end_episode(run.rng, run.episodes, final)
     if segments is not None:
-        run.pool.add(segments)
+        run.pool.add(run.as_stored(segments))
     metrics.log(run.step, {"train/episode_return": episode.ret,
                            "train/episode_length": episode.length})  # fmt: skip
     episode.ret, episode.length = 0.0, 0

@@ -111,6 +111,9 @@ class OnlineConfig:
     render_size: int = 256
     """Evaluation videos' size in pixels (square)."""
     checkpoint_interval: int = 50_000
+    checkpoint_minutes: float = 5.0
+    """With a person labelling (web, terminal): also checkpoint after this many minutes without
+    one, so that a trainer killed early loses little of their work."""
     """Checkpoint (agent, reward model, labels, replay buffer, loop state) every this many env
     steps, and at the end."""
     log_interval: int = 1_000
@@ -146,6 +149,7 @@ class OnlineConfig:
         check_fields(self, {
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "refit_growth": (self.refit_growth >= 0, "a number >= 0"),  # (NaN fails too)
+            "checkpoint_minutes": (self.checkpoint_minutes > 0, "> 0"),
             "first_labels_timeout": (
                 self.first_labels_timeout is None or self.first_labels_timeout > 0, "> 0 or None"
             ),

@@ -18,7 +18,7 @@ import numpy as np
 
 from prefrl.agents import PPO, SAC
 from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
-from prefrl.data.segments import pair_keys
+from prefrl.data.segments import Segments, pair_keys
 from prefrl.envs import PrefrlEnv
 from prefrl.feedback import Query, Teacher, select_pairs
 from prefrl.feedback.channel import FeedbackChannel, InMemoryChannel, StoreChannel
@@ -84,6 +84,8 @@ class OnlineRun(TrainingLoop):
         self.asked_pairs = self.feedback.asked_pairs()
         self.next_query_id = self.feedback.next_query_id()
         self.recorder.next_id = self.feedback.next_segment_id()
+        self.first_uncheckpointed = 0  # the first segment key cut after the checkpoint
+        self._stored_by_content: dict[bytes, int] | None = None
         self.ask_due = False
         self.reward_metrics: dict[str, float] = {}
         self.feedback_seconds = 0.0  # asking and collecting since the last fit (overhead)
@@ -121,6 +123,28 @@ class OnlineRun(TrainingLoop):
             self.feedback.submit(Query(ids, left, right))
         self.feedback_seconds += time.perf_counter() - t0
         return n == due
+
+    def as_stored(self, segments: Segments) -> Segments:
+        """Segments just cut, each under the key of a stored segment it repeats step for step.
+        A run started again from an earlier step (no checkpoint yet, or the last one lost)
+        cuts again what the store got from it before, under new keys: the same clip must stay
+        one segment, and a pair of them asked once."""
+        if self.store is None:
+            return segments
+        if self._stored_by_content is None:  # (those the checkpoint has not seen, looked up once)
+            run_id = self.feedback.run_id
+            ids = self.store.segment_ids(run_id, min_key=self.first_uncheckpointed)
+            stored = self.store.segments(self.run_dir, ids) if ids else None
+            self._stored_by_content = (
+                {} if stored is None
+                else dict(zip(stored.fingerprints(), stored.id.tolist(), strict=True))
+            )  # fmt: skip
+        if self._stored_by_content:
+            for i, fingerprint in enumerate(segments.fingerprints()):
+                key = self._stored_by_content.pop(fingerprint, None)
+                if key is not None:
+                    segments.id[i] = key
+        return segments
 
     def collect_answers(self) -> int:
         """Take the labels that arrived; returns how many."""
@@ -271,6 +295,7 @@ class OnlineRun(TrainingLoop):
         self.ask_due = loop.get("ask_due", False)
         self.reward_metrics = loop["reward_metrics"]
         self.recorder.next_id = max(loop["next_segment_id"], self.feedback.next_segment_id())
+        self.first_uncheckpointed = loop["next_segment_id"]
         self.rng.bit_generator.state = loop["rng"]
         self.intrinsic.load_state_dict(loop["intrinsic"])
         self.fitting.load_state_dict(loop, self.labels, ckpt)

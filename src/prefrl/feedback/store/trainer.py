@@ -286,14 +286,13 @@ class TrainerSide(StoreBase):
         counts.update({v: n for v, n in rows})
         return counts
 
-    def segment_ids(self, run_id: int) -> list[int]:
-        """Row ids of every segment of the run, oldest first."""
+    def segment_ids(self, run_id: int, min_key: int | None = None) -> list[int]:
+        """Row ids of every segment of the run (with a key from `min_key` on), oldest first."""
+        cond = SegmentRow.run_id == run_id
+        if min_key is not None:
+            cond &= SegmentRow.key >= min_key
         with self._session() as s:
-            return list(
-                s.scalars(
-                    select(SegmentRow.id).where(SegmentRow.run_id == run_id).order_by(SegmentRow.id)
-                )
-            )
+            return list(s.scalars(select(SegmentRow.id).where(cond).order_by(SegmentRow.id)))
 
     def segment_infos(self, segment_ids: Sequence[int]) -> dict[int, dict]:
         """Segment id -> the info stored with it (where it came from)."""
