@@ -77,6 +77,29 @@ def test_validation_accuracy_is_left_out_while_every_held_out_pair_ties():
     assert 0.0 <= model.fit(decided)["reward/val_accuracy"] <= 1.0
 
 
+def test_a_stop_ends_a_fit_at_its_next_gradient_step():
+    """A fit asked to stop (Ctrl-C during a fit) ends before its next gradient step, with the
+    steps it made counted, normalised, and without the validation pass; its progress is told
+    after every step."""
+    from prefrl.loops.common import check_finite
+
+    rng = np.random.default_rng(0)
+    model = FrameRewardModel(FrameRewardConfig(batch_size=4, steps_per_fit=10), seed=0)
+    data = PreferenceData()
+    data.add(_clips(250, 16, rng), _clips(0, 16, rng), [Label.LEFT] * 16)
+    told = []
+    metrics = model.fit(data, should_stop=lambda: len(told) >= 2,
+                        on_step=lambda done, steps: told.append((done, steps)))  # fmt: skip
+    assert told == [(1, 10), (2, 10)] and model.steps == 2
+    assert metrics["reward/fit_steps"] == 2 and "reward/val_accuracy" not in metrics
+    check_finite(metrics, 0)
+    assert abs(model.member_rewards(_clips(100, 16, rng).obs).std() - 0.05) < 0.03
+    stopped_at_once = model.fit(data, should_stop=lambda: True)
+    assert stopped_at_once["reward/fit_steps"] == 0 and model.steps == 2
+    check_finite(stopped_at_once, 0)
+    assert model.fit(data, steps=3)["reward/fit_steps"] == 3 and model.steps == 5
+
+
 @pytest.mark.parametrize("batch_norm", [False, True])
 def test_reward_model_learns_a_preference_and_scales_its_output(batch_norm):
     rng = np.random.default_rng(0)

@@ -448,13 +448,14 @@ def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_pat
     from prefrl.agents.frame_ppo import FramePPOConfig
     from prefrl.loops.rl import RLConfig, train_rl
     from prefrl.rundir.metrics import read_metrics
+    from prefrl.rundir.progress import format_rate
 
     config = RLConfig(env="movingdot", algo="ppo", steps=128, eval_interval=128,
                       eval_episodes=1, video=False, log_interval=16,
                       ppo_frames=FramePPOConfig(n_envs=2, n_steps=16, minibatches=2, epochs=1),
                       runs_dir=tmp_path, name="lines")  # fmt: skip
     train_rl(config)
-    lines = re.findall(r"^step ([\d,]+)/128 .*?, ([\d,]+) agent steps/s",
+    lines = re.findall(r"^step ([\d,]+)/128 .*?, ([\d,.]+) agent steps/s",
                        capsys.readouterr().out, re.MULTILINE)  # fmt: skip
     assert [int(s) for s, _ in lines] == list(range(16, 129, 16))
     rows = [r for r in read_metrics(tmp_path / "lines") if "train/policy_loss" in r]
@@ -462,4 +463,67 @@ def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_pat
     assert sorted(rates) == [16, 48, 80, 112]  # (one per rollout)
     shown = dict(lines)
     for step, rate in rates.items():
-        assert shown[f"{step}"] == shown[f"{step + 16}"] == f"{rate:,.0f}"
+        assert shown[f"{step}"] == shown[f"{step + 16}"] == format_rate(rate)
+
+
+def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_step(
+    tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C while the reward model trains: said at once, the fit ends before its next gradient
+    step, a checkpoint is written; resumed, the pre-training goes on where it stopped. The run
+    directory is said before anything slow (the envs and networks being built)."""
+    import os
+    import signal
+
+    from prefrl.loops import frames_prefs
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
+    from prefrl.rundir.checkpoints import latest_checkpoint
+
+    config = FramePreferenceConfig(
+        steps=60, segment_length=5, initial_labels=4, pretrain_steps=6, labels=8, fit_every=1,
+        pool_size=8, a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=2),
+        eval_interval=60, eval_episodes=1, video=False, log_interval=20, runs_dir=tmp_path,
+        name="stop", progress=False,
+    )  # fmt: skip
+    run = tmp_path / "stop"
+    said_before_building = []
+    build = frames_prefs.FramePreferenceRun.__init__
+
+    def building(self, *args):
+        said_before_building.append(capsys.readouterr().out)
+        build(self, *args)
+
+    monkeypatch.setattr(frames_prefs.FramePreferenceRun, "__init__", building)
+    steps, stop_at = [], [3]
+    step = FrameRewardModel.train_step
+
+    def train_step(self, *args):
+        steps.append(len(steps) + 1)
+        if len(steps) in stop_at:
+            os.kill(os.getpid(), signal.SIGINT)  # (handled before this step returns)
+        return step(self, *args)
+
+    monkeypatch.setattr(FrameRewardModel, "train_step", train_step)
+    stopped = train_frames_from_preferences(config)
+    out = capsys.readouterr().out
+    setting_up = "setting up the envs and the networks (compiling them can take a minute)"
+    assert said_before_building[0].splitlines()[:2] == [f"run directory: {run}", setting_up]
+    assert stopped.interrupted and stopped.step == 0 and len(steps) == 3  # (of 6)
+    assert ("Ctrl-C: stopping: the pre-training ends after its current gradient step, then a "
+            "checkpoint to resume it from") in out  # fmt: skip
+    ckpt = latest_checkpoint(run)
+    assert FrameRewardModel.load(ckpt / "reward_model").steps == 3
+    # Resumed: 3 more steps of pre-training, then the agent; Ctrl-C in its first fit's first step.
+    steps.clear()
+    stop_at[:] = [4]
+    stopped = train_frames_from_preferences(replace_config(config, resume=run))
+    out = capsys.readouterr().out
+    assert "pre-training the reward model on 4 labels (6 gradient steps, 3 done)" in out
+    assert f"loading {ckpt.name}" in out
+    assert "Ctrl-C: stopping: the reward model's fit ends after its gradient step" in out
+    assert stopped.interrupted and stopped.step == 20 and len(steps) == 4  # (1 of the fit's 2)
+    assert FrameRewardModel.load(latest_checkpoint(run) / "reward_model").steps == 7
+    stop_at.clear()
+    done = train_frames_from_preferences(replace_config(config, resume=run))
+    assert done.step == 60 and not done.interrupted

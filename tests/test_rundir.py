@@ -127,3 +127,18 @@ def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, 
     with progress.TrainingProgress(1000, 0, eval_label="eval success", eval_digits=2) as bar:
         bar.update(1000, last_eval=0.85)  # (RFCL's: a success rate)
     assert "steps/s, eval success 0.85" in capsys.readouterr().out
+
+
+def test_progress_eta_counts_all_the_time_the_session_spent(monkeypatch):
+    """The time left at the session's pace so far, reward fits and evaluations included (not a
+    window of recent steps between them)."""
+    from types import SimpleNamespace
+
+    from prefrl.rundir import progress
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(progress, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    bar = progress.TrainingProgress(1000, 200, enabled=False)
+    assert bar._eta(200) == "-"
+    clock.now = 100.0  # (100 steps in 100 s: say 10 s of steps and a 90 s reward fit)
+    assert bar._eta(300) == "0:11:40"

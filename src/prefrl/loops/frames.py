@@ -33,6 +33,7 @@ from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.rundir.stop import StopRequest, graceful_stop
 
 
 class FrameRun(TrainingLoop):
@@ -49,6 +50,8 @@ class FrameRun(TrainingLoop):
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.episodes = 0
         self.begun = False  # (whether `begin` did all it does: --stop-after may stop it early)
+        self.stop = StopRequest()  # (the running stage's: `begin`'s, then the agent's steps')
+        self.progress: TrainingProgress | None = None  # (the agent's steps' display)
 
     def save(self) -> Path:
         self.check_savable(self.state)
@@ -70,7 +73,7 @@ class FrameRun(TrainingLoop):
 
     def begin(self, metrics: MetricsLogger) -> bool:
         """Work before the first update (once per run, not again on resuming); returns whether
-        it is all done (False: stopped after a phase, as the config asked)."""
+        it is all done (False: stopped after a phase, as the config asked, or by `self.stop`)."""
         return True
 
     def env_step(self, obs: np.ndarray, action: np.ndarray, step: int):
@@ -143,8 +146,8 @@ def train_frames(config, loop_class=None):
     make_pixel_env(config.env, seed=0).close()  # (a game that is not there: before any run dir)
     loop, metrics = start_run(loop_class or FrameRun, config, name)
     try:
-        if not loop.begun:
-            loop.begun = loop.begin(metrics)
+        if not loop.begun and _begin(loop, metrics):
+            return RLResult(loop.run_dir, loop.step, None, None, interrupted=True)
         if not loop.begun or getattr(config, "stop_after", None) is not None:
             loop.save()  # (a run stopped before its agent: resumed without --stop-after, it goes on)
             return RLResult(loop.run_dir, loop.step, None, None)
@@ -153,6 +156,21 @@ def train_frames(config, loop_class=None):
     finally:
         metrics.close()
         loop.close()
+
+
+def _begin(loop: FrameRun, metrics: MetricsLogger) -> bool:
+    """`loop.begin`, stoppable as the agent's steps are: a stop is said at once, ends the work
+    at its next step (a reward fit's gradient step) and checkpoints it, to resume from there.
+    Returns whether it was stopped."""
+    with graceful_stop(say=print) as stop:
+        loop.stop = stop
+        try:
+            loop.begun = loop.begin(metrics)
+        except KeyboardInterrupt:  # (a second Ctrl-C: the latest checkpoint stays the one)
+            return True
+        if stop.requested:
+            loop.save()
+        return stop.requested
 
 
 class EpisodeReturns:
@@ -188,6 +206,8 @@ def _run(loop: FrameRun, metrics: MetricsLogger):
     periodic = PeriodicTasks(loop, metrics, progress, loop.title)
     episodes = EpisodeReturns(n, loop, metrics)
     with stoppable(loop, progress) as stop:
+        loop.stop, loop.progress = stop, progress
+        progress.say("compiling the agent (its first rollout and update wait for it)")
         while loop.step < cfg.steps and not stop.requested:
             params = loop.state.params
             for t in range(steps):

@@ -42,6 +42,7 @@ from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
 from prefrl.rundir.checkpoints import checkpoints, write_json
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, write_fit_scatter
+from prefrl.rundir.progress import TrainingProgress
 
 PIXEL_ENVS = "an env of frames: movingdot or atari:Game (state envs: prefrl train)"
 
@@ -248,7 +249,7 @@ class FramePreferenceRun(FrameRun):
         print(f"Waiting for your first {self.feedback.unanswered()} labels: label in the browser "
               f"(prefrl serve {self.run_dir}) or the terminal (prefrl label {self.run_dir})",
               flush=True)  # fmt: skip
-        while self.feedback.unanswered() > 0:
+        while self.feedback.unanswered() > 0 and not self.stop.requested:
             if self.server is not None and (news := self.server.check()):
                 print(news, flush=True)
             time.sleep(self.config.poll_seconds)
@@ -279,6 +280,8 @@ class FramePreferenceRun(FrameRun):
             obs, random_steps = self.envs.reset(), 0
             rng = np.random.default_rng([cfg.seed, 12])
             while len(self.pool) < min(cfg.pool_size, 2 * cfg.initial_labels):
+                if self.stop.requested:
+                    return False
                 action = rng.integers(0, self.agent.n_actions, len(self.envs))
                 obs = self.env_step(obs, action, random_steps)[0]
                 random_steps += len(self.envs)
@@ -291,11 +294,12 @@ class FramePreferenceRun(FrameRun):
                       f"prefrl serve {self.run_dir} (or prefrl label)", flush=True)  # fmt: skip
                 return False
         self.wait_for_labels()
+        if self.stop.requested:
+            return False
         self.take_labels()
-        print(f"pre-training the reward model on {len(self.labels)} labels "
-              f"({cfg.pretrain_steps} gradient steps)", flush=True)  # fmt: skip
-        for _ in range(-(-cfg.pretrain_steps // cfg.reward.steps_per_fit)):
-            row.update(self.reward_model.fit(self.labels))
+        if not self.pretrain(row):
+            metrics.log(0, row)
+            return False
         row.update(self.clip_return_fit())
         row["pretrain/seconds"] = time.perf_counter() - t0
         self.phase = "pretrained"
@@ -305,6 +309,26 @@ class FramePreferenceRun(FrameRun):
         print(f"reward model pre-trained on {len(self.labels)} labels of random-policy clips: "
               f"{val} ({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
         return True
+
+    def pretrain(self, row: dict[str, float]) -> bool:
+        """The reward model's pre-training (fits of `steps_per_fit` steps, as the seed's), with
+        its progress; a stop ends it at its next gradient step, and a resumed run goes on from
+        there. Returns whether it is done."""
+        cfg, model = self.config, self.reward_model
+        per_fit = cfg.reward.steps_per_fit
+        total = -(-cfg.pretrain_steps // per_fit) * per_fit
+        print(f"pre-training the reward model on {len(self.labels)} labels ({total:,} gradient "
+              f"steps{f', {model.steps:,} done' if model.steps else ''})", flush=True)  # fmt: skip
+        self.stop.doing = ("the pre-training ends after its current gradient step, then a "
+                           "checkpoint to resume it from")  # fmt: skip
+        progress = TrainingProgress(total, model.steps, enabled=cfg.progress, eval_label=None,
+                                    unit="gradient steps", title="pre-training the reward model")  # fmt: skip
+        with progress:
+            while model.steps < total and not self.stop.requested:
+                row.update(model.fit(self.labels, min(per_fit, total - model.steps),
+                                     lambda: self.stop.requested,
+                                     lambda *_: progress.update(model.steps)))  # fmt: skip
+        return model.steps >= total
 
     def env_step(self, obs, action, step: int):
         """Steps the envs, cutting their steps into clips for the pool."""
@@ -332,10 +356,28 @@ class FramePreferenceRun(FrameRun):
         if (left := cfg.labels - self.feedback.asked()) > 0:
             self.ask(math.ceil(left / fits_left))
         row = self.take_labels()
-        row.update(self.reward_model.fit(self.labels))
-        row.update(self.clip_return_fit())
+        row.update(self.fit())
+        if not self.stop.requested:
+            row.update(self.clip_return_fit())
         metrics.log(self.step, row)
         check_finite({k: v for k, v in row.items() if k != "reward/clip_return_corr"}, self.step)
+
+    def fit(self) -> dict[str, float]:
+        """A fit of the reward model, shown on the progress bar; a stop ends it at its next
+        gradient step."""
+        progress, doing = self.progress, self.stop.doing
+        self.stop.doing = f"the reward model's fit ends after its gradient step, then {doing}"
+
+        def shown(done: int, steps: int) -> None:
+            if progress is not None:
+                progress.update(self.step, info=f"reward fit {done}/{steps}")
+
+        try:
+            return self.reward_model.fit(self.labels, None, lambda: self.stop.requested, shown)
+        finally:
+            self.stop.doing = doing
+            if progress is not None:
+                progress.update(self.step, info="")
 
     def clip_return_fit(self) -> dict[str, float]:
         """Correlation of learned and true (clipped) clip returns over the newest clips (also

@@ -205,9 +205,13 @@ class FrameRewardModel(RewardModel):
         return parts["loss"].mean(), accuracy
 
     # ------------------------------------------------------------------ the interface
-    def fit(self, data: PreferenceData) -> dict[str, float]:
-        """`steps_per_fit` gradient steps on the newest `max_labels` labels (skips left out)."""
+    def fit(self, data: PreferenceData, steps: int | None = None, should_stop=None,
+            on_step=None) -> dict[str, float]:  # fmt: skip
+        """`steps` (default `steps_per_fit`) gradient steps on the newest `max_labels` labels
+        (skips left out). Stoppable: when `should_stop()` turns true, the fit ends before its
+        next step (the validation left out); `on_step(done, steps)` follows it."""
         cfg = self.config
+        steps = cfg.steps_per_fit if steps is None else steps
         t0 = time.perf_counter()
         arrays = data.arrays()
         labels = arrays["label"][-cfg.max_labels :]
@@ -225,24 +229,26 @@ class FrameRewardModel(RewardModel):
         act_left = arrays["action_left"].reshape(-1, h).astype(np.int32)
         act_right = arrays["action_right"].reshape(-1, h).astype(np.int32)
         losses, accs = [], []
-        for _ in range(cfg.steps_per_fit):
+        for done in range(1, steps + 1):
+            if should_stop is not None and should_stop():
+                break
             # (fewer labels than a batch: drawn with replacement, one compiled batch shape)
             idx = np.sort(rng.choice(train, cfg.batch_size, replace=len(train) < cfg.batch_size))
             key = jax.random.fold_in(jax.random.key(self.seed), self.steps)
             loss, acc = self.train_step(arrays["obs_left"][idx], arrays["obs_right"][idx],
                                         act_left[idx], act_right[idx], target[idx], key)  # fmt: skip
-            losses.append(loss)
+            losses.append(loss.block_until_ready())  # (a stop waits for one step, no more)
             accs.append(acc)
             self.steps += 1
-        self._normalise(arrays, usable, rng)
-        metrics = {
-            "reward/train_loss": float(np.mean(jax.device_get(losses))),
-            "reward/train_accuracy": float(np.mean(jax.device_get(accs))),
-            "reward/labels": float(len(usable)),
-            "reward/fit_seconds": time.perf_counter() - t0,
-        }
-        accuracy = self._accuracy(arrays, val)
-        if accuracy is not None:
+            if on_step is not None:
+                on_step(done, steps)
+        metrics = {"reward/labels": float(len(usable)), "reward/fit_steps": float(len(losses))}
+        if losses:
+            self._normalise(arrays, usable, rng)
+            metrics["reward/train_loss"] = float(np.mean(jax.device_get(losses)))
+            metrics["reward/train_accuracy"] = float(np.mean(jax.device_get(accs)))
+        metrics["reward/fit_seconds"] = time.perf_counter() - t0
+        if len(losses) == steps and (accuracy := self._accuracy(arrays, val)) is not None:
             metrics["reward/val_accuracy"] = accuracy
         return metrics
 

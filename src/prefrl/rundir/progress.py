@@ -20,6 +20,11 @@ from rich.progress import (
 PLAIN_EVERY_S = 30.0
 
 
+def format_rate(rate: float) -> str:
+    """A rate as the bar and the plain lines show it: whole numbers, 3 digits below 100."""
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
 class TrainingProgress:
     def __init__(
         self, total: int, start: int, enabled: bool = True, last_eval: float | None = None,
@@ -108,9 +113,9 @@ class TrainingProgress:
 
     def _fmt_rate(self) -> str:
         if self._rate is not None:
-            return f"{self._rate:,.0f}"
+            return format_rate(self._rate)
         task = self._progress.tasks[0]  # (no metrics logged yet: rich's own estimate)
-        return f"{task.speed:,.0f}" if task.speed else "-"
+        return format_rate(task.speed) if task.speed else "-"
 
     def _plain_line(self, step: int, last_eval: float | None, info: str | None,
                     final: bool = False, logged: bool = False) -> None:  # fmt: skip
