@@ -210,6 +210,8 @@ def test_wrong_types_and_values_are_named_as_python_arguments_before_any_run(tmp
         RLLearner("Pendulum-v1", steps=0, **small)
     with pytest.raises(FileNotFoundError, match="^CPLFinetuner: ratings='nope' does not exist"):
         CPLFinetuner(tmp_path, "nope", **small)
+    with pytest.raises(FileNotFoundError, match="is neither a checkpoint nor a run directory"):
+        CPLFinetuner(tmp_path, tmp_path, **small)  # (the policy is loaded at construction)
     with pytest.raises(FileNotFoundError, match="^OfflineLearner: dataset='nope' does not exist"):
         OfflineLearner("nope", "queries.json", "mr", steps=250, **small)  # (not steps_per_call)
     with pytest.raises(TypeError, match="^PreferenceLearner: config=.* is not OnlineConfig"):

@@ -26,7 +26,7 @@ from prefrl.data.segments import LABEL_TARGET, Label
 from prefrl.feedback.ratings import per_rater, ratings_to_pairs
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.fielddocs import document_fields
-from prefrl.loops.common import config_with, open_run_dir, run_name
+from prefrl.loops.common import config_with, open_run_dir, python_arguments, run_name
 from prefrl.loops.evaluate import evaluate, make_eval_envs
 from prefrl.loops.policies import LoadedPolicy, load_policy
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
@@ -183,6 +183,7 @@ class CPLFinetuner:
         config: every other setting (`FinetuneConfig`); keyword arguments override its fields.
     """
 
+    @python_arguments(FinetuneConfig)
     def __init__(self, policy: str | Path | LoadedPolicy | None = None,
                  ratings: str | Path | None = None, *,
                  cpl: CPLConfig | None = None, config: FinetuneConfig | None = None,
@@ -190,25 +191,32 @@ class CPLFinetuner:
         if isinstance(policy, LoadedPolicy):
             policy = policy.checkpoint
         given = {name: value for name, value in (
-            ("policy", policy and Path(policy)), ("ratings", ratings and Path(ratings)),
-            ("cpl", cpl),
+            ("policy", policy), ("ratings", ratings), ("cpl", cpl),
         ) if value is not None}  # fmt: skip
         self.config = config_with(FinetuneConfig, "CPLFinetuner", config, settings, given)
+        self.inputs = finetune_inputs(self.config)  # bad input fails here, before any run exists
 
+    @python_arguments(FinetuneConfig)
     def train(self) -> FinetuneResult:
         """Fine-tune; returns the original's and the fine-tuned policy's evaluation returns."""
-        return finetune(self.config)
+        return finetune(self.config, self.inputs)
 
 
-def finetune(config: FinetuneConfig) -> FinetuneResult:
+def finetune_inputs(config: FinetuneConfig) -> tuple[LoadedPolicy, tuple]:
+    """The policy and the rated pairs of its clips (left, right, labels, provenance), checked
+    against each other."""
+    loaded = load_policy(config.policy)
+    sac = loaded.sac
+    return loaded, load_rated_pairs(config.ratings, loaded.config.env, sac.obs_dim,
+                                    sac.action_dim, config.pairs, config.raters)  # fmt: skip
+
+
+def finetune(config: FinetuneConfig, inputs=None) -> FinetuneResult:
     """Run `prefrl finetune`: CPL on the policy from the rating run's pairs; returns the run
     directory and the policy's evaluation returns before and after (`CPLFinetuner` is the same
-    from objects)."""
-    loaded = load_policy(config.policy)
-    sac, env_id = loaded.sac, loaded.config.env
-    left, right, labels, provenance = load_rated_pairs(
-        config.ratings, env_id, sac.obs_dim, sac.action_dim, config.pairs, config.raters
-    )
+    from objects; `inputs`: its `finetune_inputs`)."""
+    loaded, (left, right, labels, provenance) = inputs or finetune_inputs(config)
+    env_id = loaded.config.env
     print(say_raters(provenance, config.ratings, bool(config.raters)), flush=True)
     name = config.name or run_name(env_id, "cpl", config.seed)
     run_dir = open_run_dir(None, config.runs_dir, name)
