@@ -344,7 +344,8 @@ class PeriodicTasks:
         self.video: Path | None = None
         self.checkpoint_seconds, self.saved_at = checkpoint_seconds, time.monotonic()
         self.restart_clock(loop.step)
-        progress.print_at_logs()
+        if "log_interval" in {f.name for f in dataclasses.fields(loop.config)}:
+            progress.print_at_logs()  # (a --log-interval given is where plain lines are wanted)
 
     def restart_clock(self, step: int) -> None:
         """Time spent outside training (evaluations, reward fits) does not count in steps/s."""
