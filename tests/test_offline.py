@@ -170,7 +170,7 @@ def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path,
 
     from prefrl.loops import common
 
-    monkeypatch.setattr(common, "graceful_stop", lambda: contextlib.nullcontext(StopAfter(3)))
+    monkeypatch.setattr(common, "graceful_stop", lambda **_: contextlib.nullcontext(StopAfter(3)))
     config = OfflineConfig(
         dataset=tmp_path / "ds", labels=tmp_path / "q.json", reward="nmr", steps=1000,
         steps_per_call=500, eval_interval=500, checkpoint_interval=500, eval_episodes=1,

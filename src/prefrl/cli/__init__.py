@@ -69,3 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     except ERRORS as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # (Ctrl-C before the command takes it itself: while it starts)
+        print(f"prefrl {command}: stopped", file=sys.stderr)
+        return 130

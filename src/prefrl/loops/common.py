@@ -87,17 +87,20 @@ class TrainingLoop:
 @contextlib.contextmanager
 def stoppable(loop: TrainingLoop, progress):
     """The progress display and Ctrl-C / SIGTERM handling around a step loop: the body checks
-    `stop.requested` between steps; a requested stop saves a checkpoint to resume from, and a
-    second Ctrl-C (KeyboardInterrupt) leaves the latest checkpoint as the one to resume. The
-    first is acknowledged at once, above the bar."""
+    `stop.requested` between steps; a requested stop saves a checkpoint to resume from (no
+    signal cuts that short), and a second Ctrl-C before it (KeyboardInterrupt) leaves the latest
+    checkpoint as the one to resume. Each is acknowledged at once, above the bar."""
     with progress, graceful_stop(say=progress.say) as stop:
         try:
             yield stop
             if stop.requested:
                 progress.update(loop.step)
+                stop.saving = True
                 loop.save()
+                progress.say(f"stopped at step {loop.step:,}: its checkpoint is written")
         except KeyboardInterrupt:
             stop.requested = True
+            progress.say(f"stopped at step {loop.step:,} without a new checkpoint")
 
 
 def config_with(cls, who: str, config, settings: dict, given: dict):

@@ -23,6 +23,7 @@ late).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +51,10 @@ from prefrl.loops.online_config import OnlineConfig
 from prefrl.loops.online_state import OnlineRun, Parts
 from prefrl.loops.serve import LabellingServer
 from prefrl.reward import MLPRewardEnsemble, RewardModel
+from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.rundir.stop import StopRequest, graceful_stop
 
 __all__ = ["OnlineConfig", "OnlineResult", "PreferenceLearner", "train_online"]
 
@@ -202,22 +205,43 @@ class PreferenceLearner:
 
     @python_arguments(OnlineConfig)
     def train(self) -> OnlineResult:
-        """Run (or, with `resume`, continue) the run; returns where it went and how it ended."""
+        """Run (or, with `resume`, continue) the run; returns where it went and how it ended.
+        Ctrl-C stops it from the first moment: one during the set-up ends the run once it is
+        set up, before any training (a second, at once)."""
+        cfg = self.config
+        name = cfg.name or run_name(cfg.env, f"pref-{cfg.algo}", cfg.seed)
+        with graceful_stop(say=print) as stop:
+            kept = ("its latest checkpoint stays the one to resume from" if cfg.resume
+                    else "nothing is trained yet, so nothing to save")  # fmt: skip
+            stop.doing = f"the run ends once set up (loading, compiling), before training: {kept}"
+            try:
+                return self._train(stop, name)
+            except KeyboardInterrupt:  # (a second Ctrl-C in the set-up: nothing new to save)
+                run_dir = Path(cfg.resume or Path(cfg.runs_dir) / name)
+                ckpt = latest_checkpoint(run_dir)
+                step = json.loads((ckpt / "loop.json").read_text())["step"] if ckpt else 0
+                print(f"stopped during the set-up, at step {step:,}", flush=True)
+                return OnlineResult(run_dir, step, None, None, 0, {}, interrupted=True)
+
+    def _train(self, stop: StopRequest, name: str) -> OnlineResult:
         cfg = self.config
         shared = None
         if cfg.load_labels is not None and cfg.resume is None:  # (a resumed run has them)
             shared = read_labels(cfg.load_labels)
             check_same_env(shared, cfg.env, "this run", f"--load-labels {cfg.load_labels}")
-        name = cfg.name or run_name(cfg.env, f"pref-{cfg.algo}", cfg.seed)
         run, metrics = start_run(lambda c, d: OnlineRun(c, d, self._parts()), cfg, name)
         if shared is not None:
             n = import_labels(run.store, run_uid(run.run_dir), run.run_dir, shared,
                               run.env.obs_dim, run.env.action_dim)  # fmt: skip
             print(f"loaded {n} labels from {cfg.load_labels}", flush=True)
         server = None
-        if cfg.teacher.preset == "web" and self.teacher is None:
-            server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)  # (says where)
         try:
+            if stop.requested:
+                print(f"stopped before training, at step {run.step:,}", flush=True)
+                return OnlineResult(run.run_dir, run.step, None, None, len(run.labels),
+                                    run.reward_metrics, interrupted=True)  # fmt: skip
+            if cfg.teacher.preset == "web" and self.teacher is None:
+                server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)  # (says where)
             return pebble_loop(run, metrics, server)
         finally:
             if server is not None:
@@ -245,15 +269,24 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     def use_fit_if_ready() -> None:  # 5. relabel (a fit due now lands before queries use it)
         if run.fitting.ready(run.step):
             first = not run.fitted
-            fit_metrics = run.take_fit()
+            fitting = (f"the reward model's fit on {len(run.labels):,} labels ends first (it "
+                       "cannot stop midway), then a checkpoint, then the end")  # fmt: skip
+            with stop.meanwhile(fitting):
+                fit_metrics = run.take_fit()
             agent.after_fit(first)
             metrics.log(run.step, fit_metrics)
             check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, run.step)
             periodic.restart_clock(run.step)
 
+    def doing() -> str:  # (what a stop does, said when one comes)
+        first_update = agent.metrics is None and (run.fitted or run.step >= cfg.warmstart_steps)
+        compiling = " (this session's first update compiles the agent: up to a minute)"
+        return f"a checkpoint once the step under way ends{compiling * first_update}, then the end"
+
     obs, _ = env.reset(seed=cfg.seed + run.step)
     episode = Episode()
     with stoppable(run, progress) as stop:
+        stop.doing = doing
         while run.step < cfg.steps and not stop.requested:
             # 1. collect (the agent updates inside act_and_update), 2. cut segments
             state_before = env.get_state()
@@ -281,7 +314,8 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
                     and run.feedback.unanswered() > 0
                     and not run.feedback.has_unseen_labels()
                 ):  # (e.g. loaded ones)
-                    run.wait_for_first_labels(progress, stop, server)
+                    with stop.meanwhile("the wait for the first labels ends, then a checkpoint"):
+                        run.wait_for_first_labels(progress, stop, server)
             # 4. fit on the answers that arrived (looked for every 100 steps)
             if since_first >= 0 and step % 100 == 0:
                 run.collect_answers()
