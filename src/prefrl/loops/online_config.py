@@ -111,11 +111,11 @@ class OnlineConfig:
     render_size: int = 256
     """Evaluation videos' size in pixels (square)."""
     checkpoint_interval: int = 50_000
+    """Checkpoint (agent, reward model, labels, replay buffer, loop state) every this many env
+    steps, and at the end."""
     checkpoint_minutes: float = 5.0
     """With a person labelling (web, terminal): also checkpoint after this many minutes without
     one, so that a trainer killed early loses little of their work."""
-    """Checkpoint (agent, reward model, labels, replay buffer, loop state) every this many env
-    steps, and at the end."""
     log_interval: int = 1_000
     """Write training metrics (metrics.jsonl, TensorBoard) every this many env steps."""
     buffer_size: int = 1_000_000
