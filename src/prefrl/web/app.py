@@ -21,7 +21,13 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+)
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from pydantic import BaseModel, Field
@@ -37,6 +43,7 @@ from prefrl.feedback.store import (
 from prefrl.feedback.waiting import no_pair_message, run_kind
 from prefrl.render.video import has_audio
 from prefrl.rundir.metrics import read_fit_scatter, read_metrics
+from prefrl.web.clipfiles import ClipFiles
 
 HERE = Path(__file__).parent
 LOCAL_ANNOTATOR = "local"
@@ -368,12 +375,13 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             raise HTTPException(400, str(e)) from None
         return {"saved": True, "created": created}
 
+    clip_files = ClipFiles(run.run_dir / "clips")
+
     @app.get("/clips/{name}")
-    def clip(name: str, who: Who) -> FileResponse:
-        path = (run.run_dir / "clips" / name).resolve()
-        if path.parent != (run.run_dir / "clips").resolve() or not path.is_file():
-            raise HTTPException(404, f"no clip {name!r}")
-        return FileResponse(path, media_type="video/mp4")
+    async def clip(name: str, request: Request, who: Who) -> Response:
+        """(On the event loop, from memory: see ClipFiles.)"""
+        return clip_files.response(name, request.headers.get("range"),
+                                   request.headers.get("if-range"))  # fmt: skip
 
     @app.get("/favicon.ico")
     def favicon() -> FileResponse:
