@@ -155,6 +155,23 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
     assert len(trained_on) == len(stored) >= 24 + 8
 
 
+def test_clips_are_paired_once_each_in_either_order(tmp_path):
+    """A pool of 3 clips holds 3 pairs: asked for 3, each comes once."""
+    from prefrl.feedback.teachers import TeacherConfig
+    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+
+    config = FramePreferenceConfig(
+        steps=40, segment_length=5, initial_labels=3, labels=3, pool_size=3, a2c=_small_a2c(),
+        teacher=TeacherConfig("terminal"), stop_after="gather", video=False, runs_dir=tmp_path,
+        name="pairs", progress=False,
+    )  # fmt: skip
+    run = train_frames_from_preferences(config)
+    with FeedbackStore(run.run_dir) as store:
+        run_id = store.run_id(run_uid(run.run_dir), create=False)
+        assert len(store.open_queries(run_id)) == 3
+        assert len(store.asked_pairs(run_id)) == 3
+
+
 def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
     """The seed's workflow in pieces: clips asked about with nobody waiting, labelled later
     (here straight into the store), then pre-training, then the agent."""

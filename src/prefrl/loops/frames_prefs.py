@@ -225,11 +225,14 @@ class FramePreferenceRun(FrameRun):
         self.phase = state.get("phase", "pretrained")
 
     def ask(self, n: int) -> None:
-        """`n` new pairs of clips from the pool, to the teacher (through the store)."""
-        left, right = select_pairs(self.config.selection, self.pool, n, self.rng,
-                                   self.reward_model if self.reward_model.steps else None)  # fmt: skip
-        ids = np.arange(self.next_query, self.next_query + n)
-        self.next_query += n
+        """`n` new pairs of clips from the pool, to the teacher (through the store): each pair
+        never asked before in this run, in either order (fewer when the pool has too few; the
+        budget, counted in the store, asks for the rest later)."""
+        model = self.reward_model if self.reward_model.steps else None
+        left, right = select_pairs(self.config.selection, self.pool, n, self.rng, model,
+                                   asked=self.feedback.asked_pairs())  # fmt: skip
+        ids = np.arange(self.next_query, self.next_query + len(left))
+        self.next_query += len(left)
         self.feedback.submit(Query(ids, left, right))
 
     def take_labels(self) -> dict[str, float]:
