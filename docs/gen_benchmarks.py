@@ -105,10 +105,13 @@ BENCHMARKS = [
     ),
     Benchmark(
         "Labelling under load",
-        ("web_crowd", "web_load"),
-        "Requests per second and latency of `prefrl serve` while simulated people fetch pairs "
-        "and post labels: 1000 people at a label each 2-5 s on PostgreSQL with two server "
-        "processes (`web_crowd`), and 20 clients with no pause on SQLite (`web_load`); then the "
+        ("web_crowd", "web_crowd_alone", "web_load"),
+        "How many people `prefrl serve` serves, and what each request costs it: simulated "
+        "people (a label each 2-5 s, with the compare page's requests) arriving 40 at a time "
+        "until p95 passes 100 ms (`capacity_people`), on PostgreSQL with two server processes, "
+        "beside a SAC run training on the same cores (`web_crowd`) and without it "
+        "(`web_crowd_alone`), with the CPU time per request of the server and of PostgreSQL "
+        "(`cpu_ms_per_request`); and 20 clients with no pause on SQLite (`web_load`); then the "
         "store is read directly for lost, duplicated and doubly handed-out labels.",
         "The target: p95 under 100 ms, none lost or duplicated.",
         notes=(("The labelling app under load", "notes/2026-11-28-labelling-load.md"),),
