@@ -46,6 +46,10 @@ def test_rating_clips_play_slowed_down_and_only_clips_with_sound_can_be_listened
                                ".every(v => v.readyState >= 2 && !v.paused)")  # fmt: skip
         assert page.evaluate(rates) == pytest.approx([1 / 3] * 3, abs=1e-6)
         assert page.inner_text("#speed-now").strip() == "(0.33×)"
+        # A clip too short for 3 s even so plays at the slowest speed a browser takes (1/16).
+        slowest = page.evaluate("(() => { const v = document.querySelector('#clips video'); "
+                                "v.playbackRate = speedOf(0.12); return v.playbackRate; })()")
+        assert slowest == 0.0625
         listen = page.locator("#clips figure .listen")
         assert listen.count() == 1
         assert listen.first.evaluate("b => Number(b.closest('figure').dataset.segment)") == ids[1]

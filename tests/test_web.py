@@ -432,6 +432,9 @@ def test_compare_page_counts_live_clears_an_answered_pair_and_says_the_run_finis
         page = browser.new_page()
         page.goto(f"http://127.0.0.1:{port}/compare")
         page.wait_for_function(f"{status}.includes('Pairs left to label: 6.')")  # (3 held)
+        # Pairs are left: offered, under a notice that the run has finished.
+        assert page.inner_text("#notice").startswith("The run has finished (1,000 steps): "
+                                                     "labels given now are trained on")  # fmt: skip
         # Bob labels two pairs beside this page.
         held = page.request.get(f"http://127.0.0.1:{port}/api/next?n=2", headers=bob).json()
         for q in held["queries"]:
@@ -452,6 +455,7 @@ def test_compare_page_counts_live_clears_an_answered_pair_and_says_the_run_finis
                                f"label(s). Next: see what it learned with `prefrl eval "
                                f"{run.run_dir}`"), text  # fmt: skip
         assert page.evaluate("window.prefrlPair") is None
+        assert not page.is_visible("#notice")  # (the status says it now)
         assert page.evaluate("[...document.querySelectorAll('video')].every(v => !v.src)")
         assert page.evaluate("[...document.querySelectorAll('button[data-label]')]"
                              ".every(b => b.disabled)")  # fmt: skip
@@ -461,3 +465,88 @@ def test_compare_page_counts_live_clears_an_answered_pair_and_says_the_run_finis
     with FeedbackStore(run.store) as store:
         labels = store.labels(store.run_id(run.uid))
     assert sorted(x.label.name for x in labels) == ["LEFT"] * 4 + ["RIGHT"] * 2
+
+
+def test_run_page_legend_labels_have_their_lines_colours(run):
+    """The learning curve's legend names each line in that line's colour."""
+    from playwright.sync_api import sync_playwright
+
+    rows = [{"step": s, "eval/return_mean": s / 100, "eval/learned_return_mean": s / 200}
+            for s in (100, 200, 300)]  # fmt: skip
+    (run.run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with served(create_app(run)) as port, sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{port}/run")
+        page.wait_for_function("document.querySelectorAll('#curve polyline').length == 2")
+        lines = page.evaluate("[...document.querySelectorAll('#curve polyline')]"
+                              ".map(l => getComputedStyle(l).stroke)")  # fmt: skip
+        legend = page.evaluate("Object.fromEntries([...document.querySelectorAll('#curve text')]"
+                               ".map(t => [t.textContent, getComputedStyle(t).fill]))")  # fmt: skip
+        browser.close()
+    assert lines == ["rgb(102, 204, 255)", "rgb(255, 204, 102)"]
+    assert legend["true return"] == lines[0] and legend["learned return"] == lines[1]
+
+
+def _no_nan(constant: str):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def test_non_finite_numbers_are_refused_with_a_json_answer(run):
+    """NaN, Infinity and 1e400 (read as infinity) are refused (422) like any bad number, in an
+    answer that is itself JSON (echoed as they came, they made it a 500)."""
+    from fastapi.testclient import TestClient
+
+    nan, inf = float("nan"), float("inf")
+    with TestClient(create_app(run)) as client:
+        for path, body in [
+            ("/api/label", json.dumps({"query_id": nan, "label": "left"})),
+            ("/api/label", json.dumps({"query_id": inf, "label": "left"})),
+            ("/api/label", '{"query_id": 15, "label": "left", "response_ms": 1e400}'),
+            ("/api/release", json.dumps({"query_ids": [-inf]})),
+            ("/api/rating", json.dumps({"segment_id": nan, "rating": 50})),
+        ]:  # fmt: skip
+            r = client.post(path, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 422, (body, r.text)
+            detail = json.loads(r.text, parse_constant=_no_nan)["detail"]
+            assert "finite number" in detail[0]["msg"], r.text
+            assert detail[0]["input"] in ("nan", "inf", "-inf"), r.text
+
+
+def test_a_finished_or_stopped_run_with_open_pairs_says_so_above_them(run):
+    """Pairs left when the trainer ended are still offered, under a notice that the run has
+    finished (or stopped) and that their labels are trained on once it is resumed; while a
+    trainer runs, no notice."""
+    from fastapi.testclient import TestClient
+
+    from prefrl.rundir.workers import hold_trainer
+
+    _rendered(run)
+    (run.run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")  # finished
+    finished = (f"The run has finished (1,000 steps): labels given now are trained on when it is "
+                f"trained further: `prefrl train --resume {run.run_dir} --steps 2000`.")
+    with TestClient(create_app(run)) as client:
+        got = client.get("/api/next?n=1").json()
+        assert len(got["queries"]) == 1 and got["notice"] == finished
+    out = io.StringIO()
+    with FeedbackStore(run.store) as store:
+        assert label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("l\nq\n"), out=out,
+                                 open_clips=False) == 1  # fmt: skip
+    assert out.getvalue().startswith(f"\n{finished}\n\npairs left: 6\n"), out.getvalue()
+    (run.run_dir / "metrics.jsonl").write_text(json.dumps({"step": 500}) + "\n")  # stopped
+    with TestClient(create_app(run)) as client:
+        assert client.get("/api/next?n=1").json()["notice"] == (
+            "The trainer is not running (it stopped at step 500 of 1,000): labels given now are "
+            f"trained on when it is resumed: `prefrl train --resume {run.run_dir}`."
+        )
+    held = hold_trainer(run.run_dir)  # a trainer runs: nothing to say
+    try:
+        with TestClient(create_app(run)) as client:
+            assert client.get("/api/next?n=1").json()["notice"] is None
+        out = io.StringIO()
+        with FeedbackStore(run.store) as store:
+            label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("q\n"), out=out,
+                              open_clips=False)  # fmt: skip
+        assert out.getvalue().startswith("\npairs left: 5\n"), out.getvalue()
+    finally:
+        held.close()

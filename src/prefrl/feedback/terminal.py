@@ -23,7 +23,7 @@ from typing import TextIO
 
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store import FeedbackStore, LabelConflict
-from prefrl.feedback.waiting import no_pair_message
+from prefrl.feedback.waiting import no_pair_message, resume_notice
 from prefrl.render.clips import pair_clip
 
 KEYS = {"l": "left", "r": "right", "e": "equal", "": "skip"}
@@ -109,7 +109,7 @@ def _quit_while_waiting(lines: _Lines, out: TextIO, seconds: float) -> bool:
 def _label_pairs(store, run_id, run_dir, who, lines, out, open_clips, wait_seconds, max_labels,
                  side_by_side) -> int:  # fmt: skip
     stored = 0
-    said = None
+    said = told = None
     try:
         while max_labels is None or stored < max_labels:
             queries = store.assign_queries(run_id, who, n=1, need_clips=True)
@@ -123,6 +123,10 @@ def _label_pairs(store, run_id, run_dir, who, lines, out, open_clips, wait_secon
                     return stored
                 continue
             said = None
+            notice = resume_notice(run_dir)
+            if notice and notice != told:
+                print(f"\n{notice}", file=out)
+            told = notice
             q = queries[0]
             answer = _answer(store, run_id, run_dir, q, lines, out, open_clips, side_by_side)
             if answer is None:  # Q or the end of input

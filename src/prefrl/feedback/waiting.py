@@ -57,18 +57,45 @@ def no_trainer_message(
 ) -> str | None:
     """Where no trainer runs on a training run: that it finished or stopped, with how many
     labels, and what to run next (None while one runs)."""
-    if trainer_running(run_dir) is not False:
+    ended = _ended(run_dir, config)
+    if ended is None:
         return None
-    rows = read_metrics(run_dir)
-    step, steps = (rows[-1]["step"] if rows else 0), config["steps"]
+    step, steps, command = ended
     labels = sum(store.label_counts(run_id).values())
-    command = "frames" if "ppo_frames" in config else "train"  # (what made the run)
     if step >= steps:
         return (f"The run has finished ({steps:,} steps) with {labels} label(s). Next: see what "
                 f"it learned with `prefrl eval {run_dir}`, or train it further (and be asked for "
                 f"more): `prefrl {command} --resume {run_dir} --steps {2 * steps}`.")  # fmt: skip
     return (f"The trainer is not running: it stopped at step {step:,} of {steps:,} with {labels} "
             f"label(s). Resume it to be asked for more: `prefrl {command} --resume {run_dir}`.")  # fmt: skip
+
+
+def _ended(run_dir: Path, config: dict) -> tuple[int, int, str] | None:
+    """Where no trainer runs on a training run: the step it reached, its steps and the command
+    that made it (None while one runs)."""
+    if trainer_running(run_dir) is not False:
+        return None
+    rows = read_metrics(run_dir)
+    command = "frames" if "ppo_frames" in config else "train"
+    return (rows[-1]["step"] if rows else 0), config["steps"], command
+
+
+def resume_notice(run_dir: Path) -> str | None:
+    """Said above a pair of a training run that no trainer runs on: its labels are still
+    taken, and trained on once it is resumed (None while a trainer runs, and for a labelling
+    run, which has none)."""
+    config = run_kind(run_dir)
+    ended = _ended(run_dir, config) if "steps" in config else None
+    if ended is None:
+        return None
+    step, steps, command = ended
+    if step >= steps:
+        further = f"prefrl {command} --resume {run_dir} --steps {2 * steps}"
+        return (f"The run has finished ({steps:,} steps): labels given now are trained on when "
+                f"it is trained further: `{further}`.")  # fmt: skip
+    return (f"The trainer is not running (it stopped at step {step:,} of {steps:,}): labels "
+            f"given now are trained on when it is resumed: `prefrl {command} --resume "
+            f"{run_dir}`.")  # fmt: skip
 
 
 def first_labels_status(store: FeedbackStore, run_id: int, run_dir: Path) -> str:

@@ -21,6 +21,8 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import (
     FileResponse,
     HTMLResponse,
@@ -40,7 +42,7 @@ from prefrl.feedback.store import (
     StoreError,
     run_info,
 )
-from prefrl.feedback.waiting import no_pair_message, run_kind
+from prefrl.feedback.waiting import no_pair_message, resume_notice, run_kind
 from prefrl.render.video import has_audio
 from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 from prefrl.web.clipfiles import ClipFiles
@@ -69,6 +71,17 @@ def served_at(run_dir: Path) -> str | None:
 def _finite(x) -> float | None:
     """JSON has no NaN: a metric that is not a number is sent as null."""
     return x if x is not None and math.isfinite(x) else None
+
+
+def _as_text_where_not_json(x):
+    """`x` with the numbers JSON has no word for (NaN, infinities) as text."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _as_text_where_not_json(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_as_text_where_not_json(v) for v in x]
+    return x
 
 
 StoreId = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
@@ -132,6 +145,13 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
     @app.exception_handler(StoreError)
     async def _store_down(_request, exc):  # the database went away under us
         return JSONResponse({"detail": str(exc)}, status_code=503)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_request, exc):
+        """FastAPI's 422, whose errors echo the bad input: a NaN or infinity sent (or 1e400,
+        read as infinity) is echoed as text, else the answer could not be written (a 500)."""
+        detail = _as_text_where_not_json(jsonable_encoder(exc.errors()))
+        return JSONResponse({"detail": detail}, status_code=422)
 
     known_tokens: dict[str, tuple[int, str]] = {}
 
@@ -251,11 +271,12 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             known_clips.update(store.clip_infos(missing))
         return known_clips
 
-    tally = {"at": -1.0, "version": 0, "labels": 0, "open": 0}
+    tally = {"at": -1.0, "version": 0, "labels": 0, "open": 0, "notice": None}
     tally_lock = threading.Lock()
 
-    def counts() -> dict[str, int]:
-        """The run's labels and unanswered pairs, as shown beside each pair: counted at most
+    def counts() -> dict:
+        """The run's labels and unanswered pairs, as shown beside each pair, and `notice`:
+        whether its trainer has finished or stopped (`resume_notice`). Counted at most
         once a second per process (counting costs as much as the rest of a request with
         thousands open), this process's own labels added as they are stored (`counted`), so
         that a page is never behind the answers given through it."""
@@ -263,9 +284,10 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             if time.monotonic() - tally["at"] > 1.0:
                 labels = sum(store.label_counts(run_id).values())
                 open_ = store.query_count(run_id, status="open")
+                notice = resume_notice(run.run_dir) if online else None
                 tally.update(at=time.monotonic(), version=tally["version"] + 1, labels=labels,
-                             open=open_)  # fmt: skip
-            return {"labels": tally["labels"], "open": tally["open"]}
+                             open=open_, notice=notice)  # fmt: skip
+            return {"labels": tally["labels"], "open": tally["open"], "notice": tally["notice"]}
 
     def counted(version: int) -> None:
         """A pair's first label was stored, by a call that began at count `version`: added to
@@ -289,7 +311,8 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
     @app.get("/api/next")
     async def next_queries(who: Who, n: Annotated[int, Query(ge=1, le=10)] = 2) -> dict:
         """Up to `n` pairs for this annotator; with none, `waiting` says why. `labels` counts the
-        run's labels, `open` its unanswered pairs (this annotator's included)."""
+        run's labels, `open` its unanswered pairs (this annotator's included); `notice` says
+        that the run's trainer has finished or stopped."""
         queries = await in_store(store.assign_queries, run_id, who[0], n=n, need_clips=True)
         segments = [i for q in queries for i in (q.left_segment, q.right_segment)]
         clips = await in_store(clip_infos, segments)

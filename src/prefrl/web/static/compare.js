@@ -12,12 +12,15 @@ let sending = false;
 let waiting = null;   // why no pair came, as the server said
 // The run's labels and unanswered pairs (the pair shown included), from the server's latest
 // answer: every answer and every fetch of pairs brings them, a later request's over an earlier.
-const counts = { labels: null, open: null, request: 0 };
+// `notice`: the run's trainer has finished or stopped (said above a pair; `waiting` says it
+// where there is none).
+const counts = { labels: null, open: null, notice: null, request: 0 };
 let requests = 0;
 const answered = new Set();  // pairs this page answered: a fetch that crossed the answer may bring one back
 // Playback speed: "auto" slows short clips down so that each plays for at least MIN_SECONDS (a
 // 100-step Hopper clip is 0.8 s at the simulator's rate: too fast to judge); or a fixed rate.
 const MIN_SECONDS = 3;
+const SLOWEST = 0.0625;  // the slowest a browser plays (Chromium and Firefox refuse less)
 const speedEl = document.getElementById("speed");
 speedEl.value = localStorage.getItem("prefrl-speed") || "auto";
 // Whose sound plays (clips of the piano have it): both clips loop together, so only one at a time.
@@ -33,7 +36,7 @@ function video(src) {
 
 function rate(seconds) {
   if (speedEl.value !== "auto") return Number(speedEl.value);
-  return seconds ? Math.max(0.1, Math.min(1, seconds / MIN_SECONDS)) : 1;
+  return seconds ? Math.max(SLOWEST, Math.min(1, seconds / MIN_SECONDS)) : 1;
 }
 
 function applySpeed() {
@@ -49,6 +52,9 @@ function say(text) { statusEl.textContent = text; }
 function count(n) { return n === null ? "?" : n; }
 
 function showCounts() {
+  const notice = document.getElementById("notice");
+  notice.textContent = counts.notice || "";
+  notice.hidden = !(current && counts.notice);
   const given = `Labels given: ${count(counts.labels)}.`;
   if (current) say(`${given} Pairs left to label: ${count(counts.open)}.`);
   else say(`${given} ${waiting || "No pair ready yet."} (Checking every 2 s.)`);
@@ -56,7 +62,7 @@ function showCounts() {
 
 function took(data, request) {
   if (request < counts.request || data.labels === undefined) return;
-  Object.assign(counts, { labels: data.labels, open: data.open, request });
+  Object.assign(counts, { labels: data.labels, open: data.open, notice: data.notice, request });
   showCounts();
 }
 

@@ -12,12 +12,13 @@ let rated = 0;
 // that each plays for at least MIN_SECONDS (a 50-step Hopper clip is 0.4 s at the simulator's
 // rate: barely one hop); or a fixed rate.
 const MIN_SECONDS = 3;
+const SLOWEST = 0.0625;  // the slowest a browser plays (Chromium and Firefox refuse less)
 const speedEl = document.getElementById("speed");
 speedEl.value = localStorage.getItem("prefrl-speed") || "auto";
 
 function speedOf(seconds) {
   if (speedEl.value !== "auto") return Number(speedEl.value);
-  return seconds ? Math.max(0.1, Math.min(1, seconds / MIN_SECONDS)) : 1;
+  return seconds ? Math.max(SLOWEST, Math.min(1, seconds / MIN_SECONDS)) : 1;
 }
 
 function applySpeed() {

@@ -61,7 +61,9 @@ function draw(svg, series, xlabel, ylabel, empty, square) {
       svg.append(el("circle", { cx: sx(p[0]), cy: sy(p[1]), r: s.line ? 2.5 : 2, fill: s.colour }));
     }
     if (s.name) {
-      svg.append(el("text", { x: PAD.left + 8, y: legendY, fill: s.colour }, s.name));
+      // (a style, not the fill attribute: the stylesheet's grey for chart text would win)
+      svg.append(el("text", { x: PAD.left + 8, y: legendY, class: "legend",
+                              style: `fill: ${s.colour}` }, s.name));
       legendY += 16;
     }
   }
