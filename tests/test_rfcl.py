@@ -174,7 +174,9 @@ def test_forward_seeds_are_scored_by_a_success_at_any_step_reverse_starts_by_the
         loop = json.loads((latest_checkpoint(result.run_dir) / "loop.json").read_text())
         if name == "fwd":
             played = [h for h in loop["forward"]["history"] if h]
-            assert len(played) >= 5 and all(all(h) for h in played)
+            # (a seed that succeeded once is drawn first again until 4 of its 5 succeed: few
+            # seeds are played in a short run)
+            assert len(played) >= 2 and all(all(h) for h in played)
         else:
             frontier = loop["reverse"]["frontier"]
             assert loop["stage"] == 1 and frontier == _last_states(tmp_path, demo_file)
