@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -98,6 +99,41 @@ def test_unknown_preset_command_and_run_are_usage_errors(capsys, tmp_path):
     assert "no config.json there (not a run directory)" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err
+
+
+def test_resuming_a_run_of_another_kind_names_what_made_it(capsys, tmp_path):
+    """Every kind of run directory prefrl writes, resumed by a command that did not make it, is
+    refused naming the command that made it and what to do with it, not its config's fields."""
+    from prefrl.loops.finetune import FinetuneConfig
+    from prefrl.loops.offline_cpl import OfflineCPLConfig
+    from prefrl.rundir.config import config_to_dict
+
+    then = "prefrl dataset queries d --queries q.json --from-run x --out l.json"
+    once = ("run was made by prefrl offline-cpl, which does not resume runs (they are minutes "
+            "long: run it again); evaluate its policy with prefrl eval {run}")
+    rated = "a rating run made by prefrl collect, not a training run: rate its clips with " \
+            "prefrl rate {run}"
+    asked = "a labelling run made by prefrl dataset queries, not a training run: label its " \
+            "pairs with prefrl serve {run} (or prefrl label {run}), then " + then
+    kinds = {  # (the config.json each command writes)
+        "ocpl": (config_to_dict(OfflineCPLConfig()), once),
+        "tuned": (config_to_dict(FinetuneConfig()), "run was made by prefrl finetune, which"),
+        "rated": ({"env": "toy:maze", "kind": "ratings", "segments": 4}, rated),
+        "asked": ({"env": "toy:maze", "dataset": "d", "queries": 4, "next": then}, asked),
+    }  # fmt: skip
+    for name, (config, said) in kinds.items():
+        run = tmp_path / name
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps(config))
+        for command in ("rl", "train", "offline", "frames", "rfcl"):
+            assert main([command, "--resume", str(run)]) == 2
+            err = " ".join(capsys.readouterr().err.split())
+            assert said.format(run=run) in err and "unknown" not in err, (command, err)
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(json.dumps({"runs": {}}))
+    assert main(["train", "--resume", str(sweep)]) == 2
+    assert "that is a sweep's directory (prefrl sweep)" in capsys.readouterr().err
 
 
 def test_rl_then_eval_with_video(tmp_path, capsys):

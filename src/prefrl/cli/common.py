@@ -41,6 +41,14 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     if resume is not None:
         stored = Path(resume) / "config.json"
         if not stored.exists():
+            from prefrl.sweep.runner import MANIFEST_FILE
+
+            if (Path(resume) / MANIFEST_FILE).exists():
+                raise FileNotFoundError(
+                    f"--resume {resume}: that is a sweep's directory (prefrl sweep): the same "
+                    f"prefrl sweep command again goes on with it; each of its runs, "
+                    f"{resume}/runs/NAME, resumes with its own command"
+                )
             raise FileNotFoundError(
                 f"--resume {resume}: no config.json there (not a run directory)"
             )
@@ -65,25 +73,37 @@ def parse_config(cls, presets, args: list[str], prog: str, summary: str):
     return tyro.cli(cls, default=base, args=args, prog=prog, description=description)
 
 
-RESUMABLE = {  # the commands that resume a run, and their configs
-    "prefrl rl": "prefrl.loops.rl:RLConfig",
-    "prefrl frames": "prefrl.loops.frames_prefs:FramePreferenceConfig",
-    "prefrl train": "prefrl.loops.online_config:OnlineConfig",
-    "prefrl offline": "prefrl.loops.offline:OfflineConfig",
-    "prefrl rfcl": "prefrl.loops.rfcl:RFCLConfig",
-}
-
-
 def _check_resumable_here(cls, data: dict, resume: str, prog: str) -> None:
     """A run another command made (its config has fields `cls` lacks) is refused naming that
-    command, not the fields."""
+    command and what to do with the run, not the fields."""
+    made = f"--resume {resume}: that is"
+    if data.get("kind") == "ratings":  # (`make_rating_run`)
+        raise ValueError(f"{made} a rating run made by prefrl collect, not a training run: rate "
+                         f"its clips with prefrl rate {resume} (or prefrl serve {resume}), then "
+                         f"fine-tune on them with prefrl finetune --ratings {resume}")  # fmt: skip
+    if "queries" in data and set(data) <= {"env", "dataset", "queries", "next"}:  # (send_to_store)
+        then = f", then {data['next']}" if data.get("next") else ""
+        raise ValueError(f"{made} a labelling run made by prefrl dataset queries, not a training "
+                         f"run: label its pairs with prefrl serve {resume} (or prefrl label "
+                         f"{resume}){then}")  # fmt: skip
     if set(data) <= _field_names(cls):
         return
-    for command, where in RESUMABLE.items():
-        module, name = where.split(":")
-        if set(data) <= _field_names(getattr(importlib.import_module(module), name)):
-            raise ValueError(f"--resume {resume}: that run was made by {command}, not {prog}; "
-                             f"resume it with {command} --resume {resume}")  # fmt: skip
+    from prefrl.sweep.spec import TRAINERS, resumable
+
+    makers = {f"prefrl {command}": getattr(importlib.import_module(module), name)
+              for command, (module, name, _, _) in TRAINERS.items()}  # fmt: skip
+    fits = [c for c in makers if set(data) <= _field_names(makers[c])]
+    if not fits:
+        unknown = ", ".join(sorted(set(data) - _field_names(cls)))
+        raise ValueError(f"--resume {resume}: not a run of {prog} (its config.json has {unknown}, "
+                         f"which {prog} does not take)")  # fmt: skip
+    command = min(fits, key=lambda c: len(_field_names(makers[c]) - set(data)))  # the closest
+    if resumable(makers[command]):
+        raise ValueError(f"--resume {resume}: that run was made by {command}, not {prog}; "
+                         f"resume it with {command} --resume {resume}")  # fmt: skip
+    raise ValueError(f"--resume {resume}: that run was made by {command}, which does not resume "
+                     f"runs (they are minutes long: run it again); evaluate its policy with "
+                     f"prefrl eval {resume}")  # fmt: skip
 
 
 def _field_names(cls) -> set[str]:
