@@ -37,6 +37,20 @@ def _config(tmp_path, **kw):
     return RLConfig(**base)
 
 
+def test_steps_within_the_warm_start_say_that_no_update_is_made(tmp_path, capsys):
+    """--steps below --warmstart-steps trains nothing: the run says so at its start (as rfcl's
+    does)."""
+    train_rl(_config(tmp_path, steps=200, warmstart_steps=300, eval_interval=200,
+                     video_interval=200, checkpoint_interval=200, eval_episodes=1))  # fmt: skip
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("warning: --steps 200 ends within the --warmstart-steps 300 of random actions: no "
+            "updates will be made") in out  # fmt: skip
+    from prefrl.loops.online_config import OnlineConfig
+
+    with pytest.raises(ValueError, match="queries would start at step 1,000 .*last step.*1,000"):
+        OnlineConfig(steps=1000)  # (`prefrl train` refuses it: no query, no update)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("runs")

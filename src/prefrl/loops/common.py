@@ -292,6 +292,14 @@ def write_eval(
     return video
 
 
+def warn_if_no_updates(progress, step: int, warmstart_steps: int, steps: int) -> None:
+    """Say so when a run at `step` ends (`steps`) within its warm start of random actions: it
+    would make no updates."""
+    if step < warmstart_steps >= steps:
+        progress.say(f"warning: --steps {steps:,} ends within the --warmstart-steps "
+                     f"{warmstart_steps:,} of random actions: no updates will be made")  # fmt: skip
+
+
 def check_resumed_identity(config) -> None:
     """A resumed run keeps its env and algorithm: say so before anything is built for others."""
     stored = Path(config.resume or "") / "config.json"

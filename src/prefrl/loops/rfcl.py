@@ -39,6 +39,7 @@ from prefrl.loops.common import (
     run_name,
     start_run,
     stoppable,
+    warn_if_no_updates,
 )
 from prefrl.loops.curriculum import ForwardCurriculum, ReverseCurriculum, Start
 from prefrl.loops.evaluate import EvalResult
@@ -387,9 +388,7 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
     cfg, agent, n = loop.config, loop.agent, loop.config.envs
     progress = TrainingProgress(cfg.steps, loop.step, cfg.progress, loop.last_eval,
                                 "eval success", eval_digits=2)  # fmt: skip
-    if loop.step < cfg.warmstart_steps >= cfg.steps:
-        progress.say(f"warning: --steps {cfg.steps:,} ends within the --warmstart-steps "
-                     f"{cfg.warmstart_steps:,} of random actions: no updates will be made")  # fmt: skip
+    warn_if_no_updates(progress, loop.step, cfg.warmstart_steps, cfg.steps)
     periodic = PeriodicTasks(loop, metrics, progress, f"{method_name(cfg)} on {cfg.env}")
     update_metrics = None
     obs = np.zeros((n, loop.env.obs_dim), np.float32)

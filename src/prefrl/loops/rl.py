@@ -33,6 +33,7 @@ from prefrl.loops.common import (
     run_name,
     start_run,
     stoppable,
+    warn_if_no_updates,
 )
 from prefrl.loops.evaluate import EvalResult
 from prefrl.loops.policies import policy_action
@@ -362,6 +363,8 @@ def periodic_work(loop: RLRun, metrics: MetricsLogger) -> tuple[TrainingProgress
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
     )
+    if cfg.algo == "sac":  # (PPO has no warm start)
+        warn_if_no_updates(progress, loop.step, cfg.warmstart_steps, cfg.steps)
     title = f"{cfg.algo.upper()} on {cfg.env}"
     return progress, PeriodicTasks(loop, metrics, progress, title)
 
