@@ -219,6 +219,19 @@ def test_wrong_types_and_values_are_named_as_python_arguments_before_any_run(tmp
     assert not any(tmp_path.iterdir())  # no run directory was made
 
 
+def test_the_configs_built_by_hand_name_a_wrong_type_as_their_argument():
+    for cls, given, message in [
+        (ScheduleConfig, {"budget": "10"}, "budget='10' is a str; expected an int"),
+        (ScheduleConfig, {"budget": 10.5}, "budget=10.5 is a float; expected an int"),
+        (TeacherConfig, {"beta": "1"}, "beta='1' is a str; expected a number or None"),
+        (RewardConfig, {"members": 2.0}, "members=2.0 is a float; expected an int"),
+    ]:
+        with pytest.raises(TypeError) as e:
+            cls(**given)
+        assert str(e.value) == f"{cls.__name__}: {message}"
+    assert ScheduleConfig(budget=np.int64(10), decay_constant=5).budget == 10  # (numbers all)
+
+
 def test_the_examples_run(tmp_path):
     """Each script in examples/ runs as a user would run it (shortened by its argument)."""
     scripts = sorted(EXAMPLES.glob("*.py"))

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from prefrl.fielddocs import document_fields
-from prefrl.rundir.config import check_fields
+from prefrl.rundir.config import check_fields, check_own_types
 
 SCHEDULES = ("sessions", "annealed", "decay")
 
@@ -41,6 +41,7 @@ class ScheduleConfig:
     """c in the decaying rate c / (t + c) (Christiano: 2e6 on MuJoCo, 5e6 on Atari)."""
 
     def __post_init__(self) -> None:
+        check_own_types(self)
         if self.kind not in SCHEDULES:
             raise ValueError(
                 f"label schedule {self.kind!r} is unknown; known: {', '.join(SCHEDULES)}"

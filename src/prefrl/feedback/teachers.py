@@ -16,7 +16,7 @@ import numpy as np
 
 from prefrl.data.segments import Label, Segments
 from prefrl.fielddocs import document_fields
-from prefrl.rundir.config import check_fields
+from prefrl.rundir.config import check_fields, check_own_types
 
 
 class Query(NamedTuple):
@@ -96,6 +96,7 @@ class TeacherConfig:
     the segments' stored states."""
 
     def __post_init__(self) -> None:
+        check_own_types(self)
         check_fields(self, {"judge": (self.judge in JUDGES, f"one of {JUDGES}")}, "teacher ")
         if self.preset not in TEACHER_PRESETS and self.preset not in HUMAN_TEACHERS:
             raise ValueError(

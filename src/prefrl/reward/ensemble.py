@@ -29,7 +29,7 @@ from prefrl.fielddocs import document_fields
 from prefrl.nn import RewardNetEnsemble
 from prefrl.reward.base import RewardModel
 from prefrl.rundir.atomic import atomic_write
-from prefrl.rundir.config import check_fields
+from prefrl.rundir.config import check_fields, check_own_types
 from prefrl.xla import jit_step
 
 
@@ -78,6 +78,7 @@ class RewardConfig:
     """1 on MuJoCo, 0.05 on Atari (Christiano)."""
 
     def __post_init__(self) -> None:
+        check_own_types(self)
         checks = {
             "members": (self.members >= 1, "at least 1"),
             "hidden_dims": (

@@ -146,3 +146,10 @@ def check_types(cls, values: dict, who: str) -> dict:
     paths = (Path, Path | None)
     return {name: Path(value) if hints[name] in paths and isinstance(value, str) else value
             for name, value in values.items()}  # fmt: skip
+
+
+def check_own_types(config) -> None:
+    """`check_types` over every field of the dataclass object `config` (from its
+    `__post_init__`), naming them as arguments of its class; paths are left as given."""
+    values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    check_types(type(config), values, type(config).__name__)
