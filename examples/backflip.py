@@ -25,9 +25,11 @@ from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 from prefrl import Answer, Label, PreferenceLearner, RewardConfig, ScheduleConfig
 
 TURN = 2 * np.pi
-ON_FEET_BONUS = 0.002
-"""Score per step spent on its feet, in turns: standing still for a whole 1000-step episode is
-worth as much as two backflips, and between two equal flips the one that lands wins."""
+ON_FEET_BONUS = 0.0005
+"""Score per step spent on its feet, in turns: between two equal flips the one that lands wins,
+while standing still for a whole 1000-step episode is worth half a backflip. (At 0.002, two
+flips' worth, SAC given the rule as its reward settled on standing still: 1.88 from 140k steps
+on, no flip landed.)"""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
 ENV_ID = "backflip:HopperBackflip-v0"
