@@ -196,7 +196,7 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     observation is the recorded one, and the actions replay from the first state."""
     import h5py
 
-    from prefrl.loops.demos import import_d4rl_adroit
+    from prefrl.loops.demo_imports import import_d4rl_adroit
 
     env = make_env("adroit:door", seed=0)
     base, rng = env.unwrapped, np.random.default_rng(0)
@@ -261,7 +261,7 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
 
     from conftest import dapg_door_demos
 
-    from prefrl.loops.demos import import_dapg_adroit
+    from prefrl.loops.demo_imports import import_dapg_adroit
 
     raw = dapg_door_demos()
     scene = raw[1]["init_state_dict"]
@@ -418,7 +418,7 @@ def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, m
     """Not HDF5, a folder, a missing .h5, an empty trajectory: each named, no traceback; the
     demos keep the file's absolute path, and without observations get the env's."""
     from prefrl.data.demos import read_maniskill2
-    from prefrl.loops.demos import import_maniskill2
+    from prefrl.loops.demo_imports import import_maniskill2
 
     (tmp_path / "notes.h5").write_text("not hdf5")
     with pytest.raises(ValueError, match="notes.h5 is not an HDF5 file: give ManiSkill2's"):

@@ -168,6 +168,7 @@ def cmd_demos(args: list[str]) -> int:
         print("\n".join(lines))
         return 0 if not args or args[0] in ("-h", "--help") else 2
     from prefrl.data.demos import DemoSet
+    from prefrl.loops import demo_imports as imports
     from prefrl.loops import demos as make
 
     action, rest = args[0], args[1:]
@@ -209,11 +210,11 @@ def cmd_demos(args: list[str]) -> int:
                 opts.policy, opts.episodes, opts.seed, opts.hold, settle=opts.settle
             )
         elif action == "import-d4rl":
-            demos = make.import_d4rl_adroit(opts.file, opts.env)
+            demos = imports.import_d4rl_adroit(opts.file, opts.env)
         elif action == "import-dapg":
-            demos = make.import_dapg_adroit(opts.file, opts.env, opts.hold, opts.settle)
+            demos = imports.import_dapg_adroit(opts.file, opts.env, opts.hold, opts.settle)
         else:
-            demos = make.import_maniskill2(opts.file, opts.env)
+            demos = imports.import_maniskill2(opts.file, opts.env)
         demos.save(opts.out, replace=opts.force)
         _print_demos(demos, opts.out)
     elif action == "check":
