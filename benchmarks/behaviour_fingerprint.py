@@ -1,7 +1,8 @@
 """Fingerprint what each workflow produces for a fixed seed, to show a refactor changed nothing.
 
 Runs short seeded runs of every workflow through the CLI (rl, train with a scripted teacher
-under SAC and PPO, dataset + offline, collect + rate + finetune, the piano debug task) and
+under SAC and PPO, dataset + offline, collect + rate + finetune, the piano debug task, RFCL on
+the maze, A2C and frame preferences on MovingDot) and
 records a SHA-256 of every checkpoint file and of the metrics with wall-clock entries removed.
 Two fingerprints taken on one machine compare equal when behaviour is unchanged:
 
@@ -56,6 +57,16 @@ def workflows(root: Path) -> dict[str, list[list[str]]]:
             (f"finetune --policy {r}/rl --ratings {r}/ratings --steps 30 --eval-episodes 2 "
              f"--log-interval 10 --cpl.batch-size 8 --name finetune --runs-dir {r}"),
         ],
+        "rfcl": [
+            f"demos script --env toy:maze --episodes 2 --out {r}/maze-demos",
+            (f"rfcl --demos {r}/maze-demos --steps 600 --warmstart-steps 200 --eval-interval 300 "
+             f"--eval-episodes 2 --sac.hidden-dims 16 16 --name rfcl {quiet}"),
+        ],
+        "rl-frames": [("rl --env movingdot --algo a2c --steps 1280 --eval-interval 640 "
+                       f"--checkpoint-interval 640 --eval-episodes 2 --no-video --name a2c {quiet}")],
+        "frames": [("frames --preset movingdot --segment-length 5 --initial-labels 4 --labels 8 "
+                    "--pool-size 8 --steps 1280 --no-video "
+                    f"--name dot {quiet}")],
         "piano": [("rl --preset robopianist-debug --steps 60 --warmstart-steps 30 "
                    "--eval-interval 30 --checkpoint-interval 30 --eval-episodes 1 --no-video "
                    f"--sac.batch-size 16 --name piano {quiet}")],
@@ -64,7 +75,8 @@ def workflows(root: Path) -> dict[str, list[list[str]]]:
 
 
 RUN_NAMES = {"rl": "rl", "train-sac": "pebble", "train-ppo": "prefppo", "offline": "offline",
-             "finetune": "finetune", "piano": "piano"}  # fmt: skip
+             "finetune": "finetune", "piano": "piano", "rfcl": "rfcl",
+             "rl-frames": "a2c", "frames": "dot"}  # fmt: skip
 
 
 def digest(data: bytes) -> str:
