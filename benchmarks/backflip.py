@@ -128,7 +128,7 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
 
 
 def _film(run_dir: Path) -> None:
-    from prefrl.loops.compare import compare_policies
+    from prefrl.rl.compare import compare_policies
 
     VIDEO.parent.mkdir(parents=True, exist_ok=True)
     done = compare_policies([run_dir], 1, 0, VIDEO, 256)

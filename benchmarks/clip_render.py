@@ -25,7 +25,7 @@ import av
 import numpy as np
 
 from prefrl.envs import make_env
-from prefrl.render.clips import ClipRenderer
+from prefrl.feedback.clips import ClipRenderer
 
 RESULTS = Path(__file__).parent / "results" / "clip_render.json"
 

@@ -32,11 +32,11 @@ from sweep_grid import add_grid_flags, run_grid
 from prefrl.agents.cpl import CPLConfig
 from prefrl.envs import make_env
 from prefrl.feedback.raters import rate_scripted
-from prefrl.loops.collect import make_rating_run, policy_segments
-from prefrl.loops.datasets import eval_returns
-from prefrl.loops.finetune import FinetuneConfig
-from prefrl.loops.policies import load_policy
+from prefrl.finetuning.learner import FinetuneConfig
+from prefrl.finetuning.rating_runs import make_rating_run, policy_segments
+from prefrl.offline.datasets import eval_returns
 from prefrl.rundir.checkpoints import checkpoint_root
+from prefrl.training.policies import load_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/cpl.json"

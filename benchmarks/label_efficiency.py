@@ -30,10 +30,10 @@ from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.agents import SACConfig
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.loops.online import OnlineConfig
-from prefrl.loops.rl import RLConfig
+from prefrl.online.learner import OnlineConfig
 from prefrl.presets import ONLINE_PRESETS
 from prefrl.reward import RewardConfig
+from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parent.parent

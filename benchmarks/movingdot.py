@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 from sweep_grid import add_grid_flags, run_grid
 
-from prefrl.loops.rl import RLConfig
 from prefrl.presets import FRAME_PRESETS
+from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
 

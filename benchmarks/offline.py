@@ -44,9 +44,9 @@ from prefrl.agents.iql import IQL, IQLConfig
 from prefrl.data.dataset import OfflineDataset
 from prefrl.feedback.dataset_queries import label_queries, sample_queries
 from prefrl.feedback.teachers import TeacherConfig
-from prefrl.loops.datasets import collect_dataset
-from prefrl.loops.offline import OfflineConfig
-from prefrl.loops.offline_cpl import OfflineCPLConfig
+from prefrl.offline.cpl import OfflineCPLConfig
+from prefrl.offline.datasets import collect_dataset
+from prefrl.offline.learner import OfflineConfig
 from prefrl.reward.segment_models import SegmentRewardConfig
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions

@@ -31,10 +31,10 @@ import numpy as np
 
 from prefrl.envs import make_env
 from prefrl.envs.piano_task import PianoTask, parse_piano_id, quiet_import
-from prefrl.loops.evaluate import evaluate, make_eval_envs
+from prefrl.feedback.clips import ClipRenderer
 from prefrl.presets import RL_PRESETS
-from prefrl.render.clips import ClipRenderer
 from prefrl.rundir.metrics import read_metrics
+from prefrl.training.evaluate import evaluate, make_eval_envs
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks/results/piano.json"
@@ -115,7 +115,7 @@ def random_f1(env_id: str, episodes: int) -> float:
 
 
 def train_debug(runs: Path) -> dict:
-    from prefrl.loops.rl import train_rl
+    from prefrl.rl.learner import train_rl
 
     config = RL_PRESETS["robopianist-debug"].config
     run = runs / "piano-debug"

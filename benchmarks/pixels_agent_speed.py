@@ -41,7 +41,8 @@ SETTINGS = {  # (envs, steps per env per update, agent steps timed after the war
 def prefrl_steps_per_s(algo: str, workers: int) -> float:
     from prefrl.agents.a2c import A2CConfig
     from prefrl.agents.frame_ppo import FramePPOConfig
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
 
     s = SETTINGS[algo]

@@ -60,10 +60,11 @@ from device_results import device_kind, results_path
 from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.data.demos import DemoSet
-from prefrl.loops.demo_imports import import_dapg_adroit
-from prefrl.loops.demo_planner import PLANNED_TASKS, plan_demos
-from prefrl.loops.demos import script_demos
-from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig, train_rfcl
+from prefrl.demos.imports import import_dapg_adroit
+from prefrl.demos.make import script_demos
+from prefrl.demos.planner import PLANNED_TASKS, plan_demos
+from prefrl.demos.rfcl import train_rfcl
+from prefrl.demos.rfcl_config import RFCL_SAC, RFCLConfig
 from prefrl.presets import RFCL_PRESETS
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.plots import plot_curriculum

@@ -20,10 +20,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from prefrl.demos.rfcl import RFCLConfig, load_demos
 from prefrl.envs import make_env
-from prefrl.loops.policies import load_policy
-from prefrl.loops.rfcl import RFCLConfig, load_demos
 from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.training.policies import load_policy
 
 
 def play(env, policy, state, limit: int, deterministic: bool, episode: int):

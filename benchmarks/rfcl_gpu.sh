@@ -33,7 +33,7 @@ if ! $PY -c "import dm_control" 2>/dev/null; then
 fi
 export PYTHONUNBUFFERED=1 XLA_PYTHON_CLIENT_PREALLOCATE=false  # (three processes share the GPU)
 unset MUJOCO_GL
-$PY -c "import jax, gymnasium_robotics, prefrl.loops.rfcl; print(jax.devices())" || exit 1
+$PY -c "import jax, gymnasium_robotics, prefrl.demos.rfcl; print(jax.devices())" || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null; nproc
 rm -rf logs/gpu/runs
 run() {

@@ -17,8 +17,8 @@ import numpy as np
 
 from prefrl.data.demos import load_demos_of
 from prefrl.envs import make_env
-from prefrl.loops.policies import load_policy
 from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.training.policies import load_policy
 
 PEN_DROPPED_BELOW = 0.075
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from prefrl.loops.rl import train_rl
 from prefrl.presets import RL_PRESETS
+from prefrl.rl.learner import train_rl
 from prefrl.rundir.metrics import read_metrics
 
 RESULTS = Path(__file__).parent / "results" / "sac_learning.json"

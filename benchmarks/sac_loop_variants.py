@@ -5,7 +5,7 @@
 Every variant does one gradient step per env step on batches of 256, with the same networks.
 The variants run in turn, round after round, so the machine's drift hits them alike; the script
 prints each round's rates and, per variant, the median of its round-by-round ratio to
-`overlapped` (the order `prefrl.loops.rl` uses) and to `ceiling`. It writes nothing.
+`overlapped` (the order `prefrl.rl.learner` uses) and to `ceiling`. It writes nothing.
 
 - `overlapped`: dispatch the act; dispatch the update on a batch drawn during the previous
   update (queued right behind the act); read the action; step the env and store the transition

@@ -74,7 +74,8 @@ def worker_prefrl(env_id: str, steps: int) -> dict[str, float]:
     later under the same process's conditions, which a separate process does not share."""
     import tempfile
 
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
 
     log = 500

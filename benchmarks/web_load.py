@@ -57,9 +57,9 @@ import httpx2
 import numpy as np
 import psutil
 
+from prefrl.feedback.clips import ClipRenderer
 from prefrl.feedback.store import LEASE_SECONDS, FeedbackStore
-from prefrl.loops.collect import random_segments
-from prefrl.render.clips import ClipRenderer
+from prefrl.finetuning.rating_runs import random_segments
 
 RESULTS = Path("runs") / "benchmarks" / "web_load.json"
 """Where results go unless --results says (the committed ones: benchmarks/results/)."""

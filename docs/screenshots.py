@@ -17,9 +17,9 @@ from pathlib import Path
 import uvicorn
 from playwright.sync_api import sync_playwright
 
+from prefrl.feedback.clips import ClipRenderer, render_pending
 from prefrl.feedback.store import FeedbackStore, run_info
-from prefrl.loops.collect import random_segments
-from prefrl.render.clips import ClipRenderer, render_pending
+from prefrl.finetuning.rating_runs import random_segments
 from prefrl.web.app import create_app
 
 ENV = "Hopper-v5"

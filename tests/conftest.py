@@ -17,7 +17,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 @pytest.fixture(scope="module")
 def demo_file(tmp_path_factory):
     """Two scripted demos of toy:maze, saved (RFCL's tests)."""
-    from prefrl.loops.demos import script_demos
+    from prefrl.demos.make import script_demos
 
     path = tmp_path_factory.mktemp("demos") / "maze"
     script_demos("toy:maze", 2, seed=0).save(path)
@@ -97,7 +97,8 @@ def postgres_server():
 def short_sac_run(runs_dir, name: str, env: str = "toy:point-reach", steps: int = 1000):
     """A short SAC run that keeps a checkpoint (and an evaluation) every 500 steps (300 for
     runs of 300 steps); returns its directory."""
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
 
     every = min(500, steps)
     config = RLConfig(

@@ -270,7 +270,7 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     from prefrl.agents import PPO, PPOConfig
     from prefrl.feedback.dataset_queries import label_queries, sample_queries
     from prefrl.feedback.raters import rate_scripted
-    from prefrl.loops.collect import make_rating_run, policy_segments
+    from prefrl.finetuning.rating_runs import make_rating_run, policy_segments
     from prefrl.reward.segment_models import SegmentRewardConfig
 
     small_ppo = PPOConfig(hidden_dims=(16,), rollout_steps=256, minibatch_size=64, epochs=2)

@@ -57,7 +57,10 @@ def test_rl_help_documents_every_flag_with_its_default(capsys):
         assert flag in out, flag
     flat = " ".join(out.replace("│", " ").split())  # undo the help box's line wrapping
     assert "(default: HalfCheetah-v5)" in flat
-    assert "--sac.discount FLOAT Discount factor γ of the TD target, in [0, 1]. (default: 0.99)" in flat
+    assert (
+        "--sac.discount FLOAT Discount factor γ of the TD target, in [0, 1]. (default: 0.99)"
+        in flat
+    )
     assert "--preset" in out and "sac-mujoco" in out
 
 
@@ -70,7 +73,7 @@ def test_bad_flag_exits_with_usage_error(capsys):
 
 def test_renamed_flags_still_work_and_say_their_new_name(capsys):
     from prefrl.cli.common import parse_config
-    from prefrl.loops.online import OnlineConfig
+    from prefrl.online.learner import OnlineConfig
 
     config = parse_config(OnlineConfig, {}, ["--agent.tau", "0.01"], "prefrl train", "")
     assert config.sac.tau == 0.01
@@ -104,17 +107,23 @@ def test_unknown_preset_command_and_run_are_usage_errors(capsys, tmp_path):
 def test_resuming_a_run_of_another_kind_names_what_made_it(capsys, tmp_path):
     """Every kind of run directory prefrl writes, resumed by a command that did not make it, is
     refused naming the command that made it and what to do with it, not its config's fields."""
-    from prefrl.loops.finetune import FinetuneConfig
-    from prefrl.loops.offline_cpl import OfflineCPLConfig
+    from prefrl.finetuning.learner import FinetuneConfig
+    from prefrl.offline.cpl import OfflineCPLConfig
     from prefrl.rundir.config import config_to_dict
 
     then = "prefrl dataset queries d --queries q.json --from-run x --out l.json"
-    once = ("run was made by prefrl offline-cpl, which does not resume runs (they are minutes "
-            "long: run it again); evaluate its policy with prefrl eval {run}")
-    rated = "a rating run made by prefrl collect, not a training run: rate its clips with " \
-            "prefrl rate {run}"
-    asked = "a labelling run made by prefrl dataset queries, not a training run: label its " \
-            "pairs with prefrl serve {run} (or prefrl label {run}), then " + then
+    once = (
+        "run was made by prefrl offline-cpl, which does not resume runs (they are minutes "
+        "long: run it again); evaluate its policy with prefrl eval {run}"
+    )
+    rated = (
+        "a rating run made by prefrl collect, not a training run: rate its clips with "
+        "prefrl rate {run}"
+    )
+    asked = (
+        "a labelling run made by prefrl dataset queries, not a training run: label its "
+        "pairs with prefrl serve {run} (or prefrl label {run}), then " + then
+    )
     kinds = {  # (the config.json each command writes)
         "ocpl": (config_to_dict(OfflineCPLConfig()), once),
         "tuned": (config_to_dict(FinetuneConfig()), "run was made by prefrl finetune, which"),
@@ -310,11 +319,11 @@ def test_every_preset_makes_a_config_of_its_commands_kind():
     """Some presets are made on first use (the piano's check their song, a slow import): each
     must still make a valid config, and be made once."""
     from prefrl import presets
-    from prefrl.loops.frames_prefs import FramePreferenceConfig
-    from prefrl.loops.offline import OfflineConfig
-    from prefrl.loops.online import OnlineConfig
-    from prefrl.loops.rfcl import RFCLConfig
-    from prefrl.loops.rl import RLConfig
+    from prefrl.demos.rfcl import RFCLConfig
+    from prefrl.offline.learner import OfflineConfig
+    from prefrl.online.learner import OnlineConfig
+    from prefrl.pixels.preferences import FramePreferenceConfig
+    from prefrl.rl.config import RLConfig
 
     families = [(presets.RL_PRESETS, RLConfig), (presets.ONLINE_PRESETS, OnlineConfig),
                 (presets.OFFLINE_PRESETS, OfflineConfig), (presets.RFCL_PRESETS, RFCLConfig),

@@ -145,8 +145,8 @@ def test_bad_cpl_settings_are_refused():
     with pytest.raises(ValueError, match="CPL conservative='l2' is invalid"):
         CPLConfig(conservative="l2")
     # Run settings are named as their command-line flags.
-    from prefrl.loops.finetune import FinetuneConfig
-    from prefrl.loops.offline_cpl import OfflineCPLConfig
+    from prefrl.finetuning.learner import FinetuneConfig
+    from prefrl.offline.cpl import OfflineCPLConfig
 
     with pytest.raises(ValueError, match=r"--max-pairs=0 is invalid: expected >= 1 or None"):
         FinetuneConfig(max_pairs=0)
@@ -238,8 +238,8 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
     from conftest import short_sac_run
 
     from prefrl.feedback.raters import rate_scripted
-    from prefrl.loops.collect import make_rating_run, policy_segments
-    from prefrl.loops.finetune import FinetuneConfig, finetune
+    from prefrl.finetuning.learner import FinetuneConfig, finetune
+    from prefrl.finetuning.rating_runs import make_rating_run, policy_segments
 
     run = short_sac_run(tmp_path, "sac", steps=600)
     segments, infos = policy_segments([run], [0.5], count=12, length=10, siblings=3)
@@ -298,9 +298,9 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
     from prefrl.cli import main
     from prefrl.feedback.raters import rate_scripted
     from prefrl.feedback.store import FeedbackStore, run_uid
-    from prefrl.loops.collect import make_rating_run, policy_segments
-    from prefrl.loops.finetune import FinetuneConfig, finetune
-    from prefrl.loops.policies import load_policy
+    from prefrl.finetuning.learner import FinetuneConfig, finetune
+    from prefrl.finetuning.rating_runs import make_rating_run, policy_segments
+    from prefrl.training.policies import load_policy
 
     run = short_sac_run(tmp_path, "sac")
     ckpts = sorted((run / "checkpoints").glob("step_*"))
@@ -335,7 +335,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
     assert main(["eval", str(result.run_dir), "--episodes", "2"]) == 0
     # The NaN guard: a step that makes the parameters NaN stops the run, names the step and
     # keeps the last good parameters as its checkpoint.
-    import prefrl.loops.finetune as finetune_module
+    import prefrl.finetuning.learner as finetune_module
 
     class Poisoned(finetune_module.CPL):
         def __init__(self, *a, **k):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from prefrl.loops.curriculum import START_OFFSETS, ForwardCurriculum, ReverseCurriculum, Start
+from prefrl.demos.curriculum import START_OFFSETS, ForwardCurriculum, ReverseCurriculum, Start
 
 
 def test_the_reverse_frontier_starts_at_the_last_state_and_moves_only_after_a_streak():

@@ -10,8 +10,8 @@ import pytest
 
 from prefrl.cli import main
 from prefrl.data.demos import Demo, DemoSet
+from prefrl.demos.make import check_demos, rollout_demo, script_demos
 from prefrl.envs import make_env
-from prefrl.loops.demos import check_demos, rollout_demo, script_demos
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +196,7 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     observation is the recorded one, and the actions replay from the first state."""
     import h5py
 
-    from prefrl.loops.demo_imports import import_d4rl_adroit
+    from prefrl.demos.imports import import_d4rl_adroit
 
     env = make_env("adroit:door", seed=0)
     base, rng = env.unwrapped, np.random.default_rng(0)
@@ -261,7 +261,7 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
 
     from conftest import dapg_door_demos
 
-    from prefrl.loops.demo_imports import import_dapg_adroit
+    from prefrl.demos.imports import import_dapg_adroit
 
     raw = dapg_door_demos()
     scene = raw[1]["init_state_dict"]
@@ -306,7 +306,7 @@ def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
     """A barely trained SAC policy never reaches the maze's goal: nothing to keep, said so."""
     from conftest import short_sac_run
 
-    from prefrl.loops.demos import record_demos
+    from prefrl.demos.make import record_demos
 
     run = short_sac_run(tmp_path, "sac", env="toy:maze", steps=300)
     with pytest.raises(RuntimeError, match="reached no stable success in 2 episodes"):
@@ -418,7 +418,7 @@ def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, m
     """Not HDF5, a folder, a missing .h5, an empty trajectory: each named, no traceback; the
     demos keep the file's absolute path, and without observations get the env's."""
     from prefrl.data.demos import read_maniskill2
-    from prefrl.loops.demo_imports import import_maniskill2
+    from prefrl.demos.imports import import_maniskill2
 
     (tmp_path / "notes.h5").write_text("not hdf5")
     with pytest.raises(ValueError, match="notes.h5 is not an HDF5 file: give ManiSkill2's"):
@@ -443,7 +443,7 @@ def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, m
 
 
 def test_planner_drives_the_arm_and_one_grasp_level_with_smooth_noise():
-    from prefrl.loops.demo_planner import PLANNED_TASKS, mppi_update, plan_basis, smooth_noise
+    from prefrl.demos.planner import PLANNED_TASKS, mppi_update, plan_basis, smooth_noise
 
     names = ["A_ARTz", "A_ARRx", "A_WRJ1", "A_FFJ3", "A_FFJ1", "A_FFJ0", "A_THJ0", "A_THJ4"]
     basis = plan_basis(names, PLANNED_TASKS["adroit:door"])  # (the thumb stays out)
@@ -468,7 +468,7 @@ def test_planned_demos_succeed_and_replay(env_id, seed):
     """The planner opens the door (grasps the ball and carries it to its target) and keeps it
     so for the hold; the demo replays to the same success from its first state."""
     pytest.importorskip("gymnasium_robotics")
-    from prefrl.loops.demo_planner import plan_demos
+    from prefrl.demos.planner import plan_demos
 
     demos = plan_demos(env_id, 1, seed=seed, log=lambda _: None)
     demo = demos[0]
@@ -480,7 +480,7 @@ def test_planned_demos_succeed_and_replay(env_id, seed):
 
 
 def test_planner_refuses_bad_settings():
-    from prefrl.loops.demo_planner import PlanConfig, plan_demos
+    from prefrl.demos.planner import PlanConfig, plan_demos
 
     with pytest.raises(ValueError, match="no planner for toy:maze.*adroit:door.*demos record"):
         plan_demos("toy:maze", 1)

@@ -14,7 +14,7 @@ from prefrl.feedback import ScheduleConfig
 from prefrl.feedback.channel import StoreChannel
 from prefrl.feedback.exchange import export_labels, import_labels, read_labels, write_labels
 from prefrl.feedback.store import FeedbackStore, run_uid
-from prefrl.loops.online import train_online
+from prefrl.online.learner import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 

@@ -15,9 +15,9 @@ from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import Segments
 from prefrl.envs import FrameVectorEnv, make_pixel_env
 from prefrl.envs.pool import seeded
+from prefrl.feedback.clips import make_clip_renderer, render_pending
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
-from prefrl.render.clips import make_clip_renderer, render_pending
 from prefrl.web.app import create_app
 
 

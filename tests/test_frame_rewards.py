@@ -60,7 +60,7 @@ def _clips(brightness: float, n: int, rng) -> Segments:
 def test_validation_accuracy_is_left_out_while_every_held_out_pair_ties():
     """Early in a game most random-policy clips tie: no accuracy to report, and no NaN for the
     loop's divergence guard to stop on."""
-    from prefrl.loops.common import check_finite
+    from prefrl.training.loop import check_finite
 
     rng = np.random.default_rng(0)
     model = FrameRewardModel(FrameRewardConfig(batch_size=4, steps_per_fit=1, val_fraction=0.5),
@@ -81,7 +81,7 @@ def test_a_stop_ends_a_fit_at_its_next_gradient_step():
     """A fit asked to stop (Ctrl-C during a fit) ends before its next gradient step, with the
     steps it made counted, normalised, and without the validation pass; its progress is told
     after every step."""
-    from prefrl.loops.common import check_finite
+    from prefrl.training.loop import check_finite
 
     rng = np.random.default_rng(0)
     model = FrameRewardModel(FrameRewardConfig(batch_size=4, steps_per_fit=10), seed=0)
@@ -186,8 +186,8 @@ def test_reward_model_saves_and_loads(tmp_path, batch_norm):
 def test_frame_clips_are_rendered_in_colour_from_the_store(tmp_path):
     import av
 
+    from prefrl.feedback.clips import make_clip_renderer, render_pending
     from prefrl.feedback.store import FeedbackStore
-    from prefrl.render.clips import make_clip_renderer, render_pending
 
     clips, _ = _record(n_envs=2, length=5, steps=12)
     left, right = Segments.concatenate(clips[:2]), Segments.concatenate(clips[2:4])
@@ -322,7 +322,7 @@ def test_dot_network_learns_movingdot_from_preferences_between_random_clips():
 
 
 def test_dot_network_is_refused_on_atari_and_unknown_networks():
-    from prefrl.loops.frames_prefs import FramePreferenceConfig
+    from prefrl.pixels.preferences import FramePreferenceConfig
 
     with pytest.raises(ValueError, match=r"--reward.network dot is for movingdot, not atari:Pong"):
         FramePreferenceConfig(env="atari:Pong", reward=FrameRewardConfig(network="dot"))

@@ -28,7 +28,8 @@ def _small_a2c():
 
 
 def test_a2c_run_on_frames_resumes(tmp_path):
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
 
     config = RLConfig(env="movingdot", algo="a2c", steps=200, eval_interval=200, eval_episodes=1,
@@ -48,7 +49,8 @@ def test_eval_videos_of_frames_are_enlarged_at_the_games_frame_rate(tmp_path):
     pixel a uniform 2x2 block (420x320 at the default --render-size 256)."""
     import av
 
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
 
     config = RLConfig(env="movingdot", algo="a2c", steps=20, eval_interval=20, eval_episodes=1,
                       log_interval=20, a2c=_small_a2c(), runs_dir=tmp_path, name="video",
@@ -68,7 +70,8 @@ def test_eval_videos_of_frames_are_enlarged_at_the_games_frame_rate(tmp_path):
 
 def test_a2c_with_env_workers_learns_as_with_envs_here(tmp_path):
     """The envs stepped in two worker processes: the same steps, so the same losses."""
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
 
     losses = []
@@ -94,13 +97,13 @@ def replace_config(config, **changes):
 
 
 def test_frame_algos_and_envs_must_fit():
-    from prefrl.loops.rl import RLConfig
+    from prefrl.rl.config import RLConfig
 
     with pytest.raises(ValueError, match="a2c, ppo for movingdot, an env of frames"):
         RLConfig(env="movingdot", algo="sac")
     with pytest.raises(ValueError, match="a2c is for envs of frames"):
         RLConfig(env="Pendulum-v1", algo="a2c")
-    from prefrl.loops.frames_prefs import FramePreferenceConfig
+    from prefrl.pixels.preferences import FramePreferenceConfig
 
     with pytest.raises(ValueError, match="state envs: prefrl train"):
         FramePreferenceConfig(env="Hopper-v5")
@@ -111,7 +114,7 @@ def test_frame_algos_and_envs_must_fit():
 
 
 def test_preferences_on_frames_label_and_fit(tmp_path):
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
     from prefrl.rundir.metrics import read_fit_scatter, read_metrics
 
@@ -158,7 +161,7 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
 def test_clips_are_paired_once_each_in_either_order(tmp_path):
     """A pool of 3 clips holds 3 pairs: asked for 3, each comes once."""
     from prefrl.feedback.teachers import TeacherConfig
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
 
     config = FramePreferenceConfig(
         steps=40, segment_length=5, initial_labels=3, labels=3, pool_size=3, a2c=_small_a2c(),
@@ -176,7 +179,7 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
     """The seed's workflow in pieces: clips asked about with nobody waiting, labelled later
     (here straight into the store), then pre-training, then the agent."""
     from prefrl.feedback.teachers import TeacherConfig
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
     from prefrl.rundir.metrics import read_metrics
 
@@ -208,7 +211,7 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
     import av
 
     from prefrl.cli import main
-    from prefrl.loops.frames_viewer import GRAPH_HEIGHT
+    from prefrl.pixels.viewer import GRAPH_HEIGHT
 
     assert main(["eval", str(done.run_dir), "--video", str(tmp_path / "view.mp4")]) == 0
     with av.open(str(tmp_path / "view.mp4")) as f:
@@ -224,8 +227,8 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
 def test_an_interrupted_frames_run_says_how_to_resume(tmp_path, monkeypatch, capsys):
     """Ctrl-C after the agent started: the command names --resume, not --stop-after."""
     from prefrl.cli import main
-    from prefrl.loops import frames_prefs
-    from prefrl.loops.rl import RLResult
+    from prefrl.pixels import preferences as frames_prefs
+    from prefrl.training.result import RLResult
 
     stopped = RLResult(tmp_path / "run", 20_000, None, None, interrupted=True)
     monkeypatch.setattr(frames_prefs, "train_frames_from_preferences", lambda config: stopped)
@@ -238,7 +241,7 @@ def test_an_interrupted_frames_run_says_how_to_resume(tmp_path, monkeypatch, cap
 
 
 def test_reward_graph_is_labelled_and_its_trace_keeps_clear_of_the_labels():
-    from prefrl.loops.frames_viewer import FONT_SIZE, GRAPH_HEIGHT, MARGIN, TRACE, reward_graph
+    from prefrl.pixels.viewer import FONT_SIZE, GRAPH_HEIGHT, MARGIN, TRACE, reward_graph
 
     trace = np.sin(np.arange(100) / 5.0) * 0.05
     graph = reward_graph(trace, 60, 320)
@@ -257,8 +260,8 @@ def test_reward_graph_is_labelled_and_its_trace_keeps_clear_of_the_labels():
 
 def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):
     from prefrl.feedback.exchange import _decode, _encode
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
-    from prefrl.loops.labels import export_run_labels
+    from prefrl.feedback.run_labels import export_run_labels
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
 
     config = FramePreferenceConfig(
@@ -286,7 +289,7 @@ def test_preferences_on_frames_wait_for_a_person(tmp_path):
     import time
 
     from prefrl.feedback.teachers import TeacherConfig
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
 
     config = FramePreferenceConfig(
@@ -384,7 +387,8 @@ def test_summed_grads_refuses_a_bad_chunk_or_no_rows():
 
 def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
     from prefrl.agents.frame_ppo import FramePPOConfig
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
 
     config = RLConfig(env="movingdot", algo="ppo", steps=64, eval_interval=64, eval_episodes=1,
@@ -401,7 +405,7 @@ def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
 
 def test_ppo_learns_from_preferences_on_frames(tmp_path):
     from prefrl.agents.frame_ppo import FramePPOConfig
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig
     from prefrl.rundir.metrics import read_metrics
 
@@ -463,7 +467,8 @@ def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_pat
     import re
 
     from prefrl.agents.frame_ppo import FramePPOConfig
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
     from prefrl.rundir.metrics import read_metrics
     from prefrl.rundir.progress import format_rate
 
@@ -492,8 +497,8 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
     import os
     import signal
 
-    from prefrl.loops import frames_prefs
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels import preferences as frames_prefs
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
     from prefrl.rundir.checkpoints import latest_checkpoint
 

@@ -20,7 +20,7 @@ from test_online import _config
 
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.feedback.store import FeedbackStore, run_uid
-from prefrl.loops.online import train_online
+from prefrl.online.learner import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.workers import trainer_running

@@ -20,8 +20,8 @@ from prefrl.feedback.dataset_queries import (
     sample_queries,
 )
 from prefrl.feedback.teachers import TeacherConfig
-from prefrl.loops.offline import OfflineConfig, scale_rewards
-from prefrl.reward.base import load_reward_model
+from prefrl.offline.learner import OfflineConfig, scale_rewards
+from prefrl.reward.saved import load_reward_model
 from prefrl.reward.segment_models import SegmentRewardConfig, SegmentRewardModel
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -148,7 +148,7 @@ def test_a_stopped_fit_saves_at_an_epoch_boundary_and_goes_on_as_if_never_stoppe
 def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path, monkeypatch):
     import contextlib
 
-    from prefrl.loops import offline
+    from prefrl.offline import learner as offline
 
     data = synthetic(n_episodes=20, length=50, obs_dim=6, action_dim=2)
     data.save(tmp_path / "ds")
@@ -168,7 +168,7 @@ def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path,
         def requested(self, value):
             pass
 
-    from prefrl.loops import common
+    from prefrl.training import loop as common
 
     monkeypatch.setattr(common, "graceful_stop", lambda **_: contextlib.nullcontext(StopAfter(3)))
     config = OfflineConfig(
@@ -301,7 +301,7 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
 def test_collect_datasets_from_a_sac_run(tmp_path):
     from conftest import short_sac_run
 
-    from prefrl.loops.datasets import collect_dataset
+    from prefrl.offline.datasets import collect_dataset
 
     run = short_sac_run(tmp_path, "sac", steps=1500)
     replay = collect_dataset(run, "medium-replay", medium_step=1000, reference_episodes=3)
@@ -326,8 +326,9 @@ def test_collect_datasets_from_a_sac_run(tmp_path):
 
 def test_the_medium_policy_is_chosen_among_every_kept_checkpoint(tmp_path, capsys):
     """Checkpoints the SAC run kept but did not evaluate are evaluated, not passed over."""
-    from prefrl.loops.datasets import choose_medium, eval_returns
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.offline.datasets import choose_medium, eval_returns
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
 
     config = RLConfig(
         env="toy:point-reach", steps=1500, warmstart_steps=500, eval_interval=1500,
@@ -352,9 +353,9 @@ def test_the_medium_policy_is_chosen_among_every_kept_checkpoint(tmp_path, capsy
 def test_a_person_labels_dataset_queries_through_the_store(tmp_path, capsys):
     """`--teacher web` makes a labelling run whose clips render from the dataset's states; the
     answers come back as a query file (unanswered queries left out)."""
+    from prefrl.feedback.clips import ClipRenderer, render_pending
     from prefrl.feedback.store import FeedbackStore, run_uid
-    from prefrl.loops.datasets import rollouts
-    from prefrl.render.clips import ClipRenderer, render_pending
+    from prefrl.offline.datasets import rollouts
 
     env = "toy:point-reach"
     data = rollouts(env, None, 300, seed=0, label="random")
@@ -404,8 +405,8 @@ def test_offline_presets_hold_the_published_iql_settings():
 
 
 def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_path, capsys):
-    from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
-    from prefrl.loops.policies import load_policy
+    from prefrl.offline.cpl import OfflineCPLConfig, train_offline_cpl
+    from prefrl.training.policies import load_policy
 
     # Reward obs[0] + action[0]: the oracle prefers segments with larger first actions, which the
     # uniform random data's BC policy does not favour.

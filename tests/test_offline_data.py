@@ -203,8 +203,8 @@ def test_dataset_queries_never_pair_a_segment_with_itself_and_warn_of_a_small_po
 
 def test_offline_steps_are_one_setting_and_eval_names_what_it_takes(tmp_path, capsys):
     from prefrl.agents.iql import IQLConfig
-    from prefrl.loops.offline import OfflineConfig
-    from prefrl.loops.policies import load_policy
+    from prefrl.offline.learner import OfflineConfig
+    from prefrl.training.policies import load_policy
 
     # A queries file holding a person's labels is never written over.
     people = sample_queries(synthetic(), 4, length=10)

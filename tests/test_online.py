@@ -10,8 +10,8 @@ from prefrl.cli import main
 from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecorder
 from prefrl.data.segments import pair_keys
 from prefrl.feedback import ScheduleConfig, TeacherConfig, select_pairs
-from prefrl.loops.online import OnlineConfig, make_training_env, train_online
-from prefrl.loops.online_agents import absorbing_value
+from prefrl.online.agents import absorbing_value
+from prefrl.online.learner import OnlineConfig, make_training_env, train_online
 from prefrl.reward import RewardConfig, load_reward_model
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_fit_scatter, read_metrics
@@ -164,7 +164,7 @@ def test_sac_unsupervised_pretraining_updates_before_the_first_query(tmp_path):
 
 
 def test_update_every_three_steps_makes_a_third_of_the_updates(finished, tmp_path):
-    from prefrl.loops.policies import load_policy
+    from prefrl.training.policies import load_policy
 
     every_step = int(load_policy(finished.run_dir).state.step)
     result = train_online(_config(tmp_path, update_every=3))

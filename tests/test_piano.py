@@ -16,8 +16,8 @@ pretty_midi = pytest.importorskip("pretty_midi")
 from prefrl.cli import main
 from prefrl.envs import make_env
 from prefrl.envs.piano_task import key_press_metrics
+from prefrl.feedback.clips import ClipRenderer
 from prefrl.render.audio import SAMPLE_RATE, key_notes, keys_audio
-from prefrl.render.clips import ClipRenderer
 
 
 def write_song(path, pitches=(60, 62, 64, 65), step=0.5, start=0.0, pedal=None):
@@ -119,7 +119,7 @@ def test_bad_piano_ids_say_what_is_wrong(tmp_path, song, monkeypatch):
             make_env(env_id)
     # Without the piano extra, configs naming piano tasks (the presets) still load; making the
     # env gives the install command.
-    from prefrl.loops.rl import RLConfig
+    from prefrl.rl.config import RLConfig
 
     for name in ("robopianist", "robopianist.music", "robopianist.suite"):
         monkeypatch.setitem(sys.modules, name, None)
@@ -214,10 +214,11 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song, capsys):
     from prefrl.agents.cpl import CPLConfig
     from prefrl.data.segments import Label
     from prefrl.feedback.raters import rate_scripted, segment_scores
-    from prefrl.loops.collect import make_rating_run, policy_segments
-    from prefrl.loops.finetune import FinetuneConfig, finetune
-    from prefrl.loops.rl import RLConfig, train_rl
+    from prefrl.finetuning.learner import FinetuneConfig, finetune
+    from prefrl.finetuning.rating_runs import make_rating_run, policy_segments
     from prefrl.presets import RL_PRESETS
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
 
     env_id = f"robopianist:{song} --control-timestep 0.1"
     # The stored states replay the keys the episode pressed, one step behind the history.
@@ -282,7 +283,7 @@ def test_rating_page_plays_piano_clips_with_sound_in_chromium(tmp_path):
     from playwright.sync_api import sync_playwright
 
     from prefrl.feedback.store import FeedbackStore, run_info
-    from prefrl.loops.collect import make_rating_run, random_segments
+    from prefrl.finetuning.rating_runs import make_rating_run, random_segments
     from prefrl.web.app import create_app
 
     # Four notes a step apart at 10 steps/s; random hands press keys now and then.

@@ -10,7 +10,7 @@ import pytest
 from conftest import launch_chromium, served
 
 from prefrl.feedback.store import FeedbackStore, run_info
-from prefrl.loops.collect import make_rating_run, random_segments
+from prefrl.finetuning.rating_runs import make_rating_run, random_segments
 from prefrl.render.video import has_audio, read_video, write_video
 from prefrl.web.app import create_app
 
@@ -47,8 +47,10 @@ def test_rating_clips_play_slowed_down_and_only_clips_with_sound_can_be_listened
         assert page.evaluate(rates) == pytest.approx([1 / 3] * 3, abs=1e-6)
         assert page.inner_text("#speed-now").strip() == "(0.33×)"
         # A clip too short for 3 s even so plays at the slowest speed a browser takes (1/16).
-        slowest = page.evaluate("(() => { const v = document.querySelector('#clips video'); "
-                                "v.playbackRate = speedOf(0.12); return v.playbackRate; })()")
+        slowest = page.evaluate(
+            "(() => { const v = document.querySelector('#clips video'); "
+            "v.playbackRate = speedOf(0.12); return v.playbackRate; })()"
+        )
         assert slowest == 0.0625
         listen = page.locator("#clips figure .listen")
         assert listen.count() == 1

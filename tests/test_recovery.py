@@ -17,11 +17,11 @@ from prefrl.data import PreferenceData, SegmentPool, Segments
 from prefrl.data.segments import pair_keys
 from prefrl.envs import make_env
 from prefrl.feedback import ScheduleConfig
+from prefrl.feedback.clips import ClipRenderer
 from prefrl.feedback.exchange import export_labels, import_labels
 from prefrl.feedback.store import FeedbackStore, StoreError, run_info, run_uid
 from prefrl.feedback.waiting import first_labels_status, no_pair_message
-from prefrl.loops.online import train_online
-from prefrl.render.clips import ClipRenderer
+from prefrl.online.learner import train_online
 from prefrl.render.video import read_video, write_video
 from prefrl.rundir import workers
 from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
@@ -244,7 +244,7 @@ def _labelling_run(tmp_path, config: dict, n: int = 3):
 
 
 def make_segments(n: int) -> Segments:
-    from prefrl.loops.collect import random_segments
+    from prefrl.finetuning.rating_runs import random_segments
 
     return random_segments("toy:point-reach", count=n, length=10)[:n]
 
@@ -293,7 +293,7 @@ def test_a_dataset_labelling_run_says_what_to_do_once_answered_and_a_dead_render
 
 
 def test_a_failing_renderer_reports_why_and_is_started_again(tmp_path):
-    from prefrl.loops.renderer import RendererSupervisor
+    from prefrl.feedback.renderer import RendererSupervisor
 
     run_dir = tmp_path / "broken"
     run_dir.mkdir()

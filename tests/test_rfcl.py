@@ -12,8 +12,8 @@ import pytest
 from prefrl.agents import SACConfig
 from prefrl.data import ReplayBuffer
 from prefrl.data.demos import DemoSet
-from prefrl.loops.demos import script_demos
-from prefrl.loops.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
+from prefrl.demos.make import script_demos
+from prefrl.demos.rfcl import RFCLConfig, RFCLRun, load_demos, train_rfcl
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.plots import curriculum_events
@@ -26,8 +26,8 @@ SMALL = SACConfig(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, critic
 def gentle_demos(tmp_path_factory):
     """Two maze demos by the scripted controller with its actions clipped to 0.4 and 0.2 (it
     pushes to the bounds otherwise): the largest action of each dimension is known."""
+    from prefrl.demos.make import rollout_demo
     from prefrl.envs.maze import scripted_action, shortest_path
-    from prefrl.loops.demos import rollout_demo
 
     env = _maze()
     maze = env.unwrapped
@@ -151,7 +151,7 @@ def test_forward_seeds_are_scored_by_a_success_at_any_step_reverse_starts_by_the
     """Every episode succeeds at its first step and at no other (a fake success flag): the
     forward curriculum scores its seeds as succeeded, as the reference implementation does
     (by return), while no reverse frontier moves, as none succeeded at its last step."""
-    from prefrl.loops import rfcl
+    from prefrl.demos import rfcl
 
     fresh = set()  # ids of envs whose episode has not stepped yet
     start_from, step = rfcl._start_from, rfcl._step
@@ -264,8 +264,8 @@ def test_an_rfcl_policy_loads_like_any_other(tmp_path, gentle_demos):
     """`load_policy` (prefrl eval, demos record) takes an RFCL run, with the action bound of
     --demo-action-scale: saved in the checkpoint, or read again from the demos (checkpoints
     from before it was saved)."""
-    from prefrl.loops.compare import compare_policies
-    from prefrl.loops.policies import load_policy
+    from prefrl.rl.compare import compare_policies
+    from prefrl.training.policies import load_policy
 
     result = train_rfcl(_config(tmp_path, gentle_demos, steps=800, eval_interval=800,
                                 checkpoint_interval=800, demo_action_scale=1.25))  # fmt: skip
@@ -463,7 +463,7 @@ def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, cap
     summary say so, with no stage and no curriculum figure; its learning curve (as RFCL's)
     draws the success at the end and at any step, and says what the band is."""
     from prefrl.cli import main
-    from prefrl.loops.rfcl import method_name
+    from prefrl.demos.rfcl_config import method_name
     from prefrl.rundir import plots
 
     drawn = {}

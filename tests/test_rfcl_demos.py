@@ -1,4 +1,4 @@
-"""The demos RFCL takes (`prefrl.loops.rfcl_demos`): bad ones refused before any run exists,
+"""The demos RFCL takes (`prefrl.demos.rfcl_demos`): bad ones refused before any run exists,
 stale ones left out, ends that slip named."""
 
 import dataclasses
@@ -9,7 +9,7 @@ import pytest
 from test_rfcl import _config, _maze
 
 from prefrl.data.demos import DemoSet
-from prefrl.loops.rfcl import load_demos, train_rfcl
+from prefrl.demos.rfcl import load_demos, train_rfcl
 
 
 def test_bad_demos_are_refused_before_any_run_exists(tmp_path, demo_file):

@@ -8,11 +8,12 @@ import pytest
 
 from prefrl.agents import SACConfig
 from prefrl.data import ReplayBuffer
-from prefrl.loops.policies import load_policy
-from prefrl.loops.rl import RLConfig, train_rl
+from prefrl.rl.config import RLConfig
+from prefrl.rl.learner import train_rl
 from prefrl.rundir.checkpoints import IncompatibleCheckpoint, latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.provenance import read_sessions
+from prefrl.training.policies import load_policy
 
 SMALL = SACConfig(hidden_dims=(64, 64))
 
@@ -45,7 +46,7 @@ def test_steps_within_the_warm_start_say_that_no_update_is_made(tmp_path, capsys
     out = " ".join(capsys.readouterr().out.split())
     assert ("warning: --steps 200 ends within the --warmstart-steps 300 of random actions: no "
             "updates will be made") in out  # fmt: skip
-    from prefrl.loops.online_config import OnlineConfig
+    from prefrl.online.config import OnlineConfig
 
     with pytest.raises(ValueError, match="queries would start at step 1,000 .*last step.*1,000"):
         OnlineConfig(steps=1000)  # (`prefrl train` refuses it: no query, no update)
@@ -215,7 +216,7 @@ def test_a_state_with_nan_is_never_checkpointed(tmp_path):
     import jax
     import jax.numpy as jnp
 
-    from prefrl.loops.rl import RLRun
+    from prefrl.rl.run import RLRun
 
     loop = RLRun(_config(tmp_path), tmp_path / "run")
     loop.state = loop.state.replace(
@@ -256,8 +257,8 @@ def test_an_update_every_other_step_with_demos_in_half_of_each_batch(tmp_path):
     every batch is a demo transition (and the rows between the run's own)."""
     from prefrl.agents import SAC
     from prefrl.data.demos import DemoSet
-    from prefrl.loops.demos import script_demos
-    from prefrl.loops.rl import RLLearner
+    from prefrl.demos.make import script_demos
+    from prefrl.rl.learner import RLLearner
 
     script_demos("toy:maze", 2, seed=0).save(tmp_path / "demos")
     demos = DemoSet.load(tmp_path / "demos")
@@ -279,7 +280,7 @@ def test_an_update_every_other_step_with_demos_in_half_of_each_batch(tmp_path):
 
 
 def test_demos_that_do_not_fit_are_refused_before_a_run_exists(tmp_path):
-    from prefrl.loops.demos import script_demos
+    from prefrl.demos.make import script_demos
 
     script_demos("toy:maze", 1, seed=0).save(tmp_path / "demos")
     with pytest.raises(ValueError, match="holds demos of toy:maze, not of toy:point-reach"):
@@ -298,7 +299,7 @@ def test_several_envs_update_on_the_steps_they_are_due_at(tmp_path):
     updates on every even step past the warm start, and a last round that would pass --steps
     counts (and stores) only the steps up to it: 301 steps are 100 rounds and one step."""
     from prefrl.agents import SAC
-    from prefrl.loops.rl import RLLearner
+    from prefrl.rl.learner import RLLearner
 
     agent = SAC(SACConfig(hidden_dims=(16, 16), batch_size=8), 6, 2)
     updates, update = [], agent.update

@@ -45,7 +45,7 @@ def test_old_checkpoints_and_interrupted_writes_are_pruned(tmp_path):
 
 def test_config_round_trip():
     from prefrl.agents import SACConfig
-    from prefrl.loops.rl import RLConfig
+    from prefrl.rl.config import RLConfig
 
     config = RLConfig(env="Hopper-v5", steps=123, sac=SACConfig(hidden_dims=(64, 32), tau=0.01))
     data = json.loads(json.dumps(config_to_dict(config)))

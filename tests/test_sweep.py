@@ -18,8 +18,8 @@ import pytest
 from conftest import PREFRL_WITH_CTRL_C, free_port
 
 from prefrl.cli.sweep import build_configs
-from prefrl.loops.offline import OfflineConfig
-from prefrl.loops.rl import RLConfig
+from prefrl.offline.learner import OfflineConfig
+from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
 from prefrl.sweep import grid, run_sweep
 from prefrl.sweep.runner import DONE_FILE, connect_ray, sweep_lock

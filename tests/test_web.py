@@ -21,13 +21,13 @@ from conftest import PREFRL_WITH_CTRL_C, free_port, launch_chromium, served
 
 from prefrl.data import Segments
 from prefrl.envs import make_env
+from prefrl.feedback.clips import ClipRenderer, pair_clip, render_pending, side_by_side
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
-from prefrl.loops.collect import random_segments
-from prefrl.loops.serve import take_port
-from prefrl.render.clips import ClipRenderer, pair_clip, render_pending, side_by_side
+from prefrl.finetuning.rating_runs import random_segments
 from prefrl.rundir.workers import read_status
 from prefrl.web.app import create_app
+from prefrl.web.serve import take_port
 
 ENV = "toy:point-reach"
 
@@ -173,7 +173,7 @@ def test_a_closed_page_gives_its_pairs_back_and_an_empty_queue_says_why(run):
 def test_rating_page_says_when_segments_have_no_clip(tmp_path):
     from fastapi.testclient import TestClient
 
-    from prefrl.loops.collect import make_rating_run
+    from prefrl.finetuning.rating_runs import make_rating_run
 
     segs = random_segments(ENV, count=3, length=10)[:3]
     run = run_info(make_rating_run(tmp_path / "bare", ENV, segs, [{}] * 3, None))  # no clips
@@ -259,7 +259,7 @@ def test_ctrl_c_and_q_stop_the_terminal_labeller_and_server_without_a_traceback(
 
 def test_terminal_rater(tmp_path):
     from prefrl.feedback.terminal import rate_in_terminal
-    from prefrl.loops.collect import make_rating_run
+    from prefrl.finetuning.rating_runs import make_rating_run
 
     segs = random_segments(ENV, count=4, length=10)[:4]
     infos = [{"family": 0}] * 2 + [{}] * 2
@@ -315,7 +315,7 @@ def test_rating_page_shows_siblings_as_a_family_in_chromium(tmp_path):
     from fastapi.testclient import TestClient
     from playwright.sync_api import sync_playwright
 
-    from prefrl.loops.collect import make_rating_run
+    from prefrl.finetuning.rating_runs import make_rating_run
 
     segs = random_segments(ENV, count=5, length=10)[:5]
     infos = [{"family": 0}] * 3 + [{"family": 1}] * 2
@@ -523,8 +523,10 @@ def test_a_finished_or_stopped_run_with_open_pairs_says_so_above_them(run):
 
     _rendered(run)
     (run.run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")  # finished
-    finished = (f"The run has finished (1,000 steps): labels given now are trained on when it is "
-                f"trained further: `prefrl train --resume {run.run_dir} --steps 2000`.")
+    finished = (
+        f"The run has finished (1,000 steps): labels given now are trained on when it is "
+        f"trained further: `prefrl train --resume {run.run_dir} --steps 2000`."
+    )
     with TestClient(create_app(run)) as client:
         got = client.get("/api/next?n=1").json()
         assert len(got["queries"]) == 1 and got["notice"] == finished

@@ -11,14 +11,14 @@ from pathlib import Path
 from prefrl.agents import SACConfig
 from prefrl.agents.a2c import A2CConfig
 from prefrl.agents.iql import IQL_PRESETS
+from prefrl.demos.rfcl_config import RFCL_SAC, RFCLConfig
 from prefrl.feedback import ScheduleConfig
-from prefrl.loops.frames_prefs import FramePreferenceConfig
-from prefrl.loops.offline import OfflineConfig
-from prefrl.loops.online import OnlineConfig
-from prefrl.loops.rfcl import RFCL_SAC, RFCLConfig
-from prefrl.loops.rl import RLConfig
+from prefrl.offline.learner import OfflineConfig
+from prefrl.online.learner import OnlineConfig
+from prefrl.pixels.preferences import FramePreferenceConfig
 from prefrl.reward import RewardConfig
 from prefrl.reward.frames import FrameRewardConfig
+from prefrl.rl.config import RLConfig
 
 Config = RLConfig | OnlineConfig | OfflineConfig | RFCLConfig | FramePreferenceConfig
 

@@ -15,7 +15,7 @@ from prefrl.cli.common import print_dataset
 
 @dataclass(frozen=True)
 class DatasetCollectArgs:
-    """Make a D4RL-style dataset from a `prefrl rl` run (see prefrl.loops.datasets)."""
+    """Make a D4RL-style dataset from a `prefrl rl` run (see prefrl.offline.datasets)."""
 
     run: Annotated[Path, tyro.conf.Positional]
     """The SAC run directory (train it with --keep-checkpoints 0 for medium datasets)."""
@@ -122,7 +122,7 @@ def cmd_dataset(args: list[str]) -> int:
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl dataset {action}")
     if action == "collect":
-        from prefrl.loops.datasets import collect_dataset
+        from prefrl.offline.datasets import collect_dataset
 
         data = collect_dataset(opts.run, opts.kind, opts.steps, opts.seed, opts.medium_step)
         data.name = opts.out.name
@@ -130,7 +130,7 @@ def cmd_dataset(args: list[str]) -> int:
         print_dataset(data)
         print(f"written to {opts.out}")
     elif action == "import-d4rl":
-        from prefrl.loops.datasets import import_d4rl
+        from prefrl.offline.datasets import import_d4rl
 
         data = import_d4rl(opts.file, opts.env, opts.out, opts.ref_min_score, opts.ref_max_score)
         print_dataset(data)
@@ -148,7 +148,7 @@ def cmd_dataset(args: list[str]) -> int:
 
 
 def _queries(opts: DatasetQueriesArgs) -> None:
-    from prefrl.loops.datasets import make_queries
+    from prefrl.offline.datasets import make_queries
 
     made = make_queries(opts.dataset, opts.out, opts.num, opts.length, opts.teacher, opts.seed,
                         opts.queries, opts.label_dir, opts.from_run)  # fmt: skip

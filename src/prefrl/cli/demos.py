@@ -168,8 +168,7 @@ def cmd_demos(args: list[str]) -> int:
         print("\n".join(lines))
         return 0 if not args or args[0] in ("-h", "--help") else 2
     from prefrl.data.demos import DemoSet
-    from prefrl.loops import demo_imports as imports
-    from prefrl.loops import demos as make
+    from prefrl.demos import imports, make
 
     action, rest = args[0], args[1:]
     if action == "info":
@@ -199,7 +198,7 @@ def cmd_demos(args: list[str]) -> int:
         if action == "script":
             demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold, opts.settle)
         elif action == "plan":
-            from prefrl.loops.demo_planner import PlanConfig, plan_demos
+            from prefrl.demos.planner import PlanConfig, plan_demos
 
             config = PlanConfig(samples=opts.samples, horizon=opts.horizon)
             demos = plan_demos(

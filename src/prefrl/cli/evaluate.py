@@ -29,7 +29,7 @@ class EvalArgs:
 
 
 def cmd_eval(args: list[str]) -> int:
-    from prefrl.loops.compare import compare_policies
+    from prefrl.rl.compare import compare_policies
 
     opts = tyro.cli(EvalArgs, args=args, prog="prefrl eval")
     if len(opts.targets) == 1 and _pixel_run(opts.targets[0]):
@@ -59,7 +59,7 @@ def _pixel_run(target: Path) -> bool:
 def _view_frames(opts: EvalArgs) -> int:
     """A pixel run: one episode as a video in colour, with the learned reward drawn under it
     when the run learned one (the seed's checkpoint viewer)."""
-    from prefrl.loops.frames_viewer import view_frames_checkpoint
+    from prefrl.pixels.viewer import view_frames_checkpoint
 
     video = opts.video or opts.targets[0] / "viewer.mp4"
     seen = view_frames_checkpoint(opts.targets[0], video, opts.seed, size=opts.render_size)

@@ -44,10 +44,10 @@ def cmd_serve(args: list[str]) -> int:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    from prefrl.feedback.renderer import RendererSupervisor
     from prefrl.feedback.store import run_info, store_url
-    from prefrl.loops.renderer import RendererSupervisor
-    from prefrl.loops.serve import PortTaken, bind, follow_parent
     from prefrl.web.app import SERVE_ENV, create_app, record_address
+    from prefrl.web.serve import PortTaken, bind, follow_parent
 
     follow_parent()  # (started by a trainer: it ends with it)
     opts = tyro.cli(ServeArgs, args=args, prog="prefrl serve")
@@ -169,9 +169,9 @@ class LabelArgs:
 
 
 def cmd_label(args: list[str]) -> int:
+    from prefrl.feedback.renderer import RendererSupervisor
     from prefrl.feedback.store import FeedbackStore, run_info
     from prefrl.feedback.terminal import label_in_terminal
-    from prefrl.loops.renderer import RendererSupervisor
 
     opts = tyro.cli(LabelArgs, args=args, prog="prefrl label")
     run = run_info(opts.run_dir, opts.store)
@@ -208,7 +208,7 @@ class LabelsArgs:
 
 
 def cmd_labels(args: list[str]) -> int:
-    from prefrl.loops.labels import export_run_labels, import_run_labels
+    from prefrl.feedback.run_labels import export_run_labels, import_run_labels
 
     opts = tyro.cli(LabelsArgs, args=args, prog="prefrl labels")
     wanted = {"export": 1, "import": 2}

@@ -33,7 +33,7 @@ class CollectArgs:
 
 
 def cmd_collect(args: list[str]) -> int:
-    from prefrl.loops.collect import collect_rating_run
+    from prefrl.finetuning.rating_runs import collect_rating_run
 
     opts = tyro.cli(CollectArgs, args=args, prog="prefrl collect")
     out, segments = collect_rating_run(

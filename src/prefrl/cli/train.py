@@ -14,8 +14,9 @@ from prefrl.cli.common import (
 
 
 def cmd_rl(args: list[str]) -> int:
-    from prefrl.loops.rl import RLConfig, train_rl
     from prefrl.presets import RL_PRESETS
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
 
     config = parse_config(
         RLConfig,
@@ -41,7 +42,7 @@ def _report_rl(result, steps: int, prog: str, title: str) -> int:
 
 
 def cmd_train(args: list[str]) -> int:
-    from prefrl.loops.online import OnlineConfig, train_online
+    from prefrl.online.learner import OnlineConfig, train_online
     from prefrl.presets import ONLINE_PRESETS
 
     # `--teacher web` is short for `--teacher.preset web`.
@@ -81,7 +82,7 @@ def cmd_train(args: list[str]) -> int:
 
 
 def cmd_offline(args: list[str]) -> int:
-    from prefrl.loops.offline import OfflineConfig, train_offline
+    from prefrl.offline.learner import OfflineConfig, train_offline
     from prefrl.presets import OFFLINE_PRESETS
 
     given = [a.split("=")[0] for a in args]
@@ -123,7 +124,7 @@ def cmd_offline(args: list[str]) -> int:
 def cmd_offline_cpl(args: list[str]) -> int:
     import tyro
 
-    from prefrl.loops.offline_cpl import OfflineCPLConfig, train_offline_cpl
+    from prefrl.offline.cpl import OfflineCPLConfig, train_offline_cpl
 
     config = tyro.cli(
         OfflineCPLConfig,
@@ -153,7 +154,7 @@ def cmd_finetune(args: list[str]) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from prefrl.loops.finetune import FinetuneConfig, finetune
+    from prefrl.finetuning.learner import FinetuneConfig, finetune
 
     config = tyro.cli(
         FinetuneConfig,
@@ -180,7 +181,7 @@ def cmd_finetune(args: list[str]) -> int:
 
 
 def cmd_frames(args: list[str]) -> int:
-    from prefrl.loops.frames_prefs import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.presets import FRAME_PRESETS
 
     config = parse_config(
@@ -203,7 +204,7 @@ def cmd_frames(args: list[str]) -> int:
 
 
 def cmd_rfcl(args: list[str]) -> int:
-    from prefrl.loops.rfcl import RFCLConfig, train_rfcl
+    from prefrl.demos.rfcl import RFCLConfig, train_rfcl
     from prefrl.presets import RFCL_PRESETS
 
     config = parse_config(

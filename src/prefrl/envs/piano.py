@@ -16,9 +16,12 @@ from prefrl.envs.backends import (
     set_mujoco_state,
 )
 from prefrl.envs.piano_task import (
+    JUDGES,
     PianoTask,
     key_press_metrics,
+    key_press_steps,
     load_midi,
+    parse_piano_id,
     quiet_import,
 )
 
@@ -246,3 +249,25 @@ class PianoBackend(NativeBackend):
 
     def max_episode_steps(self) -> int:
         return self.base.max_episode_steps
+
+
+def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
+    """Per-step scores of segments' stored states (N, H, state) for a piano judge:
+    `piano-f1` the key-press F1 of each step, `piano-wrong-keys` minus the keys down that the
+    song did not ask for."""
+    if judge not in JUDGES:
+        raise ValueError(f"piano judge {judge!r} is invalid: expected one of {JUDGES}")
+    if not env_id.startswith("robopianist:"):
+        raise ValueError(f"{judge!r} judges piano segments; these are of {env_id!r}")
+    env = PianoEnv(*parse_piano_id(env_id))
+    try:
+        out = np.empty(states.shape[:2])
+        for i, segment in enumerate(states):
+            pressed, target = env.keys_of_states(segment)
+            if judge == "piano-f1":
+                out[i] = key_press_steps(pressed, target)["f1"]
+            else:
+                out[i] = -(pressed & ~target).sum(1)
+    finally:
+        env.close()
+    return out

@@ -21,12 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from prefrl.render.audio import PIANO_INSTALL as INSTALL
 from prefrl.rundir.config import check_fields
-
-INSTALL = (
-    "the piano environments need the piano extra: pip install 'prefrl[piano]' (and the Debian "
-    "packages portaudio19-dev and libfluidsynth3: apt-get install portaudio19-dev libfluidsynth3)"
-)
 
 
 def quiet_import():
@@ -202,30 +198,6 @@ def key_press_steps(pressed: np.ndarray, target: np.ndarray) -> dict[str, np.nda
 def key_press_metrics(pressed: np.ndarray, target: np.ndarray) -> dict[str, float]:
     """An episode's (or clip's) precision / recall / F1: the means of the per-step figures."""
     return {k: float(v.mean()) for k, v in key_press_steps(pressed, target).items()}
-
-
-def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
-    """Per-step scores of segments' stored states (N, H, state) for a piano judge:
-    `piano-f1` the key-press F1 of each step, `piano-wrong-keys` minus the keys down that the
-    song did not ask for."""
-    if judge not in JUDGES:
-        raise ValueError(f"piano judge {judge!r} is invalid: expected one of {JUDGES}")
-    if not env_id.startswith("robopianist:"):
-        raise ValueError(f"{judge!r} judges piano segments; these are of {env_id!r}")
-    from prefrl.envs import make_env
-
-    env = make_env(env_id, seed=0)
-    try:
-        out = np.empty(states.shape[:2])
-        for i, segment in enumerate(states):
-            pressed, target = env.unwrapped.keys_of_states(segment)
-            if judge == "piano-f1":
-                out[i] = key_press_steps(pressed, target)["f1"]
-            else:
-                out[i] = -(pressed & ~target).sum(1)
-    finally:
-        env.close()
-    return out
 
 
 JUDGES = ("piano-f1", "piano-wrong-keys")

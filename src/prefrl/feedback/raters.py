@@ -104,7 +104,7 @@ def segment_scores(segments: Segments, rater: str, env_id: str | None = None) ->
 def _regret_scores(segments: Segments, run: Path, env_id: str | None) -> np.ndarray:
     """Σ_t Q(s_t, a_t) - Q(s_t, π(s_t)) under `run`'s critics (their mean) and its deterministic
     action: 0 for a segment that does what that policy would, below 0 the worse its actions."""
-    from prefrl.loops.policies import load_policy  # (the one rater that needs a trained critic)
+    from prefrl.training.policies import load_policy  # (the one rater that needs a trained critic)
 
     judge = load_policy(run)
     if env_id is not None and judge.config.env != env_id:
@@ -133,7 +133,7 @@ def _regret_scores(segments: Segments, run: Path, env_id: str | None) -> np.ndar
 
 
 def _piano_scores(segments: Segments, rater: str, env_id: str | None) -> np.ndarray:
-    from prefrl.envs.piano_task import step_scores
+    from prefrl.envs.piano import step_scores
 
     if env_id is None:
         raise ValueError(f"rater {rater!r} rates piano segments; give their env")

@@ -216,7 +216,7 @@ class ScriptedTeacher:
     def submit(self, query: Query) -> None:
         left, right = query.left, query.right
         if self.config.judge != "return":
-            from prefrl.envs.piano_task import step_scores
+            from prefrl.envs.piano import step_scores
 
             # One replay of both sides: each call makes (and compiles) a piano env.
             scores = step_scores(

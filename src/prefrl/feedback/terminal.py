@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from prefrl.feedback.clips import pair_clip
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store import FeedbackStore, LabelConflict
 from prefrl.feedback.waiting import no_pair_message, resume_notice
-from prefrl.render.clips import pair_clip
 
 KEYS = {"l": "left", "r": "right", "e": "equal", "": "skip"}
 

@@ -33,7 +33,7 @@ def load_midi_file(path: str | Path):
     try:
         import pretty_midi
     except ImportError as e:
-        from prefrl.envs.piano_task import INSTALL
+        from prefrl.render.audio import PIANO_INSTALL as INSTALL
 
         raise ImportError(INSTALL) from e
     path = Path(path)

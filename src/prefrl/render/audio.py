@@ -10,6 +10,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+PIANO_INSTALL = (
+    "the piano environments need the piano extra: pip install 'prefrl[piano]' (and the Debian "
+    "packages portaudio19-dev and libfluidsynth3: apt-get install portaudio19-dev libfluidsynth3)"
+)
+
 SAMPLE_RATE = 44_100
 KEY_TO_PITCH = 21
 """Piano key 0 (A0) is MIDI pitch 21."""
@@ -24,9 +29,7 @@ def _synth(sample_rate: int):
         import fluidsynth
         from robopianist import SF2_PATH
     except ImportError as e:
-        from prefrl.envs.piano_task import INSTALL
-
-        raise ImportError(INSTALL) from e
+        raise ImportError(PIANO_INSTALL) from e
     synth = fluidsynth.Synth(gain=GAIN, samplerate=float(sample_rate))
     font = synth.sfload(str(SF2_PATH))
     synth.program_select(0, font, 0, 0)  # channel 0, bank 0, program 0: acoustic grand piano

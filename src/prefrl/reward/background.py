@@ -19,7 +19,8 @@ import traceback
 from pathlib import Path
 
 from prefrl.data.segments import PreferenceData
-from prefrl.reward.base import RewardModel, load_reward_model
+from prefrl.reward.base import RewardModel
+from prefrl.reward.saved import load_reward_model
 
 
 def _single_threaded() -> None:

@@ -1,9 +1,8 @@
-"""The interface every prefrl reward model shares, and saving/loading models on their own."""
+"""The interface every prefrl reward model shares (`load_reward_model` is in `reward.saved`)."""
 
 from __future__ import annotations
 
 import abc
-import json
 from pathlib import Path
 
 import numpy as np
@@ -53,27 +52,6 @@ class RewardModel(abc.ABC):
     @classmethod
     @abc.abstractmethod
     def load(cls, path: str | Path) -> RewardModel: ...
-
-
-def load_reward_model(path: str | Path) -> RewardModel:
-    """Load any saved reward model (a directory written by `RewardModel.save`)."""
-    from prefrl.reward.ensemble import MLPRewardEnsemble
-    from prefrl.reward.frames import FrameRewardModel
-    from prefrl.reward.segment_models import KINDS, SegmentRewardModel
-
-    kinds: dict[str, type[RewardModel]] = {
-        MLPRewardEnsemble.kind: MLPRewardEnsemble,
-        FrameRewardModel.kind: FrameRewardModel,
-    }
-    kinds.update(dict.fromkeys(KINDS, SegmentRewardModel))
-    path = Path(path)
-    meta_path = path / "config.json"
-    if not meta_path.exists():
-        raise FileNotFoundError(f"{path} is not a saved reward model (no config.json)")
-    kind = json.loads(meta_path.read_text()).get("kind")
-    if kind not in kinds:
-        raise ValueError(f"{path}: unknown reward model kind {kind!r}; known: {sorted(kinds)}")
-    return kinds[kind].load(path)
 
 
 def pearson(x: np.ndarray, y: np.ndarray) -> float:

@@ -14,14 +14,14 @@ from typing import Any
 
 # command -> (module, config class, training function, presets in prefrl.presets or None)
 TRAINERS = {
-    "train": ("prefrl.loops.online", "OnlineConfig", "train_online", "ONLINE_PRESETS"),
-    "rl": ("prefrl.loops.rl", "RLConfig", "train_rl", "RL_PRESETS"),
-    "offline": ("prefrl.loops.offline", "OfflineConfig", "train_offline", "OFFLINE_PRESETS"),
-    "offline-cpl": ("prefrl.loops.offline_cpl", "OfflineCPLConfig", "train_offline_cpl", None),
-    "finetune": ("prefrl.loops.finetune", "FinetuneConfig", "finetune", None),
-    "frames": ("prefrl.loops.frames_prefs", "FramePreferenceConfig",
+    "train": ("prefrl.online.learner", "OnlineConfig", "train_online", "ONLINE_PRESETS"),
+    "rl": ("prefrl.rl.learner", "RLConfig", "train_rl", "RL_PRESETS"),
+    "offline": ("prefrl.offline.learner", "OfflineConfig", "train_offline", "OFFLINE_PRESETS"),
+    "offline-cpl": ("prefrl.offline.cpl", "OfflineCPLConfig", "train_offline_cpl", None),
+    "finetune": ("prefrl.finetuning.learner", "FinetuneConfig", "finetune", None),
+    "frames": ("prefrl.pixels.preferences", "FramePreferenceConfig",
                "train_frames_from_preferences", "FRAME_PRESETS"),
-    "rfcl": ("prefrl.loops.rfcl", "RFCLConfig", "train_rfcl", "RFCL_PRESETS"),
+    "rfcl": ("prefrl.demos.rfcl", "RFCLConfig", "train_rfcl", "RFCL_PRESETS"),
 }  # fmt: skip
 """The training commands a sweep can run. Those with a `resume` field resume from their run
 directory; the CPL ones (minutes long, no checkpoint until their end) start again when stopped."""

@@ -15,10 +15,8 @@ from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store.annotators import LEASE_SECONDS, AnnotatorSide, wants_second_label
 from prefrl.feedback.store.clips import ClipsAndRatings
 from prefrl.feedback.store.location import (
-    RUN_FILE,
     STORE_FILE,
     RunInfo,
-    claim_run_uid,
     redacted,
     run_info,
     run_uid,
@@ -43,6 +41,8 @@ class FeedbackStore(TrainerSide, AnnotatorSide, ClipsAndRatings):
     (annotators, leases, labels given, agreement) and `ClipsAndRatings` over one database
     (`StoreBase`)."""
 
+
+from prefrl.rundir.uid import RUN_FILE, claim_run_uid
 
 __all__ = [
     "LEASE_SECONDS",
