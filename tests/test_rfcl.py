@@ -294,7 +294,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     back (`sac+demos` runs in a directory named `sac-demos`) into the results file. Its finished
     runs are kept: with the run directories gone (a new machine), it restores them, trains
     nothing and writes the same rows; it refuses to mix demos made with another --settle.
-    benchmarks/rfcl_holding.py plays the runs' policies."""
+    tools/rfcl_holding.py plays the runs' policies."""
     import shutil
     import subprocess
     import sys
@@ -320,7 +320,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     kept = sorted(p.name for p in (tmp_path / "kept/bench").iterdir())
     assert kept == [f"toy-maze-open_{m}_d1_s0" for m in ("rfcl", "sac-demos", "sac")]
     holding = subprocess.run(
-        [sys.executable, "benchmarks/rfcl_holding.py", "--episodes", "2",
+        [sys.executable, "tools/rfcl_holding.py", "--episodes", "2",
          *(str(tmp_path / "bench/runs" / name) for name in kept)],
         cwd=root, check=True, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -342,7 +342,7 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     so, and a planned-demo row of the same env stays; with --demo-action-scale, the row and the
     names say the bound; --methods rfcl replaces the rfcl row and leaves the other methods'.
     More demos than replay is refused, and a bound under 1 before any demos are made.
-    benchmarks/rfcl_holding.py measures how fast the demos swing the door."""
+    tools/rfcl_holding.py measures how fast the demos swing the door."""
     import pickle
     import subprocess
     import sys
@@ -379,7 +379,7 @@ def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path)
     assert (tmp_path / "bench/runs/adroit-door_rfcl_d1-dapg-as1.25_s0").is_dir()
     assert (tmp_path / "rfcl_adroit-door-dapg-as1.25.png").read_bytes()[:4] == b"\x89PNG"
     swings = subprocess.run(
-        [sys.executable, "benchmarks/rfcl_holding.py", "--door-demos",
+        [sys.executable, "tools/rfcl_holding.py", "--door-demos",
          str(tmp_path / "bench/demos-adroit-door-1-dapg")],
         cwd=root, check=True, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -5,7 +5,7 @@ Autodiff writes a layer's kernel gradient as x^T @ g, an (in, out) product that 
 batch axis of both operands. With a narrow output (out = 6 for HalfCheetah's actions) XLA:CPU
 runs that as a slow library call: about 50 µs for a 256x256 by 256x6 product on the project's
 CPU, where the same FLOPs as g^T @ x, an (out, in) product, take about 12 µs
-(benchmarks/kernel_grad_forms.py). This VJP computes the gradient in that wide form and
+(benchmarks/kernel_grad_forms.py at 3d73e48). This VJP computes the gradient in that wide form and
 transposes the small result, whenever the layer has fewer outputs than inputs (otherwise the two
 forms cost the same, or the wide one loses). The optimisation barrier keeps XLA from folding the
 transpose back into the product. The values are the same up to float rounding (bit for bit on

@@ -3,8 +3,8 @@ start frontier, with the stage-1 time limit of the run and with longer ones, and
 task is first solved and whether it is still solved at the episode's last step (what moves the
 frontier).
 
-    python benchmarks/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --demos 4 1
-    python benchmarks/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --start-at 0
+    python tools/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --demos 4 1
+    python tools/rfcl_frontier.py logs/rfcl-bench/runs/adroit-door_rfcl_d5_s0 --start-at 0
 
 With `--checkpoint` a checkpoint other than the run's latest; the frontier is the checkpoint's.
 With `--start-at N` every demo's state N instead of its frontier (0: the demo's own first

@@ -5,7 +5,7 @@ those dropped the pen (its height under 0.075, gymnasium-robotics' own test); on
 how fast the door swung (the hinge's peak speed) in the episodes that kept it open and in those
 whose door swung back under 1.35 rad, and with `--door-demos DIR`, in each demo of DIR.
 
-    python benchmarks/rfcl_holding.py logs/rfcl-bench/runs/adroit-pen_{rfcl,sac-demos,sac}_d5_s1
+    python tools/rfcl_holding.py logs/rfcl-bench/runs/adroit-pen_{rfcl,sac-demos,sac}_d5_s1
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ the maze, A2C and frame preferences on MovingDot) and
 records a SHA-256 of every checkpoint file and of the metrics with wall-clock entries removed.
 Two fingerprints taken on one machine compare equal when behaviour is unchanged:
 
-    python benchmarks/behaviour_fingerprint.py --out logs/before.json      # on the old commit
-    python benchmarks/behaviour_fingerprint.py --out logs/after.json --compare logs/before.json
+    python tools/behaviour_fingerprint.py --out logs/before.json      # on the old commit
+    python tools/behaviour_fingerprint.py --out logs/after.json --compare logs/before.json
 
 (Across machines floats may differ in the last bits: compare on one machine.)
 """
