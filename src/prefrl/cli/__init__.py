@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     if command not in COMMANDS:
         print(f"prefrl: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
+    from prefrl.rundir.config import from_config
+
     try:
-        return handler(command)(args)
+        with from_config():  # (errors name settings as the flags they were given as)
+            return handler(command)(args)
     except ERRORS as e:
         print(f"prefrl {command}: error: {e}", file=sys.stderr)
         return 2

@@ -1,9 +1,15 @@
-"""Frozen config dataclasses <-> JSON-able dicts (the run's resolved config.json)."""
+"""Frozen config dataclasses <-> JSON-able dicts (the run's resolved config.json), and the
+names settings are given as: command-line flags or Python arguments."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+import functools
+import inspect
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -153,3 +159,55 @@ def check_own_types(config) -> None:
     `__post_init__`), naming them as arguments of its class; paths are left as given."""
     values = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     check_types(type(config), values, type(config).__name__)
+
+
+_FROM_CONFIG = contextvars.ContextVar("from_config", default=False)
+
+
+@contextlib.contextmanager
+def from_config():
+    """Errors raised inside name settings as flags: the `prefrl` command, and a learner built
+    from a config (as `prefrl train` does)."""
+    token = _FROM_CONFIG.set(True)
+    try:
+        yield
+    finally:
+        _FROM_CONFIG.reset(token)
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9-]*)((?:\.[a-z][a-z0-9-]*)*)")
+
+
+def python_arguments(names=None):
+    """Decorates a function or method: the errors it raises name settings as the Python
+    arguments they are (`steps=-5`), not as the command line's flags (`--steps=-5`) in which
+    the checks, serving both, name them (flags stay within `from_config`). `names`: the
+    arguments, as a dataclass (its fields: a learner's config) or names; None: the decorated
+    function's own parameters. Flags that are none of them stay."""
+
+    def decorate(function):
+        if names is None:
+            known = set(inspect.signature(function).parameters)
+        elif dataclasses.is_dataclass(names):
+            known = {f.name for f in dataclasses.fields(names)}
+        else:
+            known = set(names)
+
+        def python_name(flag: re.Match) -> str:
+            name = flag.group(1).replace("-", "_")
+            return name + flag.group(2).replace("-", "_") if name in known else flag.group(0)
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except (ValueError, TypeError, LookupError, OSError) as e:
+                if _FROM_CONFIG.get():
+                    raise
+                e.args = tuple(_FLAG.sub(python_name, a) if isinstance(a, str) else a
+                               for a in e.args)  # fmt: skip
+                raise
+
+        return checked
+
+    return decorate

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import datetime as dt
-import functools
 import json
-import re
 import time
 from pathlib import Path
 
@@ -24,7 +21,14 @@ from prefrl.rundir.checkpoints import (
     usable_checkpoints,
     write_json,
 )
-from prefrl.rundir.config import IDENTITY, check_same_identity, check_types, config_to_dict
+from prefrl.rundir.config import (  # (from_config, python_arguments: the learners take them here)
+    IDENTITY,
+    check_same_identity,
+    check_types,
+    config_to_dict,
+    from_config,  # noqa: F401
+    python_arguments,  # noqa: F401
+)
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import Curve, plot_learning_curve
 from prefrl.rundir.provenance import record_session
@@ -120,50 +124,6 @@ def config_with(cls, who: str, config, settings: dict, given: dict):
         if isinstance(fields[name], Path) and not fields[name].exists():
             raise FileNotFoundError(f"{who}: {name}={str(fields[name])!r} does not exist")
     return dataclasses.replace(config, **fields) if config else cls(**fields)
-
-
-_FROM_CONFIG = contextvars.ContextVar("from_config", default=False)
-
-
-@contextlib.contextmanager
-def from_config():
-    """A learner built from a config (as `prefrl train` does) names settings as flags."""
-    token = _FROM_CONFIG.set(True)
-    try:
-        yield
-    finally:
-        _FROM_CONFIG.reset(token)
-
-
-_FLAG = re.compile(r"--([a-z][a-z0-9-]*)((?:\.[a-z][a-z0-9-]*)*)")
-
-
-def python_arguments(cls):
-    """Decorates a learner's methods: the errors they raise name settings as the Python
-    arguments they are (`steps=-5`), not as the command line's flags (`--steps=-5`) in which
-    the configs' checks, serving both, name them (flags stay within `from_config`). Flags that
-    are no field of `cls` stay too."""
-    fields = {f.name for f in dataclasses.fields(cls)}
-
-    def python_name(flag: re.Match) -> str:
-        name = flag.group(1).replace("-", "_")
-        return name + flag.group(2).replace("-", "_") if name in fields else flag.group(0)
-
-    def decorate(method):
-        @functools.wraps(method)
-        def checked(*args, **kwargs):
-            try:
-                return method(*args, **kwargs)
-            except (ValueError, TypeError, LookupError, OSError) as e:
-                if _FROM_CONFIG.get():
-                    raise
-                e.args = tuple(_FLAG.sub(python_name, a) if isinstance(a, str) else a
-                               for a in e.args)  # fmt: skip
-                raise
-
-        return checked
-
-    return decorate
 
 
 def env_argument(env) -> tuple[PrefrlEnv | None, str | None]:
