@@ -33,6 +33,7 @@ on, no flip landed.)"""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
 ENV_ID = "backflip:HopperBackflip-v0"
+SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
 
 
 def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray) -> np.ndarray:
@@ -78,28 +79,32 @@ class HopperBackflip(HopperEnv):
     """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
     step, so that the sum of its rewards over any stretch is that stretch's rule score. It
     counts the backflips it lands (a whole backward turn between two times its foot stands on
-    the floor with the torso upright) in `info["episode_metrics"]`, which evaluations log as
-    `eval/landed_flips_mean`."""
+    the floor with the torso upright) and the rule's score so far in `info["episode_metrics"]`,
+    which evaluations log as `eval/landed_flips_mean` and `eval/rule_score_mean`.
+    `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
+    during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
 
-    def __init__(self, **kwargs):
+    def __init__(self, reward_scale: float = 1.0, **kwargs):
         super().__init__(terminate_when_unhealthy=False, **kwargs)
+        self.reward_scale = reward_scale
 
     def reset_model(self):
         obs = super().reset_model()
-        self._last_on_feet, self._landed = float(self.data.qpos[2]), 0
+        self._last_on_feet, self._landed, self._score = float(self.data.qpos[2]), 0, 0.0
         return obs
 
     def step(self, action):
         before = self._get_obs()
         obs, _, terminated, truncated, info = super().step(action)
-        reward = float(rule_score(np.stack([before, obs])))
+        score = float(rule_score(np.stack([before, obs])))
+        self._score += score
         angle = float(self.data.qpos[2])
         if self._standing() and np.cos(angle) > 0.8:
             # On its feet again: every whole backward turn since it last was is a landed flip.
             self._landed += max(0, round((self._last_on_feet - angle) / TURN))
             self._last_on_feet = float(angle)
-        info["episode_metrics"] = {"landed_flips": self._landed}
-        return obs, reward, terminated, truncated, info
+        info["episode_metrics"] = {"landed_flips": self._landed, "rule_score": self._score}
+        return obs, self.reward_scale * score, terminated, truncated, info
 
     def _standing(self) -> bool:
         """The foot touches the floor."""
@@ -110,6 +115,10 @@ class HopperBackflip(HopperEnv):
 
 if "HopperBackflip-v0" not in gym.registry:
     gym.register("HopperBackflip-v0", entry_point=HopperBackflip, max_episode_steps=1000)
+    # The rule x100 as a hand-written reward for SAC: at x1 SAC on it learned nothing in 100k
+    # steps (the rule's score of its evaluations stayed within 0.6 turns of 0, no flip landed).
+    gym.register("HopperBackflipScaled-v0", entry_point=HopperBackflip, max_episode_steps=1000,
+                 kwargs={"reward_scale": 100.0})  # fmt: skip
 
 
 def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, **settings):
