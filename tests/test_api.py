@@ -150,6 +150,45 @@ def test_a_teacher_that_never_answers_ends_the_run_saying_so(tmp_path, capsys):
     assert "No first labels after 0.2 s (first_labels_timeout)" in capsys.readouterr().out
 
 
+class NearerTheGoal(prefrl.Teacher):
+    """A teacher subclass with a rule of its own: the segment that ends nearer the goal (equal
+    within a centimetre), its answers each given two polls late."""
+
+    def answer(self, left, right):
+        gap = lambda s: np.linalg.norm(s.obs[:, -1, :2] - s.obs[:, -1, 4:6], axis=-1)
+        diff = gap(left) - gap(right)
+        return np.select([diff > 0.01, diff < -0.01], [Label.RIGHT, Label.LEFT], Label.EQUAL)
+
+    def poll(self):
+        self.held = [*getattr(self, "held", []), super().poll()]
+        return self.held.pop(0) if len(self.held) > 2 else []
+
+
+def test_a_teacher_subclass_with_a_rule_of_its_own_trains(tmp_path):
+    result = PreferenceLearner("toy:point-reach", NearerTheGoal(), runs_dir=tmp_path,
+                               poll_seconds=0.01, **SMALL).train()  # fmt: skip
+    assert result.labels == 40 and result.unanswered == 0 and not result.notes
+    assert result.reward_metrics["reward/val_accuracy"] > 0.5
+    # It judges what it sees, so an env without a true reward is no obstacle (a scripted one's is).
+    small = {k: v for k, v in SMALL.items() if k not in ("sac", "reward")}
+    PreferenceLearner("toy:point-free", NearerTheGoal(), runs_dir=tmp_path, **small)
+    with pytest.raises(ValueError, match="point-free has no true reward, so teacher=.*Scripted"):
+        PreferenceLearner("toy:point-free", ScriptedTeacher(TeacherConfig(), 0, 50), **small)
+
+
+def test_help_on_teacher_states_the_contract():
+    import pydoc
+
+    text = pydoc.render_doc(prefrl.Teacher, renderer=pydoc.plaintext)
+    assert "Protocol" not in text
+    for part in ["answer(left, right)", "submit(query)", "`Query` of `ids`", "`obs` (N, H",
+                 "`state` (N, H", "poll()", "never block", "Late answers", "first_labels_timeout",
+                 "never asked, or already answered, is refused", "Label.EQUAL", "Label.SKIP",
+                 "can't tell", "needs_true_reward` (default False)",
+                 "observe_episode(episode_return, length)", "state_dict()"]:  # fmt: skip
+        assert part in text, part
+
+
 def test_bad_parts_are_named_with_what_is_accepted(tmp_path):
     small = {
         "runs_dir": tmp_path,

@@ -8,9 +8,11 @@ import pytest
 from prefrl.data import Label, PreferenceData, SegmentPool, SegmentRecorder, Segments
 from prefrl.feedback import (
     TEACHER_PRESETS,
+    Answer,
     Query,
     ScheduleConfig,
     ScriptedTeacher,
+    Teacher,
     TeacherConfig,
     TeacherParams,
     scripted_labels,
@@ -242,3 +244,98 @@ def test_budget_smaller_than_initial_share_is_an_error():
         ScheduleConfig(budget=100, initial=200)
     with pytest.raises(ValueError, match="'linear' is unknown"):
         ScheduleConfig(kind="linear")
+
+
+class Nearer(Teacher):
+    """A rule of its own: prefers the segment whose first observation is the larger (equal
+    when the same), answering each batch `late` polls after the poll that took it."""
+
+    def __init__(self, late: int = 0):
+        self.late, self.held = late, []
+
+    def answer(self, left, right):
+        diff = right.obs[:, 0, 0] - left.obs[:, 0, 0]
+        return np.select([diff > 0, diff < 0], [Label.RIGHT, Label.LEFT], Label.EQUAL)
+
+    def poll(self):
+        self.held.append(super().poll())
+        return self.held.pop(0) if len(self.held) > self.late else []
+
+
+def _query(ids, left_obs, right_obs) -> Query:
+    left, right = _segments(np.zeros(len(ids))), _segments(np.zeros(len(ids)))
+    left.obs[:, 0, 0], right.obs[:, 0, 0] = left_obs, right_obs
+    return Query(np.asarray(ids, np.int64), left, right)
+
+
+@pytest.fixture(params=["memory", "store"])
+def channel_for(request, tmp_path):
+    """A feedback channel (in memory, or the store's as the CLI's) that asks `teacher`."""
+    from prefrl.feedback.channel import InMemoryChannel, StoreChannel
+    from prefrl.feedback.store import FeedbackStore
+
+    stores = []
+
+    def make(teacher):
+        if request.param == "memory":
+            return InMemoryChannel(teacher)
+        stores.append(FeedbackStore(tmp_path))
+        return StoreChannel(stores[-1], "run", tmp_path, "toy:point-reach", teacher)
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def test_a_teacher_subclass_answers_by_its_rule_and_late_answers_are_taken(channel_for):
+    channel = channel_for(Nearer(late=4))
+    channel.submit(_query([0, 1, 2], [1.0, 2.0, 3.0], [2.0, 1.0, 3.0]))
+    assert channel.poll() is None and channel.unanswered() == 3  # (each polls the teacher)
+    got = next(got for _ in range(5) if (got := channel.poll()) is not None)
+    assert got.labels == [Label.RIGHT, Label.LEFT, Label.EQUAL]
+    np.testing.assert_array_equal(got.left.obs[:, 0, 0], [1.0, 2.0, 3.0])
+    assert channel.unanswered() == 0 and channel.poll() is None
+
+
+@pytest.mark.parametrize("answers", [[Answer(7, Label.LEFT)], [Answer(0, Label.LEFT)] * 2])
+def test_an_answer_to_an_id_never_asked_or_answered_already_is_refused(channel_for, answers):
+    class Wrong(Teacher):
+        def submit(self, query):
+            pass
+
+        def poll(self):
+            return answers
+
+    channel = channel_for(Wrong())
+    with pytest.raises(ValueError, match=f"answered query {answers[-1].query_id}, which is not"):
+        channel.submit(_query([0], [1.0], [2.0]))  # (the store's channel polls at once)
+        channel.poll()
+
+
+def test_the_teacher_base_class_checks_what_answer_gives():
+    from prefrl.feedback.teachers import check_teacher
+
+    class Bad(Teacher):
+        def __init__(self, labels):
+            self.labels = labels
+
+        def answer(self, left, right):
+            return self.labels
+
+    query = _query([0, 1], [1.0, 2.0], [2.0, 1.0])
+    for labels, message in [([Label.LEFT], "Bad.answer gave 1 labels for 2 pairs"),
+                            (Label.LEFT, "Bad.answer gave 1 labels for 2 pairs"),
+                            ([0, 7], "Bad.answer: label 7 is invalid: expected one of left")]:  # fmt: skip
+        teacher = Bad(labels)
+        teacher.submit(query)
+        with pytest.raises(ValueError, match=message):
+            teacher.poll()
+    good = Bad(["left", 1])
+    good.submit(query)
+    assert good.poll() == [Answer(0, Label.LEFT), Answer(1, Label.RIGHT)]
+    assert good.poll() == []  # (each batch answered once)
+    with pytest.raises(TypeError, match="Teacher defines neither answer\\(left, right\\)"):
+        check_teacher(Teacher())
+    check_teacher(Bad([]))
+    assert issubclass(ScriptedTeacher, Teacher) and not Teacher.needs_true_reward
+    assert Teacher().observe_episode(1.0, 10) is None

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
@@ -34,33 +35,88 @@ class Answer(NamedTuple):
     label: Label
 
 
-class Teacher(Protocol):
-    """What answers queries, scripted or a class of yours (its methods are all it needs).
+class Teacher:
+    """Answers queries. Subclass it with a rule of your own, or give the learner any object with
+    `submit` and `poll`; a scripted preset (`"oracle"`, ...) or a person needs neither.
 
-    - `submit(query)` hands over a batch of pairs: a `Query` of ids and two `Segments` (each
-      segment's observations, actions, true rewards and simulator states);
-    - `poll()` is called by the loop at every feedback step and must not block: it returns the
-      `Answer`s that arrived since the last call. An answer may come any number of polls late;
-      an id answered twice, or never asked, is refused (`ValueError`); a query never answered
-      is simply never trained on.
-    - Labels: `Label.LEFT`, `Label.RIGHT`, `Label.EQUAL` (trained on as half a preference
-      each way) and `Label.SKIP` ("can't tell": kept, never trained on).
-    - `observe_episode(episode_return, length)`, optional: the loop reports every finished
-      training episode (B-Pref's skip and equal thresholds use the recent returns).
-    - `needs_true_reward`: True where the answers come from the segments' true rewards (the
-      scripted teachers).
+    The short way: define `answer(left, right)`, which gets the `Segments` of a batch of pairs
+    (pair i is `left[i]` against `right[i]`) and returns one `Label` per pair; each batch is
+    answered when the run next polls:
+
+        class Upright(Teacher):
+            def answer(self, left, right):  # Pendulum's observation: cos θ, sin θ, θ'
+                height = lambda s: s.obs[..., 0].mean(-1)
+                return np.where(height(right) > height(left), Label.RIGHT, Label.LEFT)
+
+    The contract, for a teacher that overrides `submit` and `poll` (one that answers in its
+    own time: a person elsewhere, a service):
+
+    - `submit(query)`: the run hands over a batch of pairs whenever its schedule asks for
+      labels: a `Query` of `ids` (int64, unique within the run) and two `Segments` of N
+      segments of H steps, `left` and `right`: `obs` (N, H, obs_dim), `action` (N, H,
+      action_dim), `reward` (N, H: the env's own reward), `state` (N, H, state_dim: the
+      simulator state before each step, enough to replay or render it), and `id`, `step`,
+      `episode` and `start` (where it was cut from).
+    - `poll()`: called at least every 100 env steps once queries begin, whenever the run counts
+      what is unanswered, and every `poll_seconds` while it waits; it must return at once
+      (never block), with the `Answer(query_id, label)`s ready since the last call (or []).
+    - Late answers are fine: an answer may come any number of polls later and is trained on
+      from the next fit. Before its first fit the run waits for the first answers
+      (`first_labels_timeout`: seconds until it goes on without them); pairs still unanswered
+      at the last step are never trained on, and the result says so (`unanswered`, `notes`).
+    - An answer to an id never asked, or already answered, is refused: a `ValueError` that
+      stops the run, naming the id.
+    - Labels: `Label.LEFT` or `Label.RIGHT`; `Label.EQUAL` (both as good) is trained on as half
+      a preference each way; `Label.SKIP` ("can't tell": incomparable, or no answer to give)
+      is kept and counted but never trained on.
+    - `needs_true_reward` (default False): True when the answers read the segments' `reward`
+      (the scripted teachers): the run then refuses an env without a true reward (such as
+      `toy:point-free`, whose reward is always 0) instead of having them judge zeros.
+    - `observe_episode(episode_return, length)`: the run reports every finished training
+      episode (its true return and length); it does nothing unless overridden. The scripted
+      teachers scale their skip and equal thresholds by the recent returns.
+    - Optional `state_dict()` and `load_state_dict(state)`: a JSON-able state saved with each
+      checkpoint and handed back when the run resumes (the scripted teachers' random numbers).
+
+    With `in_memory=False` the queries and answers also go into the run's feedback store, each
+    answer as it comes. (The frames workflow takes a scripted preset or a person only.)
     """
 
-    needs_true_reward: bool
+    needs_true_reward: bool = False
+    """True when the answers read the segments' true `reward`: an env without one is refused."""
+
+    def answer(self, left: Segments, right: Segments) -> Sequence[Label] | np.ndarray:
+        """One label per pair of a batch (pair i: `left[i]` against `right[i]`); `Label`s, or
+        their numbers or names. Define it, or override `submit` and `poll` instead."""
+        raise NotImplementedError(
+            f"{type(self).__name__} defines neither answer(left, right) nor poll()"
+        )
 
     def submit(self, query: Query) -> None:
-        """Hand queries over; answers come back through `poll`, possibly much later."""
+        """Hand queries over; answers come back through `poll`, possibly much later. (Here:
+        kept for `poll` to answer with `answer`.)"""
+        self.__dict__.setdefault("_asked", []).append(query)
 
     def poll(self) -> list[Answer]:
-        """Answers that arrived since the last call (never blocks)."""
+        """Answers that arrived since the last call (never blocks). (Here: `answer` gives the
+        labels of every batch submitted since the last call.)"""
+        asked, self._asked = self.__dict__.get("_asked", []), []
+        answers = []
+        for query in asked:
+            labels = self.answer(query.left, query.right)
+            labels = [labels] if np.ndim(labels) == 0 else list(labels)
+            if len(labels) != len(query.ids):
+                raise ValueError(f"{type(self).__name__}.answer gave {len(labels)} labels for "
+                                 f"{len(query.ids)} pairs: give one per pair")  # fmt: skip
+            for query_id, label in zip(query.ids, labels, strict=True):
+                try:
+                    answers.append(Answer(int(query_id), Label.parse(label)))
+                except ValueError as e:
+                    raise ValueError(f"{type(self).__name__}.answer: {e}") from None
+        return answers
 
     def observe_episode(self, episode_return: float, length: int) -> None:
-        """The loop reports each finished training episode (scripted thresholds use them)."""
+        """The run reports each finished training episode; nothing happens unless overridden."""
 
 
 def check_teacher(teacher: object) -> None:
@@ -71,6 +127,10 @@ def check_teacher(teacher: object) -> None:
                 f"teacher={teacher!r} has no {method}() method: give a preset name, a "
                 "TeacherConfig, or an object with submit(Query) and poll() -> [Answer]"
             )
+    kind = type(teacher)
+    if isinstance(teacher, Teacher) and kind.answer is Teacher.answer and kind.poll is Teacher.poll:
+        raise TypeError(f"teacher={teacher!r}: {kind.__name__} defines neither "
+                        "answer(left, right) -> labels nor submit(query) and poll()")  # fmt: skip
 
 
 @document_fields
@@ -186,7 +246,7 @@ def scripted_labels(
     return labels
 
 
-class ScriptedTeacher:
+class ScriptedTeacher(Teacher):
     """Answers every query at once from the segments' true rewards (or, with a piano judge, from
     per-step scores of their replayed states; ε thresholds then use the pair's own mean)."""
 

@@ -91,8 +91,8 @@ def make_training_env(config: OnlineConfig, seed: int | None) -> PrefrlEnv:
     return make_env(config.env, seed=seed, early_termination=config.termination != "continue")
 
 
-def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool) -> None:
-    """Errors that must stop a run before any training."""
+def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool, teacher=None) -> None:
+    """Errors that must stop a run before any training (`teacher`: a teacher object given)."""
     limit = env.max_episode_steps
     if limit is not None and config.segment_length > limit:
         raise ValueError(
@@ -104,11 +104,12 @@ def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool) -> None:
             f"{config.env} cannot restore a saved state, so the clips a person labels cannot be "
             "rendered from its segments; use a scripted teacher or your own teacher object"
         )
-    if not env.has_true_reward and not human:
-        raise ValueError(
-            f"{config.env} has no true reward, so the scripted teacher "
-            f"{config.teacher.preset!r} cannot label it; label it yourself (human teacher)"
-        )
+    needs = not human if teacher is None else getattr(teacher, "needs_true_reward", False)
+    if not env.has_true_reward and needs:
+        who = (f"the scripted teacher {config.teacher.preset!r}" if teacher is None
+               else f"teacher={teacher!r} (needs_true_reward)")  # fmt: skip
+        raise ValueError(f"{config.env} has no true reward, so {who} cannot label it; label it "
+                         "yourself (human teacher) or give a teacher of your own")  # fmt: skip
 
 
 class PreferenceLearner:
@@ -181,7 +182,7 @@ class PreferenceLearner:
             raise ValueError("load_labels imports into the feedback store: use in_memory=False")
         env = self.env or make_training_env(self.config, seed=None)
         try:
-            check_env(self.config, env, human)  # before anything is written
+            check_env(self.config, env, human, self.teacher)  # before anything is written
             check_sizes({"agent": self.agent, "reward_model": self.reward_model}, env)
         finally:
             if self.env is None:
