@@ -15,7 +15,6 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import flax.serialization
@@ -25,84 +24,12 @@ import numpy as np
 import optax
 
 from prefrl.data.segments import LABEL_TARGET, Label, PreferenceData
-from prefrl.fielddocs import document_fields
 from prefrl.nn import RewardNetEnsemble
+from prefrl.reward.augment import crop_masks, cropped_logits, pseudo_labels
 from prefrl.reward.base import RewardModel
+from prefrl.reward.config import RewardConfig
 from prefrl.rundir.atomic import atomic_write
-from prefrl.rundir.config import check_fields, check_own_types
 from prefrl.xla import jit_step
-
-
-@document_fields
-@dataclass(frozen=True)
-class RewardConfig:
-    """The reward model: an ensemble of MLPs (defaults: PEBBLE's 3 x (3x256), tanh output)."""
-
-    members: int = 3
-    """Reward networks in the ensemble; query selection by disagreement uses their spread."""
-    hidden_dims: tuple[int, ...] = (256, 256, 256)
-    """Hidden layer widths of each member's MLP (Christiano: 64, 64)."""
-    output: str = "tanh"
-    """"tanh" (PEBBLE; suits bounded rewards) or "linear" (Christiano; for rewards that grow
-    without bound, e.g. with speed, where tanh saturates once the agent is fast)."""
-    lr: float = 3e-4
-    """AdamW learning rate."""
-    weight_decay: float = 0.0
-    """AdamW weight decay (L2); Christiano tunes it so validation loss is 1.1-1.5x training loss."""
-    dropout: float = 0.0
-    """Dropout rate in each member's hidden layers (0: none)."""
-    batch_size: int = 128
-    """Pairs per gradient step."""
-    max_epochs: int = 20
-    """Passes over the labels per fit at most (the model is warm-started from the last fit;
-    a fit also stops at `stop_accuracy`)."""
-    refit_epochs: int | None = None
-    """Passes at most in every fit after the first (None: `max_epochs`). The model is warm-started,
-    so a refit only has to take in the labels that arrived since the last one; imitation's
-    preference comparisons uses 3 epochs per round. Caps the cost of fits as labels accumulate."""
-    min_steps: int = 50
-    """Gradient steps per fit at least, refits included (more epochs while labels are few)."""
-    stop_accuracy: float = 0.97
-    """A fit stops once the ensemble's training accuracy reaches this (PEBBLE); above 1: never."""
-    val_fraction: float = 1.0 / math.e
-    """Share of the labels held out for validation (Christiano: 1/e). 0: every label is trained
-    on (PEBBLE), and validation accuracy is the out-of-bag estimate: each label judged by the
-    members whose bootstrap left it out (about 1/e of them)."""
-    bootstrap: bool = True
-    """Each member trains on its own bootstrap resample of the training labels."""
-    random_response: float = 0.1
-    """P' = (1 - ε) P + ε / 2: the teacher is assumed to answer at random with probability ε."""
-    normalize: bool = True
-    """Each member's output shifted and scaled to mean 0, std `target_std` on the labelled steps."""
-    target_std: float = 1.0
-    """1 on MuJoCo, 0.05 on Atari (Christiano)."""
-
-    def __post_init__(self) -> None:
-        check_own_types(self)
-        checks = {
-            "members": (self.members >= 1, "at least 1"),
-            "hidden_dims": (
-                bool(self.hidden_dims) and all(h > 0 for h in self.hidden_dims),
-                "one or more positive widths",
-            ),
-            "output": (self.output in ("tanh", "linear"), "'tanh' or 'linear'"),
-            "lr": (self.lr > 0, "a positive number"),
-            "weight_decay": (self.weight_decay >= 0, ">= 0"),
-            "dropout": (0 <= self.dropout < 1, "a rate in [0, 1)"),
-            "batch_size": (self.batch_size >= 1, "a positive integer"),
-            "max_epochs": (self.max_epochs >= 1, "a positive integer"),
-            "refit_epochs": (
-                self.refit_epochs is None or self.refit_epochs >= 1,
-                "a positive integer or None",
-            ),
-            "min_steps": (self.min_steps >= 0, ">= 0"),
-            "stop_accuracy": (self.stop_accuracy > 0, "a positive value (above 1: never stop)"),
-            "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
-            "random_response": (0 <= self.random_response < 1, "a value in [0, 1)"),
-            "target_std": (self.target_std > 0, "a positive number"),
-        }
-        check_fields(self, checks, "RewardConfig.")
-
 
 _MIN_LABELS_FOR_VALIDATION = 8
 _PREDICT_CHUNK = 8192
@@ -166,10 +93,34 @@ class MLPRewardEnsemble(RewardModel):
         per_member = (weight * ce).sum(-1) / jnp.maximum(weight.sum(-1), 1.0)
         return per_member
 
-    def _train_step_impl(self, params, opt_state, data, idx, target, weight, key):
+    def _crop_logits(self, params, data, idx, key, train: bool):
+        """Logits of `crops` random crops of each pair (`augment.cropped_logits`' order)."""
+        k_left, k_right, k_crop = jax.random.split(key, 3)
+        rngs = lambda k: {"dropout": k} if train else None
+        left = self.net.apply(params, data[0][idx], data[1][idx], train, rngs=rngs(k_left))
+        right = self.net.apply(params, data[2][idx], data[3][idx], train, rngs=rngs(k_right))
+        cfg = self.config
+        masks = crop_masks(k_crop, cfg.crops, len(idx), data[0].shape[1], cfg.crop_shorter_by)
+        return cropped_logits(left, right, masks)
+
+    def _logits(self, params, data, idx, key, train: bool):
+        if self.config.crops:
+            return self._crop_logits(params, data, idx, key, train)
+        return self._pair_logits_impl(params, data, idx, key, train)
+
+    def _train_step_impl(self, params, opt_state, data, idx, target, weight, key, unlabelled=None):
+        """`unlabelled`: (their arrays, this batch's rows of them) for pseudo-labels, or None."""
+        copies, train = max(1, self.config.crops), self.config.dropout > 0
+        target, weight = jnp.tile(target, copies), jnp.tile(weight, (1, copies))
+
         def loss_fn(p):
-            logits = self._pair_logits_impl(p, data, idx, key, train=self.config.dropout > 0)
+            logits = self._logits(p, data, idx, key, train)
             per_member = self._loss(logits, target, weight)
+            if unlabelled is not None:
+                u_logits = self._logits(p, *unlabelled, jax.random.fold_in(key, 1), train)
+                u_target, confident = pseudo_labels(u_logits, self.config.pseudo_label_threshold)
+                u_loss = self._loss(u_logits, u_target, confident.astype(u_logits.dtype))
+                per_member = per_member + self.config.pseudo_label_weight * u_loss
             return per_member.sum(), (per_member, logits)
 
         (_, (per_member, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
@@ -193,7 +144,9 @@ class MLPRewardEnsemble(RewardModel):
             weight = np.ones((n, self.num_members), np.float32)
         return val, weight
 
-    def fit(self, data: PreferenceData) -> dict[str, float]:
+    def fit(self, data: PreferenceData, unlabelled: dict | None = None) -> dict[str, float]:
+        """`unlabelled`: pairs without labels for pseudo-labels (`pseudo_label_threshold`), as
+        arrays `obs_left`, `action_left`, `obs_right`, `action_right` like `data.arrays()`."""
         t0 = time.perf_counter()
         arrays = data.arrays()
         labels = arrays["label"]
@@ -202,6 +155,12 @@ class MLPRewardEnsemble(RewardModel):
         usable = labels != Label.SKIP
         train_idx = np.flatnonzero(usable & ~val)
         val_idx = np.flatnonzero(usable & val)
+        horizon = arrays["obs_left"].shape[1]
+        if self.config.crops and horizon <= self.config.crop_shorter_by[1]:
+            raise ValueError(
+                f"RewardConfig.crop_shorter_by={self.config.crop_shorter_by} leaves nothing of "
+                f"{horizon}-step segments: expected crops shorter by fewer than {horizon} steps"
+            )
         if len(train_idx) == 0:
             raise ValueError(
                 f"no labels to train on: {n} labels, {int((~usable).sum())} of them skipped"
@@ -217,6 +176,10 @@ class MLPRewardEnsemble(RewardModel):
         )
         cfg = self.config
         rng = np.random.default_rng([self.seed, 3, self.fits])
+        pseudo = None
+        if cfg.pseudo_label_threshold is not None and unlabelled is not None:
+            pseudo = tuple(jnp.asarray(unlabelled[k]) for k in
+                           ("obs_left", "action_left", "obs_right", "action_right"))  # fmt: skip
         base_key = jax.random.key(self.seed)
         # Fewer labels than a batch: a smaller padded batch (one compile per power of two).
         b = min(cfg.batch_size, _bucket(len(train_idx)))
@@ -236,8 +199,12 @@ class MLPRewardEnsemble(RewardModel):
                     idx = np.concatenate([idx, np.zeros(b - m, np.int64)])
                     w = np.pad(w, ((0, 0), (0, b - m)))
                 key = jax.random.fold_in(base_key, self.steps)
+                extra = {}
+                if pseudo is not None:  # (a fresh draw of unlabelled pairs for every batch)
+                    rows = rng.integers(0, len(pseudo[0]), b * cfg.pseudo_label_ratio)
+                    extra = {"unlabelled": (pseudo, rows)}
                 self.params, self.opt_state, per_member, correct, decided = self._train_step(
-                    self.params, self.opt_state, device_data, idx, target[idx], w, key
+                    self.params, self.opt_state, device_data, idx, target[idx], w, key, **extra
                 )
                 self.steps += 1
                 losses.append(per_member)
