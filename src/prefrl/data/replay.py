@@ -61,10 +61,23 @@ class ReplayBuffer:
         self.ptr = int((self.ptr + n) % self.capacity)
         self.size = min(self.size + n, self.capacity)
 
-    def sample(self, rng: np.random.Generator, batch_size: int) -> Batch:
+    def sample(self, rng: np.random.Generator, batch_size: int, recent: int | None = None,
+               recent_share: float = 0.0) -> Batch:  # fmt: skip
+        """`batch_size` rows drawn uniformly. With `recent` and `recent_share` (QPA's hybrid
+        replay), that share of them comes from the newest `recent` transitions instead, spread
+        evenly through the batch, so every run of consecutive rows (SAC's minibatches with
+        `utd_ratio` > 1) holds its share of them."""
         if self.size == 0:
             raise ValueError("cannot sample from an empty replay buffer")
-        idx = rng.integers(0, self.size, batch_size)
+        if recent is None or recent_share == 0:
+            idx = rng.integers(0, self.size, batch_size)
+        else:
+            k = round(recent_share * batch_size)
+            newest = (self.ptr - 1 - rng.integers(0, min(recent, self.size), k)) % self.capacity
+            spread = np.zeros(batch_size, bool)
+            spread[(np.arange(k) * batch_size) // max(k, 1)] = True
+            idx = np.empty(batch_size, np.int64)
+            idx[spread], idx[~spread] = newest, rng.integers(0, self.size, batch_size - k)
         return Batch(
             self.obs[idx],
             self.action[idx],

@@ -202,24 +202,33 @@ class SegmentPool:
         return self._data[(self.ptr - np.arange(min(n, self.size), 0, -1)) % self.capacity]
 
     def sample_pairs(
-        self, rng: np.random.Generator, n: int, exclude: set[tuple[int, int]] | None = None
-    ) -> tuple[Segments, Segments]:
+        self, rng: np.random.Generator, n: int, exclude: set[tuple[int, int]] | None = None,
+        newest: int | None = None,
+    ) -> tuple[Segments, Segments]:  # fmt: skip
         """`n` random pairs of two different segments. With `exclude` (the `pair_keys` of pairs
         asked before), no pair is one of those or drawn twice, in either order: fewer than `n`
-        come back when the pool has fewer such pairs."""
-        if self.size < 2:
-            raise ValueError(f"need at least 2 segments to make a pair, the pool has {self.size}")
-        left, right = self._draw(rng, n)
+        come back when the pool has fewer such pairs. With `newest`, both segments of every pair
+        are among the newest `newest` (QPA's policy-aligned queries: what the policy does now)."""
+        window = self.size if newest is None else min(newest, self.size)
+        if window < 2:
+            raise ValueError(f"need at least 2 segments to make a pair, the pool has {window}"
+                             + ("" if newest is None else f" among its newest {newest}"))  # fmt: skip
+        left, right = self._draw(rng, n, window)
         if exclude is not None:
-            left, right = self._new_pairs(rng, left, right, exclude)
+            left, right = self._new_pairs(rng, left, right, exclude, window)
         return self._data[left], self._data[right]
 
-    def _draw(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-        left = rng.integers(0, self.size, n)
-        right = (left + rng.integers(1, self.size, n)) % self.size  # never the same segment
-        return left, right
+    def _draw(self, rng: np.random.Generator, n: int, window: int) -> tuple[np.ndarray, ...]:
+        """Pool slots of `n` pairs among the newest `window` segments."""
+        left = rng.integers(0, window, n)
+        right = (left + rng.integers(1, window, n)) % window  # never the same segment
+        return self._slot(left, window), self._slot(right, window)
 
-    def _new_pairs(self, rng, left, right, exclude, rounds: int = 10):
+    def _slot(self, k: np.ndarray, window: int) -> np.ndarray:
+        """The slot of the k-th newest segment (any order of them all: the slot itself)."""
+        return k if window == self.size else (self.ptr - 1 - k) % self.capacity
+
+    def _new_pairs(self, rng, left, right, exclude, window: int, rounds: int = 10):
         """Redraw the repeats among pairs (pool indices) drawn: only they take more draws, so a
         draw without repeats is the plain one. What redrawing does not find is looked for among
         every pair the pool holds."""
@@ -228,7 +237,7 @@ class SegmentPool:
         repeats = list(range(len(left)))  # (checked once each, then only the repeats)
         for attempt in range(rounds + 1):
             if attempt:
-                left[repeats], right[repeats] = self._draw(rng, len(repeats))
+                left[repeats], right[repeats] = self._draw(rng, len(repeats), window)
             keys = pair_keys(ids[left[repeats]], ids[right[repeats]])
             still = []
             for i, key in zip(repeats, keys, strict=True):
@@ -238,7 +247,7 @@ class SegmentPool:
             repeats = still
             if not repeats:
                 return left, right
-        a, b = np.triu_indices(self.size, 1)
+        a, b = (self._slot(k, window) for k in np.triu_indices(window, 1))
         free = [j for j, key in enumerate(pair_keys(ids[a], ids[b])) if key not in taken]
         found = rng.permutation(np.asarray(free, np.int64))[: len(repeats)]
         left[repeats[: len(found)]], right[repeats[: len(found)]] = a[found], b[found]
