@@ -12,15 +12,14 @@ from prefrl.demos.curriculum import time_limit
 from prefrl.demos.make import check_demos, ends_in, success_hold
 from prefrl.demos.rfcl_config import RFCLConfig
 from prefrl.envs import PrefrlEnv
+from prefrl.envs.check import require_restorable
 
 
 def load_demos(config: RFCLConfig, env: PrefrlEnv) -> DemoSet:
     """The demos RFCL uses: of this env and its sizes, the first `num_demos`, those that end in
     success both by their stored flags and, where they have actions, replayed in `env` (what
     `prefrl demos check` counts), each cut `trim_success` steps after its first success."""
-    if not env.restores_state:
-        raise ValueError(f"{config.env} cannot restore a saved state: RFCL starts episodes "
-                         "from demo states")  # fmt: skip
+    require_restorable(env, "RFCL starts episodes from demo states")
     demos = load_demos_of(config.demos, config.env, env)
     if config.demo_actions and not demos.has_actions:
         raise ValueError(f"{config.demos} has no actions: use --no-demo-actions (states alone)")

@@ -186,8 +186,25 @@ class DmcBackend:
         )
 
 
+def is_mujoco_env(env) -> bool:
+    """A Gymnasium env over MuJoCo: its `unwrapped` has a `mujoco.MjModel` `model` and `data`."""
+    base = env.unwrapped
+    return isinstance(getattr(base, "model", None), mujoco.MjModel) and hasattr(base, "data")
+
+
+NATIVE_METHODS = ("get_state", "set_state", "observe")
+"""What an env defines to have prefrl save and restore its state through it: `get_state()` (a
+flat float array of everything its step reads), `set_state(state)` (puts that back) and
+`observe()` (the observation of the current state)."""
+
+
+def is_native_env(env) -> bool:
+    return all(callable(getattr(env.unwrapped, m, None)) for m in NATIVE_METHODS)
+
+
 class NativeBackend:
-    """Environments written for prefrl that implement the backend methods themselves."""
+    """Environments that save and restore their state themselves (`NATIVE_METHODS`): prefrl's
+    own, and a user's that define them."""
 
     def __init__(self, env):
         self.base = env.unwrapped

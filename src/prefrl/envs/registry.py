@@ -21,9 +21,12 @@ from prefrl.envs.backends import (
     GymMujocoBackend,
     NativeBackend,
     OpaqueBackend,
+    is_mujoco_env,
+    is_native_env,
     prepare_offscreen,
 )
 from prefrl.envs.frames import PixelEnv
+from prefrl.envs.given import PREFIX, GivenEnv, given_env, given_names, not_given
 from prefrl.envs.maze import LAYOUTS, PointMaze
 from prefrl.envs.toy import PointFree, PointReach
 from prefrl.envs.wrapper import STATE_ENVS, PrefrlEnv, check_action_space
@@ -124,13 +127,6 @@ def _spec(name: str):
     return gym.spec(env_name)
 
 
-def _is_mujoco(env: gym.Env) -> bool:
-    import mujoco
-
-    base = env.unwrapped
-    return isinstance(getattr(base, "model", None), mujoco.MjModel) and hasattr(base, "data")
-
-
 _TERMINATION_SWITCH = "terminate_when_unhealthy"
 
 
@@ -157,16 +153,43 @@ def _make_gym(name: str, render: RenderSettings | None, **kwargs):
 
 def backend_for(env: gym.Env, name: str, render: RenderSettings | None):
     """The backend of a Gymnasium env made outside `make_env`: MuJoCo ones save, restore and
-    render their state exactly; others run without state restore (`OpaqueBackend`)."""
-    if _is_mujoco(env):
+    render their state exactly; one with `get_state()`, `set_state(state)` and `observe()` of
+    its own, through those; others run without state restore (`OpaqueBackend`)."""
+    if is_mujoco_env(env):
         settings = render or RenderSettings()
         if render is not None:
             prepare_offscreen(env.unwrapped.model, settings.width, settings.height, settings.fast)
         return GymMujocoBackend(env, settings.width, settings.height, settings.fast)
-    if env.spec is not None and _gym_kind(env.spec) == "classic":
+    if _is_classic(env):
         settings = render or RenderSettings()
         return ClassicControlBackend(env, settings.width, settings.height)
+    if is_native_env(env):
+        return NativeBackend(env)
     return OpaqueBackend(env, name)
+
+
+def _is_classic(env: gym.Env) -> bool:
+    """One of Gymnasium's continuous classic-control tasks, by id or an object made directly."""
+    if env.spec is not None:
+        return _gym_kind(env.spec) == "classic"
+    cls = type(env.unwrapped)
+    return cls.__module__.startswith("gymnasium.envs.classic_control") and cls.__name__ in (
+        "PendulumEnv", "Continuous_MountainCarEnv")  # fmt: skip
+
+
+def _check_given(name: str) -> None:
+    if given_env(name) is None:
+        raise UnknownEnvError(not_given(name))
+
+
+def _make_given(name: str, render: RenderSettings | None, given: GivenEnv | None = None):
+    """A copy of an env object given in Python (`given`, or the one given last by that name)."""
+    given = given or given_env(name)
+    env = given.copy()
+    if render is not None and given.no_frames:
+        env.close()
+        raise ValueError(given.no_frames)
+    return env, backend_for(env, given.env_id, render)
 
 
 def _check_piano(name: str) -> None:
@@ -241,6 +264,13 @@ FAMILIES: dict[str, Family] = {
         "goal)",
         lambda: ["sparse:pusher"],
         _make_sparse,
+    ),
+    "instance": Family(
+        "env objects given in Python, never registered with Gymnasium (by their class's name, "
+        "in the process given them), e.g. instance:MyEnv",
+        lambda: [PREFIX + name for name in given_names()],
+        _make_given,
+        _check_given,
     ),
     "robopianist": Family(
         "RoboPianist (prefrl[piano]): a bundled song or a MIDI file, then task flags, e.g. "
@@ -403,34 +433,9 @@ def make_env(
             "early, or ends it without one); early_termination=False is accepted for Gymnasium "
             "Hopper, Walker2d, Ant and Humanoid"
         )
-    return PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
-
-
-def wrap_env(env: gym.Env, seed: int | None = 0) -> PrefrlEnv:
-    """A Gymnasium env object of yours as prefrl's (flat observations, actions in [-1, 1]). It
-    must come from `gymnasium.make` of a registered id (`env.spec.id`): prefrl makes more of it
-    by that id, for evaluation and for rendering clips."""
-    spec = getattr(env, "spec", None)
-    if spec is None:
-        raise TypeError(
-            f"env={env!r} was not made by gymnasium.make: register it (gymnasium.register(id="
-            "'MyEnv-v0', entry_point=...)) and pass the id or gymnasium.make('MyEnv-v0'): prefrl "
-            "makes more of it by id, to evaluate and to render clips"
-        )
-    family, name = resolve(_qualified_id(spec))
-    if family != "gymnasium":
-        raise TypeError(f"env={env!r}: pass its id {spec.id!r} instead")
-    return PrefrlEnv(env, name, backend_for(env, name, None), seed)
-
-
-def _qualified_id(spec) -> str:
-    """A user env's id as `module:EnvId`, the module its entry point lives in (importing it
-    registers the env, in the usual layout), so other processes and resumed runs find it too."""
-    entry = spec.entry_point
-    module = entry.split(":")[0] if isinstance(entry, str) else getattr(entry, "__module__", "")
-    if _gym_kind(spec) != "user" or not module or module == "__main__":
-        return spec.id
-    return f"{module}:{spec.id}"
+    made = PrefrlEnv(env, env_id, backend, seed, render=settings is not None)
+    made.given = given_env(name) if family == "instance" else None
+    return made
 
 
 def known_env_ids(family: str | None = None) -> list[str]:

@@ -38,6 +38,10 @@ class PrefrlEnv(gym.Wrapper):
     - `render()`: an RGB array (when made with `render=True`).
     """
 
+    given = None
+    """An env object a Python user gave that was never registered: its copies (`envs.given`);
+    None for envs made by id."""
+
     def __init__(
         self, env: gym.Env, env_id: str, backend: Backend, seed: int | None, render: bool = False
     ):
