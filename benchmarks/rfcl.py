@@ -60,7 +60,7 @@ from device_results import device_kind, results_path
 from sweep_grid import add_grid_flags, run_grid
 
 from prefrl.data.demos import DemoSet
-from prefrl.demos.imports import import_dapg_adroit
+from prefrl.demos.imports import import_dapg_demos
 from prefrl.demos.make import script_demos
 from prefrl.demos.planner import PLANNED_TASKS, plan_demos
 from prefrl.demos.rfcl import train_rfcl
@@ -132,7 +132,7 @@ def demo_source(args) -> str:
 
 def make_demos(args, demo_dir: Path) -> None:
     if args.dapg:
-        demos = import_dapg_adroit(args.dapg, args.env, settle=args.settle)
+        demos = import_dapg_demos(args.dapg, args.env, settle=args.settle)
         if len(demos) < args.demos:
             raise SystemExit(f"--demos {args.demos}: {args.dapg} has {len(demos)} that succeed "
                              "when replayed here")  # fmt: skip

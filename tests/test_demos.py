@@ -61,7 +61,7 @@ def test_the_check_says_how_long_each_demos_end_keeps_success(maze_demos):
     moving = DemoSet("toy:maze", [_cut(d, d.first_success + 1) for d in maze_demos.demos])
     for rest, move in zip(at_rest, check_demos(moving), strict=True):
         assert 0 <= move.holds < rest.holds <= 50 and move.success_at_end
-    assert [c.holds for c in check_demos(maze_demos, horizon=3)] == [3, 3, 3]
+    assert [c.holds for c in check_demos(maze_demos, hold_horizon=3)] == [3, 3, 3]
 
 
 def test_settled_demos_end_where_success_lasts_with_the_last_action_held(maze_demos):
@@ -71,7 +71,7 @@ def test_settled_demos_end_where_success_lasts_with_the_last_action_held(maze_de
     settled = script_demos("toy:maze", 3, seed=0, hold=10, settle=30)
     assert settled.info["settle"] == 30
     for before, after, check in zip(maze_demos.demos, settled.demos,
-                                    check_demos(settled, horizon=60), strict=True):  # fmt: skip
+                                    check_demos(settled, hold_horizon=60), strict=True):  # fmt: skip
         assert len(after) > len(before) and check.holds >= 30 and check.success_at_end
         np.testing.assert_allclose(after.states[: len(before) + 1], before.states)
     with pytest.raises(RuntimeError, match="solved 0 of 10 episodes"):
@@ -196,7 +196,7 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
     observation is the recorded one, and the actions replay from the first state."""
     import h5py
 
-    from prefrl.demos.imports import import_d4rl_adroit
+    from prefrl.demos.imports import import_d4rl_demos
 
     env = make_env("adroit:door", seed=0)
     base, rng = env.unwrapped, np.random.default_rng(0)
@@ -219,18 +219,18 @@ def test_d4rl_adroit_human_demos_import_as_replayable_states(tmp_path):
             f[key] = np.asarray(rows[key])
         f["infos/qpos"], f["infos/qvel"] = np.asarray(rows["qpos"]), np.asarray(rows["qvel"])
         f["infos/door_body_pos"] = np.asarray(rows["door"])
-    demos = import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
+    demos = import_d4rl_demos(tmp_path / "door-human.hdf5", "adroit:door")
     assert len(demos) == 2 and [len(d) for d in demos.demos] == [6, 6]
     np.testing.assert_allclose(demos[1].observations[:6], np.asarray(rows["observations"][6:]),
                                atol=1e-6)  # fmt: skip
     checks = check_demos(demos)
     assert all(c.max_state_error < 1e-6 for c in checks)
     with pytest.raises(ValueError, match="lacks infos/desired_orien: not a D4RL adroit:pen"):
-        import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:pen")
+        import_d4rl_demos(tmp_path / "door-human.hdf5", "adroit:pen")
     with h5py.File(tmp_path / "door-human.hdf5", "a") as f:
         f["infos/qvel"][3, 0] = np.nan
     with pytest.raises(ValueError, match="infos/qvel hold NaN or inf; not imported"):
-        import_d4rl_adroit(tmp_path / "door-human.hdf5", "adroit:door")
+        import_d4rl_demos(tmp_path / "door-human.hdf5", "adroit:door")
 
 
 @pytest.mark.parametrize("task", ["door", "pen", "hammer", "relocate"])
@@ -261,7 +261,7 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
 
     from conftest import dapg_door_demos
 
-    from prefrl.demos.imports import import_dapg_adroit
+    from prefrl.demos.imports import import_dapg_demos
 
     raw = dapg_door_demos()
     scene = raw[1]["init_state_dict"]
@@ -270,7 +270,7 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
         (tmp_path / name).write_bytes(pickle.dumps(data))
         return tmp_path / name
 
-    demos = import_dapg_adroit(write("door.pickle", raw), "adroit:door", hold=220)
+    demos = import_dapg_demos(write("door.pickle", raw), "adroit:door", hold=220)
     assert "1 of 2 demos reach no stable success when replayed here, left out: 1" in (
         capsys.readouterr().out
     )
@@ -278,27 +278,27 @@ def test_dapg_demos_replay_from_their_reset_states_past_the_time_limit(tmp_path,
     assert demos.info["left_out"] == "1"
     (check,) = check_demos(demos)
     assert check.success_at_end and check.max_state_error < 1e-6
-    whole = import_dapg_adroit(tmp_path / "door.pickle", "adroit:door")
+    whole = import_dapg_demos(tmp_path / "door.pickle", "adroit:door")
     assert len(whole) == 1 and len(whole[0]) == 230 and whole.info["hold"] == "to the end"
     whole.save(tmp_path / "whole")
     assert main(["demos", "info", str(tmp_path / "whole")]) == 0
     assert "\nfrom the source's demos 0\n" in capsys.readouterr().out  # (which were kept)
     np.testing.assert_allclose(whole[0].states[:222], demos[0].states, atol=1e-9)
     with pytest.raises(ValueError, match="none of its 1 demos reaches a stable success"):
-        import_dapg_adroit(write("closed.pickle", raw[1:]), "adroit:door")
+        import_dapg_demos(write("closed.pickle", raw[1:]), "adroit:door")
     with pytest.raises(ValueError, match="is not a DAPG demo pickle"):
-        import_dapg_adroit(write("dict.pickle", raw[0]), "adroit:door")
+        import_dapg_demos(write("dict.pickle", raw[0]), "adroit:door")
     with pytest.raises(
         ValueError, match="init_state_dict lacks desired_orien: not DAPG adroit:pen"
     ):
-        import_dapg_adroit(tmp_path / "door.pickle", "adroit:pen")
-    with pytest.raises(ValueError, match="--env toy:maze: DAPG Adroit demos are of adroit:door"):
-        import_dapg_adroit(tmp_path / "door.pickle", "toy:maze")
+        import_dapg_demos(tmp_path / "door.pickle", "adroit:pen")
+    with pytest.raises(ValueError, match="^env toy:maze: DAPG Adroit demos are of adroit:door"):
+        import_dapg_demos(tmp_path / "door.pickle", "toy:maze")
     nan = {**scene, "qvel": np.where(np.arange(30) == 3, np.nan, scene["qvel"])}
     with pytest.raises(ValueError, match="demo 0's qvel hold NaN or inf; not imported"):
-        import_dapg_adroit(write("nan.pickle", [{**raw[1], "init_state_dict": nan}]), "adroit:door")
+        import_dapg_demos(write("nan.pickle", [{**raw[1], "init_state_dict": nan}]), "adroit:door")
     with pytest.raises(ValueError, match=r"demo 0's actions have shape \(30, 4\); adroit:door"):
-        import_dapg_adroit(write("narrow.pickle", [{**raw[1], "actions": np.zeros((30, 4))}]),
+        import_dapg_demos(write("narrow.pickle", [{**raw[1], "actions": np.zeros((30, 4))}]),
                            "adroit:door")  # fmt: skip
 
 
@@ -418,7 +418,7 @@ def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, m
     """Not HDF5, a folder, a missing .h5, an empty trajectory: each named, no traceback; the
     demos keep the file's absolute path, and without observations get the env's."""
     from prefrl.data.demos import read_maniskill2
-    from prefrl.demos.imports import import_maniskill2
+    from prefrl.demos.imports import import_maniskill2_demos
 
     (tmp_path / "notes.h5").write_text("not hdf5")
     with pytest.raises(ValueError, match="notes.h5 is not an HDF5 file: give ManiSkill2's"):
@@ -437,7 +437,7 @@ def test_maniskill2_files_that_are_not_say_what_they_are(tmp_path, maze_demos, m
     with pytest.raises(ValueError, match=r"empty.h5: traj_1 has no steps \(0 actions\)"):
         read_maniskill2(tmp_path / "empty.h5")
     monkeypatch.chdir(tmp_path)
-    demos = import_maniskill2(Path("good.h5"))
+    demos = import_maniskill2_demos(Path("good.h5"))
     assert demos.info["file"] == str(tmp_path / "good.h5")
     np.testing.assert_allclose(demos[0].observations, maze_demos[0].observations, atol=1e-6)
 
@@ -488,5 +488,5 @@ def test_planner_refuses_bad_settings():
         PlanConfig(samples=1)
     with pytest.raises(ValueError, match=r"--horizon=0 is invalid"):
         PlanConfig(horizon=0)
-    with pytest.raises(ValueError, match="--episodes 0 is invalid"):
+    with pytest.raises(ValueError, match="episodes 0 is invalid"):
         plan_demos("adroit:door", 0)

@@ -113,6 +113,19 @@ def test_cli_export_and_import(source_run, tmp_path, capsys):
     assert "imported before" in capsys.readouterr().out
 
 
+def test_python_export_and_import(source_run, tmp_path):
+    import prefrl
+
+    doc = prefrl.export_run_labels(source_run, tmp_path / "shared.json")
+    assert len(doc["labels"]) == 40 and doc["path"] == str(tmp_path / "shared.json")
+    target = _fresh_run(tmp_path)
+    assert prefrl.import_run_labels(tmp_path / "shared.json", target).count == 40
+    again = prefrl.import_run_labels(source_run, target)  # (a run directory: its labels)
+    assert again.count == 0 and "imported before" in again.why_none
+    with pytest.raises(FileNotFoundError, match="labels source '.*missing.json' does not exist"):
+        prefrl.import_run_labels(tmp_path / "missing.json", target)
+
+
 def _doc(source_run):
     with FeedbackStore(source_run, create=False) as store:
         return export_labels(store, run_uid(source_run), source_run)

@@ -12,6 +12,9 @@ The main entry points, importable from `prefrl` itself:
   clips;
 - `run_sweep(configs, seeds)` (configs from `grid(base, {field: values})`): any of them over a
   grid x seeds on Ray, resumable, summarised as mean ± std per config;
+- the CLI's data steps as functions: `collect_dataset`, `make_queries`, `collect_rating_run`,
+  `rate_scripted`, `export_run_labels`, `script_demos`, `import_d4rl_demos`, ...; and
+  `evaluate(policy, env)` for a trained policy's returns;
 - the parts they are built from: `make_env` (`wrap_env` for a `gymnasium.make` env), `SAC`, `PPO`, `MLPRewardEnsemble`,
   `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
 
@@ -77,6 +80,23 @@ _PUBLIC = {  # name -> the module that defines it
     "Answer": "prefrl.feedback",
     "Label": "prefrl.data.segments",
     "FeedbackStore": "prefrl.feedback.store",
+    "evaluate": "prefrl.rl.compare",
+    # the data steps of the CLI (`prefrl dataset|collect|rate|labels|demos ...`)
+    "collect_dataset": "prefrl.offline.datasets",
+    "import_d4rl_dataset": "prefrl.offline.datasets",
+    "make_queries": "prefrl.offline.datasets",
+    "import_pt_labels": "prefrl.feedback.dataset_queries",
+    "collect_rating_run": "prefrl.finetuning.rating_runs",
+    "rate_scripted": "prefrl.feedback.raters",
+    "export_run_labels": "prefrl.feedback.run_labels",
+    "import_run_labels": "prefrl.feedback.run_labels",
+    "script_demos": "prefrl.demos.make",
+    "record_demos": "prefrl.demos.make",
+    "check_demos": "prefrl.demos.make",
+    "plan_demos": "prefrl.demos.planner",
+    "import_d4rl_demos": "prefrl.demos.imports",
+    "import_dapg_demos": "prefrl.demos.imports",
+    "import_maniskill2_demos": "prefrl.demos.imports",
 }
 
 __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
@@ -112,12 +132,28 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "Teacher",
     "TeacherConfig",
     "__version__",
+    "check_demos",
+    "collect_dataset",
+    "collect_rating_run",
+    "evaluate",
+    "export_run_labels",
     "finetune",
     "grid",
+    "import_d4rl_dataset",
+    "import_d4rl_demos",
+    "import_dapg_demos",
+    "import_maniskill2_demos",
+    "import_pt_labels",
+    "import_run_labels",
     "load_policy",
     "load_reward_model",
     "make_env",
+    "make_queries",
+    "plan_demos",
+    "rate_scripted",
+    "record_demos",
     "run_sweep",
+    "script_demos",
     "train_frames_from_preferences",
     "train_offline",
     "train_online",

@@ -124,15 +124,15 @@ def cmd_dataset(args: list[str]) -> int:
     if action == "collect":
         from prefrl.offline.datasets import collect_dataset
 
-        data = collect_dataset(opts.run, opts.kind, opts.steps, opts.seed, opts.medium_step)
-        data.name = opts.out.name
-        data.save(opts.out)
+        data = collect_dataset(opts.run, opts.kind, out=opts.out, steps=opts.steps,
+                               medium_step=opts.medium_step, seed=opts.seed)  # fmt: skip
         print_dataset(data)
         print(f"written to {opts.out}")
     elif action == "import-d4rl":
-        from prefrl.offline.datasets import import_d4rl
+        from prefrl.offline.datasets import import_d4rl_dataset
 
-        data = import_d4rl(opts.file, opts.env, opts.out, opts.ref_min_score, opts.ref_max_score)
+        data = import_d4rl_dataset(opts.file, opts.env, opts.out, opts.ref_min_score,
+                                   opts.ref_max_score)  # fmt: skip
         print_dataset(data)
         print(f"written to {opts.out}")
     elif action == "queries":
@@ -140,9 +140,8 @@ def cmd_dataset(args: list[str]) -> int:
     else:
         from prefrl.feedback.dataset_queries import import_pt_labels
 
-        data = OfflineDataset.load(opts.dataset)
-        queries = import_pt_labels(data, opts.indices_1, opts.indices_2, opts.labels, opts.length)
-        queries.save(opts.out)
+        queries = import_pt_labels(opts.dataset, opts.indices_1, opts.indices_2, opts.labels,
+                                   opts.length, out=opts.out)  # fmt: skip
         print(f"{len(queries)} Preference Transformer labels written to {opts.out}")
     return 0
 

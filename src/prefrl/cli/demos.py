@@ -190,38 +190,31 @@ def cmd_demos(args: list[str]) -> int:
         return 0
     opts = tyro.cli(ACTIONS[action], args=rest, prog=f"prefrl demos {action}")
     if action in ("script", "plan", "record", "import-d4rl", "import-dapg", "import-maniskill2"):
-        from prefrl.data.minari_io import check_free
-
         if action == "plan" and opts.out is None:
             opts = dataclasses.replace(opts, out=Path("demos") / opts.env.split(":")[-1])
-        check_free(opts.out, "demos", opts.force)  # (before minutes of planning or recording)
+        saved = {"out": opts.out, "replace": opts.force}
         if action == "script":
-            demos = make.script_demos(opts.env, opts.episodes, opts.seed, opts.hold, opts.settle)
+            demos = make.script_demos(opts.env, opts.episodes, **saved, seed=opts.seed,
+                                      hold=opts.hold, settle=opts.settle)  # fmt: skip
         elif action == "plan":
             from prefrl.demos.planner import PlanConfig, plan_demos
 
             config = PlanConfig(samples=opts.samples, horizon=opts.horizon)
-            demos = plan_demos(
-                opts.env, opts.episodes, opts.seed, opts.hold, config, settle=opts.settle
-            )
+            demos = plan_demos(opts.env, opts.episodes, **saved, seed=opts.seed, hold=opts.hold,
+                               settle=opts.settle, config=config)  # fmt: skip
         elif action == "record":
-            demos = make.record_demos(
-                opts.policy, opts.episodes, opts.seed, opts.hold, settle=opts.settle
-            )
+            demos = make.record_demos(opts.policy, opts.episodes, **saved, seed=opts.seed,
+                                      hold=opts.hold, settle=opts.settle)  # fmt: skip
         elif action == "import-d4rl":
-            demos = imports.import_d4rl_adroit(opts.file, opts.env)
+            demos = imports.import_d4rl_demos(opts.file, opts.env, **saved)
         elif action == "import-dapg":
-            demos = imports.import_dapg_adroit(opts.file, opts.env, opts.hold, opts.settle)
+            demos = imports.import_dapg_demos(opts.file, opts.env, **saved, hold=opts.hold,
+                                              settle=opts.settle)  # fmt: skip
         else:
-            demos = imports.import_maniskill2(opts.file, opts.env)
-        demos.save(opts.out, replace=opts.force)
+            demos = imports.import_maniskill2_demos(opts.file, opts.env, **saved)
         _print_demos(demos, opts.out)
     elif action == "check":
-        demos = DemoSet.load(opts.demos)
-        if opts.hold_horizon < 1:
-            raise ValueError(f"--hold-horizon {opts.hold_horizon} is invalid: expected an "
-                             "integer >= 1 (steps)")  # fmt: skip
-        checks = make.check_demos(demos, opts.env, horizon=opts.hold_horizon)
+        checks = make.check_demos(opts.demos, opts.env, hold_horizon=opts.hold_horizon)
         for c in checks:
             held = f"{c.holds}+" if c.holds == opts.hold_horizon else str(c.holds)
             print(f"demo {c.index}: {c.steps} steps; {c.ends} (largest state difference "

@@ -37,8 +37,8 @@ def cmd_collect(args: list[str]) -> int:
 
     opts = tyro.cli(CollectArgs, args=args, prog="prefrl collect")
     out, segments = collect_rating_run(
-        list(opts.checkpoints), opts.out, list(opts.noise), opts.segments, opts.length,
-        opts.seed, opts.siblings, opts.clip_size,
+        opts.checkpoints, opts.out, noise=opts.noise, segments=opts.segments, length=opts.length,
+        siblings=opts.siblings, clip_size=opts.clip_size, seed=opts.seed,
     )  # fmt: skip
     print(
         f"{len(segments)} segments of {opts.length} steps from {len(opts.checkpoints)} "

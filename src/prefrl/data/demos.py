@@ -179,7 +179,7 @@ def read_maniskill2(path: str | Path) -> DemoSet:
     """ManiSkill2's demonstration format: `trajectory.h5` (groups `traj_<id>` with `actions`,
     `env_states` and, where recorded, `obs` and `success`) beside `trajectory.json` (the env id
     and each episode's id and final success). The states are ManiSkill's own: usable with an
-    env that restores them (`prefrl.demos.imports.import_maniskill2` checks them against one).
+    env that restores them (`prefrl.demos.imports.import_maniskill2_demos` checks them against one).
     Refused, naming the trajectory (and step): values that are not finite, sizes that differ
     between trajectories, a trajectory without steps, states or success flags."""
     import json

@@ -1,11 +1,15 @@
 """People's demonstrations from other projects' files, as prefrl demos (`prefrl demos
 import-...`):
 
-- `import_d4rl_adroit`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
+- `import_d4rl_demos`: D4RL's Adroit human demonstrations (per-step `qpos`, `qvel` and the
   scene each reset drew), turned into prefrl states;
-- `import_dapg_adroit`: the same people's demos as hand_dapg keeps them (reset state and
+- `import_dapg_demos`: the same people's demos as hand_dapg keeps them (reset state and
   actions), replayed here to get their states;
-- `import_maniskill2`: ManiSkill2's trajectory files, checked against the env they are for.
+- `import_maniskill2_demos`: ManiSkill2's trajectory files, checked against the env they are
+  for.
+
+Each writes the demos to `out` (a demo folder) where given; `replace`: over the demos there,
+once the new ones are made.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.data.demos import Demo, DemoSet, read_maniskill2
-from prefrl.demos.make import rollout_demo
+from prefrl.demos.make import check_out, rollout_demo, save_demos
 from prefrl.envs import make_env
 from prefrl.envs.registry import UnknownEnvError
+from prefrl.rundir.config import python_arguments
 
 ADROIT_SCENE = {"door": ("door_body_pos",), "pen": ("desired_orien",), "hammer": ("board_pos",),
                 "relocate": ("obj_pos", "target_pos")}  # fmt: skip
@@ -25,7 +30,43 @@ ADROIT_SCENE = {"door": ("door_body_pos",), "pen": ("desired_orien",), "hammer":
 derived from its board, so not read)."""
 
 
-def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
+@python_arguments()
+def import_d4rl_demos(file: str | Path, env: str, *, out: str | Path | None = None,
+                      replace: bool = False) -> DemoSet:  # fmt: skip
+    """D4RL's Adroit human demonstrations (a D4RL-layout HDF5 file) as demos of `env`
+    (adroit:door, adroit:pen, adroit:hammer or adroit:relocate) with their states (`prefrl
+    demos import-d4rl`); demos recorded on another simulator version may not succeed on
+    replay: `check_demos` them."""
+    check_out(out, replace)
+    return save_demos(_read_d4rl_adroit(Path(file), env), out, replace)
+
+
+@python_arguments()
+def import_dapg_demos(file: str | Path, env: str, *, out: str | Path | None = None,
+                      replace: bool = False, hold: int | None = None,
+                      settle: int = 0) -> DemoSet:  # fmt: skip
+    """hand_dapg's Adroit demos (`dapg/demonstrations/<task>-v0_demos.pickle`) as demos of
+    `env`, replayed here to record their states (`prefrl demos import-dapg`); those that no
+    longer reach a stable success are left out, and said so. `hold` None keeps each person's
+    whole demo (as RFCL takes it); `hold`, `settle` cut them as `script_demos` does. A pickle
+    runs code when it is loaded: import only files you trust."""
+    check_out(out, replace)
+    return save_demos(_replay_dapg_adroit(Path(file), env, hold, settle), out, replace)
+
+
+@python_arguments()
+def import_maniskill2_demos(file: str | Path, env: str | None = None, *,
+                            out: str | Path | None = None,
+                            replace: bool = False) -> DemoSet:  # fmt: skip
+    """ManiSkill2 demonstrations (trajectory.h5, with the trajectory.json beside it) as demos
+    of `env` (default: the file's own env id, where prefrl has that env; `prefrl demos
+    import-maniskill2`), refused unless that env restores states and its sizes are the
+    file's; trajectories that never succeed are left out, and said so."""
+    check_out(out, replace)
+    return save_demos(_convert_maniskill2(Path(file), env), out, replace)
+
+
+def _read_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
     """A D4RL-layout Adroit HDF5 file (`observations`, `actions`, `timeouts`, `infos/qpos`,
     `infos/qvel` and the scene infos of `ADROIT_SCENE`) as demos of `env_id` (adroit:door, ...):
     each step's state is rebuilt from its qpos, qvel and scene, the success flags come from
@@ -82,8 +123,8 @@ def import_d4rl_adroit(path: Path, env_id: str) -> DemoSet:
     return DemoSet(env_id, demos, {"source": f"d4rl:{Path(path).name}"})
 
 
-def import_dapg_adroit(path: Path, env_id: str, hold: int | None = None,
-                       settle: int = 0) -> DemoSet:  # fmt: skip
+def _replay_dapg_adroit(path: Path, env_id: str, hold: int | None,
+                        settle: int) -> DemoSet:  # fmt: skip
     """hand_dapg's Adroit demos (`dapg/demonstrations/<task>-v0_demos.pickle`: per demo the
     person's actions and `init_state_dict`, the reset's qpos, qvel and scene; no states along
     the way) as demos of `env_id`: each is replayed open-loop from its reset state on this
@@ -148,7 +189,7 @@ def import_dapg_adroit(path: Path, env_id: str, hold: int | None = None,
                                    "settle": settle, "left_out": left_out})  # fmt: skip
 
 
-def import_maniskill2(path: Path, env_id: str | None = None) -> DemoSet:
+def _convert_maniskill2(path: Path, env_id: str | None) -> DemoSet:
     """ManiSkill2's trajectory files (`read_maniskill2`, which checks the file itself) as demos
     of a prefrl env: `env_id`, or the file's own id where prefrl has such an env. Refused unless
     that env restores states and its action, state and observation sizes are the file's;

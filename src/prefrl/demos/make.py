@@ -9,7 +9,7 @@
   keeps success with the last action held (`success_hold`);
 - `demo_video`: a demo's states rendered to an mp4.
 
-People's demos are imported by `demo_imports`.
+People's demos are imported by `demos.imports`.
 
 A demo is cut `hold` steps after its first success, provided it stayed successful for them (RFCL
 judges an episode by its last step, so demos should end in a success that lasts). With `settle`
@@ -21,11 +21,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from prefrl.data.demos import Demo, DemoSet
+from prefrl.data.minari_io import check_free
 from prefrl.envs import PrefrlEnv, make_env
+from prefrl.rundir.config import python_arguments
+
+if TYPE_CHECKING:
+    from prefrl.training.policies import LoadedPolicy
 
 
 def _success(info: dict, env_id: str) -> bool:
@@ -88,17 +94,38 @@ def _lasts(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, steps: int) ->
     return holds >= steps
 
 
-def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
+def check_out(out: str | Path | None, replace: bool) -> None:
+    """Refuse an `out` that holds demos (unless `replace`) or anything else, before minutes of
+    making demos for it."""
+    if out is not None:
+        check_free(out, "demos", replace)
+
+
+def save_demos(demos: DemoSet, out: str | Path | None, replace: bool) -> DemoSet:
+    """`demos`, written to `out` where given."""
+    if out is not None:
+        demos.save(out, replace=replace)
+    return demos
+
+
+@python_arguments()
+def script_demos(env: str = "toy:maze", episodes: int = 5, *, out: str | Path | None = None,
+                 replace: bool = False, seed: int = 0, hold: int = 20,
                  settle: int = 0) -> DemoSet:  # fmt: skip
-    """Scripted demos of a built-in maze (`toy:maze`, `toy:maze-open`, `toy:maze-medium`)."""
+    """Scripted demos of a built-in maze (`toy:maze`, `toy:maze-open`, `toy:maze-medium`;
+    `prefrl demos script`): the shortest path of cells, then held at the goal, from reset seeds
+    `seed`, `seed + 1`, ...; written to `out` (a demo folder) where given (`replace`: over the
+    demos there, once the new ones are made). `hold`, `settle`: where each demo is cut (the
+    module's docstring)."""
     from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
 
-    env = make_env(env_id, seed=seed)
-    maze = env.unwrapped
+    check_out(out, replace)
+    maze_env = make_env(env, seed=seed)
+    maze = maze_env.unwrapped
     if not isinstance(maze, PointMaze):
-        env.close()
+        maze_env.close()
         raise ValueError(  # noqa: TRY004 (a bad --env, reported like other bad ids)
-            f"scripted demos exist for the built-in mazes (toy:maze*), not {env_id}"
+            f"scripted demos exist for the built-in mazes (toy:maze*), not {env}"
         )
     demos, tried = [], 0
     try:
@@ -110,26 +137,32 @@ def script_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
                 action, state["index"] = scripted_action(maze, waypoints, state["index"])
                 return action
 
-            demo = rollout_demo(env, act, seed + tried, hold,
+            demo = rollout_demo(maze_env, act, seed + tried, hold,
                                 {"source": "scripted", "seed": seed + tried}, settle)  # fmt: skip
             tried += 1
             if demo is not None:
                 demos.append(demo)
     finally:
-        env.close()
+        maze_env.close()
     if len(demos) < episodes:
         raise RuntimeError(f"the scripted controller solved {len(demos)} of {tried} episodes")
-    return DemoSet(env_id, demos, {"source": "scripted", "seed": seed, "hold": hold,
-                                   "settle": settle})  # fmt: skip
+    return save_demos(DemoSet(env, demos, {"source": "scripted", "seed": seed, "hold": hold,
+                                           "settle": settle}), out, replace)  # fmt: skip
 
 
-def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20,
-                 max_tries: int | None = None, settle: int = 0) -> DemoSet:  # fmt: skip
-    """Demos from a trained prefrl policy (deterministic actions): the first `episodes`
-    episodes (seeds `seed`, `seed + 1`, ...) that reach a stable success."""
-    from prefrl.training.policies import load_policy
+@python_arguments()
+def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: str | Path | None = None,
+                 replace: bool = False, seed: int = 0, hold: int = 20, settle: int = 0,
+                 max_tries: int | None = None) -> DemoSet:  # fmt: skip
+    """Demos from a trained prefrl policy (`prefrl demos record`; deterministic actions): the
+    first `episodes` episodes (seeds `seed`, `seed + 1`, ..., `max_tries` at most, default 10
+    x `episodes`) that reach a stable success. `policy`: a `LoadedPolicy`, or a run directory
+    or checkpoint of `prefrl rl`, `train` or `rfcl`; `out`, `replace`, `hold`, `settle`: as
+    `script_demos`."""
+    from prefrl.training.policies import LoadedPolicy, load_policy
 
-    policy = load_policy(policy_path)
+    check_out(out, replace)
+    policy = policy if isinstance(policy, LoadedPolicy) else load_policy(policy)
     env_id = policy.config.env
     env = make_env(env_id, seed=seed)
     demos, tried, limit = [], 0, max_tries or 10 * episodes
@@ -148,14 +181,19 @@ def record_demos(policy_path: Path, episodes: int, seed: int = 0, hold: int = 20
     if len(demos) < episodes:
         print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
               f"({episodes} asked for)")  # fmt: skip
-    return DemoSet(env_id, demos, {"source": "policy", "checkpoint": str(policy.checkpoint),
-                                   "seed": seed, "hold": hold, "settle": settle})  # fmt: skip
+    made = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed,
+            "hold": hold, "settle": settle}  # fmt: skip
+    return save_demos(DemoSet(env_id, demos, made), out, replace)
 
 
 @dataclass
 class DemoCheck:
+    """What `check_demos` found of one demo."""
+
     index: int
+    """The demo's place in its demo set."""
     steps: int
+    """Its length in steps."""
     success_at_end: bool
     """Its actions, replayed from its first state, still end in success."""
     max_state_error: float
@@ -199,12 +237,20 @@ def success_hold(env: PrefrlEnv, state: np.ndarray, action: np.ndarray, horizon:
     return horizon
 
 
-def check_demos(demos: DemoSet, env_id: str | None = None, env: PrefrlEnv | None = None,
-                horizon: int = 50) -> list[DemoCheck]:  # fmt: skip
-    """Replay every demo's actions from its first state; whether each still ends in success
-    (beside whether its stored flags say it does), and how long its last state holds success
-    (`success_hold`, up to `horizon` steps). In `env` (an env of the demos' id, left open)
-    where given, else in one made here."""
+@python_arguments()
+def check_demos(demos: DemoSet | str | Path, env: str | PrefrlEnv | None = None,
+                hold_horizon: int = 50) -> list[DemoCheck]:  # fmt: skip
+    """Replay every demo's actions from its first state (`prefrl demos check`); whether each
+    still ends in success (beside whether its stored flags say it does), and how long its last
+    state holds success with the last action held (`success_hold`, up to `hold_horizon`
+    steps). `demos`: a `DemoSet` or a demo folder; `env`: the env id the demos must be of
+    (default: theirs), or an env of theirs to replay in (left open)."""
+    if not isinstance(demos, DemoSet):
+        demos = DemoSet.load(demos)
+    if hold_horizon < 1:
+        raise ValueError(f"--hold-horizon {hold_horizon} is invalid: expected an integer >= 1 "
+                         "(steps)")  # fmt: skip
+    env, env_id = (env, env.env_id) if isinstance(env, PrefrlEnv) else (None, env)
     env_id = env_id or demos.env_id
     if env_id != demos.env_id:
         raise ValueError(f"the demos are of {demos.env_id}, not {env_id}")
@@ -227,7 +273,7 @@ def check_demos(demos: DemoSet, env_id: str | None = None, env: PrefrlEnv | None
                 _, _, _, _, info = env.step(action)
                 error = max(error, float(np.abs(env.get_state() - demo.states[t + 1]).max()))
                 success = _success(info, env_id)
-            holds = success_hold(env, demo.states[-1], demo.actions[-1], horizon)
+            holds = success_hold(env, demo.states[-1], demo.actions[-1], hold_horizon)
             out.append(DemoCheck(i, len(demo), success, error, holds, demo.ends_in_success))
     finally:
         if owned:

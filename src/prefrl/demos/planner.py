@@ -25,13 +25,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from prefrl.data.demos import DemoSet
-from prefrl.demos.make import rollout_demo
+from prefrl.demos.make import check_out, rollout_demo, save_demos
 from prefrl.envs import make_env
-from prefrl.rundir.config import check_fields
+from prefrl.rundir.config import check_fields, python_arguments
 
 
 def _dist(a, b) -> float:
@@ -199,28 +200,34 @@ class MPPIPlanner:
         return action
 
 
-def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
+@python_arguments()
+def plan_demos(env: str, episodes: int = 5, *, out: str | Path | None = None,
+               replace: bool = False, seed: int = 0, hold: int = 20, settle: int = 0,
                config: PlanConfig | None = None, max_tries: int | None = None,
-               log: Callable[[str], None] = print, settle: int = 0) -> DemoSet:  # fmt: skip
-    """Demos of `env_id` planned one reset seed at a time (seeds `seed`, `seed + 1`, ...), the
-    first `episodes` whose episode reaches a stable success."""
-    if env_id not in PLANNED_TASKS:
-        raise ValueError(f"no planner for {env_id}: planned demos exist for "
+               log: Callable[[str], None] = print) -> DemoSet:  # fmt: skip
+    """Demos of an Adroit task (`PLANNED_TASKS`) planned with the simulator one reset seed at a
+    time (`prefrl demos plan`; seeds `seed`, `seed + 1`, ..., `max_tries` at most, default 5 x
+    `episodes`): the first `episodes` whose episode reaches a stable success. `config`: the
+    planner's settings; `log`: where each seed's outcome is said; `out`, `replace`, `hold`,
+    `settle`: as `script_demos`."""
+    if env not in PLANNED_TASKS:
+        raise ValueError(f"no planner for {env}: planned demos exist for "
                          f"{', '.join(PLANNED_TASKS)} (the built-in mazes: prefrl demos script; "
                          "other tasks: prefrl demos record)")  # fmt: skip
     if episodes < 1:
         raise ValueError(f"--episodes {episodes} is invalid: expected a positive integer")
-    cfg, task = config or PlanConfig(), PLANNED_TASKS[env_id]
-    env = make_env(env_id, seed=seed)
+    check_out(out, replace)
+    cfg, task = config or PlanConfig(), PLANNED_TASKS[env]
+    sim = make_env(env, seed=seed)
     demos, tried, limit = [], 0, max_tries or 5 * episodes
     try:
         while len(demos) < episodes and tried < limit:
             reset_seed = seed + tried
             tried += 1
-            env.reset(seed=reset_seed)
-            planner = MPPIPlanner(env, task, cfg, np.random.default_rng([seed, reset_seed]))
+            sim.reset(seed=reset_seed)
+            planner = MPPIPlanner(sim, task, cfg, np.random.default_rng([seed, reset_seed]))
             info = {"source": "planned", "planner": "mppi", "seed": reset_seed}
-            demo = rollout_demo(env, planner, reset_seed, hold, info, settle)
+            demo = rollout_demo(sim, planner, reset_seed, hold, info, settle)
             if demo is None:
                 log(f"seed {reset_seed}: no stable success" + (" that settles" if settle else ""))
                 continue
@@ -228,7 +235,7 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
                 f"{len(demo)} steps")  # fmt: skip
             demos.append(demo)
     finally:
-        env.close()
+        sim.close()
     if len(demos) < episodes:
         raise RuntimeError(f"the planner solved {len(demos)} of {tried} reset seeds "
                            f"({episodes} asked for): try --samples or --horizon higher"
@@ -236,5 +243,6 @@ def plan_demos(env_id: str, episodes: int, seed: int = 0, hold: int = 20,
     made = {**dataclasses.asdict(cfg),  # (with the task's own horizon and noise where None)
             "horizon": task.horizon if cfg.horizon is None else cfg.horizon,
             "noise": task.noise if cfg.noise is None else cfg.noise}  # fmt: skip
-    return DemoSet(env_id, demos, {"source": "planned", "planner": "mppi", "seed": seed,
-                                   "hold": hold, "settle": settle, **made})  # fmt: skip
+    return save_demos(DemoSet(env, demos, {"source": "planned", "planner": "mppi", "seed": seed,
+                                           "hold": hold, "settle": settle, **made}),
+                      out, replace)  # fmt: skip

@@ -22,6 +22,7 @@ from prefrl.data.segments import Label, PreferenceData, Segments
 from prefrl.feedback.exchange import read_document
 from prefrl.feedback.teachers import TeacherConfig, scripted_labels
 from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.config import python_arguments
 
 FORMAT = "prefrl-dataset-queries"
 VERSION = 1
@@ -336,18 +337,24 @@ def _load_array(path: Path) -> np.ndarray:
             raise ValueError(f"{path} is not a pickled array: {e}") from None
 
 
+@python_arguments()
 def import_pt_labels(
-    dataset: OfflineDataset,
-    indices_left: str | Path,
-    indices_right: str | Path,
+    dataset: OfflineDataset | str | Path,
+    indices_1: str | Path,
+    indices_2: str | Path,
     labels: str | Path,
     length: int = 100,
+    out: str | Path | None = None,
 ) -> DatasetQueries:
-    """Preference Transformer's released human labels: two pickled arrays of segment start
+    """Preference Transformer's released human labels as queries on `dataset` (one in D4RL's
+    flat layout, or its Minari directory) with their labels, written to the query file `out`
+    where given (`prefrl dataset import-pt-labels`): two pickled arrays of segment start
     indices (`indices_num*`, `indices_2_num*`) and one of labels (`label_human`: 0 = the first
-    segment is better, 1 = the second, -1 = equal), for a dataset in D4RL's flat layout."""
-    left = _load_array(Path(indices_left)).reshape(-1)
-    right = _load_array(Path(indices_right)).reshape(-1)
+    segment is better, 1 = the second, -1 = equal), of `length`-step segments."""
+    if not isinstance(dataset, OfflineDataset):
+        dataset = OfflineDataset.load(dataset)
+    left = _load_array(Path(indices_1)).reshape(-1)
+    right = _load_array(Path(indices_2)).reshape(-1)
     raw = _load_array(Path(labels)).reshape(-1)
     if not (len(left) == len(right) == len(raw)):
         raise ValueError(
@@ -367,9 +374,11 @@ def import_pt_labels(
         labels=np.asarray([mapping[int(x)] for x in raw], np.int8),
         source="pt-human",
         info={
-            "imported_from": [str(indices_left), str(indices_right), str(labels)],
+            "imported_from": [str(indices_1), str(indices_2), str(labels)],
             "dataset_sha": dataset.fingerprint(),
         },
     )
     queries.check(dataset)
+    if out is not None:
+        queries.save(out)
     return queries

@@ -149,9 +149,12 @@ def ratings_held(run_dir: Path) -> dict[str, int]:
     return dict(Counter(str(who) for _, _, who in rows))
 
 
-def rate_scripted(run_dir: Path, rater: str, noise: float = 0.0, seed: int = 0) -> int:
-    """Rate every segment of a rating run with a scripted rater, beside people's ratings and in
-    place of another scripted rater's; returns how many."""
+def rate_scripted(run_dir: str | Path, rater: str = "return", noise: float = 0.0,
+                  seed: int = 0) -> int:  # fmt: skip
+    """Rate every segment of a rating run (`collect_rating_run`) 1-100 with a scripted `rater`
+    (`prefrl rate`): a name or a combination of names (`segment_scores` lists them), with
+    Gaussian noise of std `noise` (a share of the 1-100 scale). Its ratings go beside people's
+    and replace another scripted rater's; returns how many segments it rated."""
     run = run_info(run_dir)
     with FeedbackStore(run.store, create=False) as store:
         run_id = store.run_id(run.uid, create=False)

@@ -18,9 +18,11 @@ from prefrl.feedback.exchange import (
 from prefrl.feedback.store import FeedbackStore, run_info
 
 
-def export_run_labels(run_dir: Path, out: Path | None = None, store: str | None = None) -> dict:
-    """Write a run's labelled pairs to `out` (default: labels.json in the run directory);
-    returns the document, its destination under "path"."""
+def export_run_labels(run_dir: str | Path, out: str | Path | None = None,
+                      store: str | None = None) -> dict:  # fmt: skip
+    """Write a run's labelled pairs, with their segments, to the JSON file `out` (default:
+    labels.json in the run directory; `prefrl labels export`); returns the document, its
+    destination under "path". `store`: the run's feedback store URL (default: its config's)."""
     run = run_info(run_dir, store)
     with FeedbackStore(run.store, create=False) as feedback:
         doc = export_labels(feedback, run.uid, run.run_dir)
@@ -31,14 +33,20 @@ def export_run_labels(run_dir: Path, out: Path | None = None, store: str | None 
 
 @dataclass
 class Imported:
+    """What `import_run_labels` added."""
+
     count: int
+    """Labelled pairs added to the run."""
     why_none: str = ""
     """When nothing was added: the document is the run's own, or was imported before."""
 
 
-def import_run_labels(source: Path, run_dir: Path, store: str | None = None) -> Imported:
-    """Add a labels document's pairs to a run (checked against the run's env); a resumed run
-    trains on them. Importing a document twice, or a run's own export, adds nothing."""
+def import_run_labels(source: str | Path, run_dir: str | Path,
+                      store: str | None = None) -> Imported:  # fmt: skip
+    """Add the labelled pairs of `source`, a labels file (`export_run_labels`) or a run
+    directory, to the run `run_dir` (checked against the run's env; `prefrl labels import`); a
+    resumed run trains on them. Importing them twice, or a run's own labels, adds nothing
+    (`Imported.why_none` says which)."""
     run = run_info(run_dir, store)
     doc = read_labels(source)
     if is_pixel_env(run.env):

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -13,6 +15,7 @@ from prefrl.data import SegmentRecorder, Segments
 from prefrl.envs import make_env
 from prefrl.feedback.store import FeedbackStore, claim_run_uid
 from prefrl.rundir.atomic import atomic_write
+from prefrl.rundir.config import python_arguments
 
 
 def random_segments(
@@ -204,20 +207,37 @@ def make_rating_run(
     return out
 
 
+class RatingRun(NamedTuple):
+    """What `collect_rating_run` made."""
+
+    run_dir: Path
+    """The rating run: rate it with `rate_scripted`, `prefrl rate` or `prefrl serve` (/rate)."""
+    segments: Segments
+    """The segments put up for rating (with their simulator states)."""
+
+
+@python_arguments()
 def collect_rating_run(
-    checkpoints: list[Path],
-    out: Path,
-    noise: list[float] = (0.0, 0.1, 0.3),
+    checkpoints: str | Path | Sequence[str | Path],
+    out: str | Path,
+    *,
+    noise: Sequence[float] = (0.0, 0.1, 0.3),
     segments: int = 150,
     length: int = 50,
-    seed: int = 0,
     siblings: int = 1,
-    clip_size: int | None = 256,
-) -> tuple[Path, Segments]:
-    """`prefrl collect`: segments of `checkpoints` at each action-noise level
-    (`policy_segments`) put up for rating at `out` (`make_rating_run`; clips when `clip_size`)."""
+    clip_size: int = 256,
+    seed: int = 0,
+) -> RatingRun:
+    """A rating run at `out` (`prefrl collect`): about `segments` segments of `length` steps
+    rolled out by `checkpoints` (SAC run directories, their latest checkpoint, or checkpoint
+    directories, of one env) at each action-noise std in `noise`, an equal share each, with
+    their clips (`clip_size` pixels; 0: none, scripted raters need none). `siblings` > 1:
+    families of segments that start from one state and differ by their actions alone
+    (`policy_segments`; every noise above 0), for `FinetuneConfig(pairs="siblings")`."""
+    if isinstance(checkpoints, str | Path):
+        checkpoints = [checkpoints]
     segs, infos = policy_segments(list(checkpoints), list(noise), segments, length, seed, siblings)
     from prefrl.training.policies import load_policy
 
     env_id = load_policy(Path(checkpoints[0])).config.env
-    return make_rating_run(out, env_id, segs, infos, clip_size or None), segs
+    return RatingRun(make_rating_run(out, env_id, segs, infos, clip_size or None), segs)

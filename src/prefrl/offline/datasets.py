@@ -1,5 +1,5 @@
-"""D4RL-style datasets made from a prefrl SAC run (`prefrl dataset collect`), imported
-(`import_d4rl`), and their preference queries (`make_queries`).
+"""D4RL-style datasets made from a prefrl SAC run (`collect_dataset`, `prefrl dataset
+collect`), imported (`import_d4rl_dataset`), and their preference queries (`make_queries`).
 
 - `random`: uniform-random actions.
 - `medium`: rollouts of the "medium" policy, the checkpoint whose evaluation return is nearest a
@@ -28,6 +28,7 @@ from rich.progress import Progress
 
 from prefrl.data import ReplayBuffer
 from prefrl.data.dataset import OfflineDataset
+from prefrl.data.minari_io import check_free
 from prefrl.envs import make_env
 from prefrl.feedback.dataset_queries import (
     DatasetQueries,
@@ -37,6 +38,7 @@ from prefrl.feedback.dataset_queries import (
     send_to_store,
 )
 from prefrl.rundir.checkpoints import checkpoints, latest_checkpoint
+from prefrl.rundir.config import python_arguments
 from prefrl.rundir.metrics import read_metrics
 from prefrl.training.policies import load_policy
 
@@ -94,7 +96,7 @@ def choose_medium(run_dir: Path, random_return: float, step: int | None = None) 
     if step is not None:
         if step not in usable:
             raise ValueError(
-                f"--medium-step {step}: {run_dir} has no checkpoint there; it has {sorted(usable)}"
+                f"--medium-step={step}: {run_dir} has no checkpoint there; it has {sorted(usable)}"
             )
         chosen = step
     else:
@@ -226,19 +228,44 @@ def replay_dataset(buffer: ReplayBuffer, steps: int, env_id: str) -> OfflineData
     )
 
 
+@python_arguments()
 def collect_dataset(
-    run_dir: Path,
-    kind: str,
+    run: str | Path,
+    kind: str = "medium-replay",
+    *,
+    out: str | Path | None = None,
     steps: int = 200_000,
-    seed: int = 0,
     medium_step: int | None = None,
+    seed: int = 0,
     reference_episodes: int = 10,
 ) -> OfflineDataset:
+    """A D4RL-style dataset of `kind` (random, medium, medium-replay, expert, medium-expert:
+    the module's docstring says what each holds) made from a `prefrl rl` SAC run, with the
+    normalised score's reference returns; written to `out` (a Minari dataset directory, named
+    after it) where given, as `prefrl dataset collect` does.
+
+    Args:
+        run: the SAC run directory (trained with `keep_checkpoints=0` for the medium kinds).
+        steps: transitions of rollouts (medium-replay takes the buffer up to the medium step).
+        medium_step: the checkpoint step of the medium policy (default: the one whose
+            evaluation return is nearest halfway from random to the final one).
+        reference_episodes: episodes of random actions measuring the random reference return.
+    """
     if kind not in KINDS:
         raise ValueError(f"dataset kind {kind!r} is invalid: expected one of {', '.join(KINDS)}")
     if steps < 1:
         raise ValueError(f"--steps={steps} is invalid: expected a positive integer")
-    run_dir = Path(run_dir)
+    if out is not None:
+        check_free(out)  # (before minutes of rollouts)
+    data = _collect(Path(run), kind, steps, medium_step, seed, reference_episodes)
+    if out is not None:
+        data.name = Path(out).name
+        data.save(out)
+    return data
+
+
+def _collect(run_dir: Path, kind: str, steps: int, medium_step: int | None, seed: int,
+             reference_episodes: int) -> OfflineDataset:  # fmt: skip
     final_ckpt = latest_checkpoint(run_dir)
     if final_ckpt is None:
         raise FileNotFoundError(f"{run_dir} has no checkpoint: is it a `prefrl rl` run?")
@@ -279,22 +306,25 @@ def collect_dataset(
     return data
 
 
-def import_d4rl(
-    file: Path,
-    env_id: str,
-    out: Path,
+@python_arguments()
+def import_d4rl_dataset(
+    file: str | Path,
+    env: str,
+    out: str | Path,
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
 ) -> OfflineDataset:
-    """`prefrl dataset import-d4rl`: a D4RL-layout HDF5 file, checked against `env_id`'s
-    observation and action sizes, saved as a Minari dataset at `out`."""
+    """A D4RL-layout HDF5 file as a Minari dataset at `out` (`prefrl dataset import-d4rl`),
+    checked against the observation and action sizes of `env`, the prefrl env id the data comes
+    from. `ref_min_score`, `ref_max_score`: the random and expert returns of the normalised
+    score (D4RL's REF_MIN_SCORE, REF_MAX_SCORE)."""
     from prefrl.data.dataset import import_d4rl_hdf5
 
-    env = make_env(env_id, seed=0)
-    dims = (env.obs_dim, env.action_dim)
-    env.close()
+    made = make_env(env, seed=0)
+    dims = (made.obs_dim, made.action_dim)
+    made.close()
     out = Path(out)
-    data = import_d4rl_hdf5(file, env_id, out.name, ref_min_score, ref_max_score, dims)
+    data = import_d4rl_hdf5(file, env, out.name, ref_min_score, ref_max_score, dims)
     data.save(out)
     return data
 
@@ -305,28 +335,37 @@ class QueriesMade:
     them (`label_dir`) and the command that takes their labels back (`next_step`)."""
 
     queries: DatasetQueries
+    """The queries as written to the query file."""
     how: str
+    """How they were labelled, e.g. "labelled by the oracle teacher"."""
     label_dir: Path | None = None
+    """The labelling run a person labels them in (teacher "web" or "terminal")."""
     next_step: str | None = None
+    """The command that takes that person's labels back."""
 
 
+@python_arguments()
 def make_queries(
-    dataset: Path,
-    out: Path,
+    dataset: str | Path,
+    out: str | Path,
     num: int = 500,
     length: int = 100,
     teacher: str = "oracle",
     seed: int = 0,
-    queries: Path | None = None,
-    label_dir: Path | None = None,
-    from_run: Path | None = None,
+    queries: str | Path | None = None,
+    label_dir: str | Path | None = None,
+    from_run: str | Path | None = None,
 ) -> QueriesMade:
-    """`prefrl dataset queries`: sample `num` pairs of `length`-step segments of a dataset (or
-    take the query file `queries`), then label them with a scripted teacher, or put them up for
-    a person (`teacher` web or terminal: a labelling run at `label_dir`), or take a person's
-    labels from the labelling run `from_run`; written to `out` (never over a person's labels)."""
+    """Preference queries on a dataset (`prefrl dataset queries`): `num` pairs of `length`-step
+    segments of the Minari dataset `dataset` (or the query file `queries` made on it), labelled
+    by the scripted `teacher` (oracle, stoc, mistake, skip, equal, myopic; "none": unlabelled),
+    or put up for a person (`teacher` "web" or "terminal": a labelling run at `label_dir`), or
+    given the labels a person gave in the labelling run `from_run`; written to the query file
+    `out` (never over a person's labels), which `OfflineLearner` and `prefrl offline` take."""
     from prefrl.feedback.teachers import TeacherConfig
 
+    out = Path(out)
+    label_dir = None if label_dir is None else Path(label_dir)
     data = OfflineDataset.load(dataset)
     _keep_human_labels(out)
     if queries is not None:

@@ -1,17 +1,75 @@
-"""Trained policies side by side (`prefrl eval`): each evaluated with deterministic actions on the
-same seeded episodes, and one video of all of them (with the piano's sound)."""
+"""Trained policies evaluated (`evaluate`) and side by side (`prefrl eval`): each with
+deterministic actions on the same seeded episodes, and one video of all of them (with the
+piano's sound)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
 from prefrl.feedback.clips import side_by_side
 from prefrl.render import write_video
-from prefrl.training.evaluate import EvalResult, evaluate, make_eval_envs
-from prefrl.training.policies import load_policy
+from prefrl.rundir.config import python_arguments
+from prefrl.training.evaluate import EvalResult, make_eval_envs
+from prefrl.training.evaluate import evaluate as run_episodes
+from prefrl.training.loop import env_argument
+from prefrl.training.policies import LoadedPolicy, load_policy
+
+
+@python_arguments()
+def evaluate(
+    policy: LoadedPolicy | Callable[[np.ndarray], np.ndarray] | str | Path,
+    env: str | gym.Env | None = None,
+    episodes: int = 10,
+    seed: int = 0,
+) -> EvalResult:
+    """Evaluate a trained policy with deterministic actions on `episodes` episodes seeded
+    `seed`, `seed + 1`, ... (a run's policy gets the returns `prefrl eval` reports).
+
+    Args:
+        policy: a `LoadedPolicy` (`load_policy(run)`), a run directory or checkpoint, or any
+            function from one observation (obs_dim,) to its action (action_dim,) in [-1, 1].
+        env: an env id, an env made by `prefrl.make_env` or by `gymnasium.make` (its episodes
+            run one after another; it is left open); default: a loaded policy's own env.
+
+    Returns:
+        The `EvalResult`: each episode's `returns`, `lengths` and `success` (tasks that report
+        it), summed up as `mean`, `std` and `success_rate`.
+    """
+    if episodes < 1:
+        raise ValueError(f"--episodes={episodes} is invalid: expected >= 1")
+    if isinstance(policy, str | os.PathLike):
+        policy = load_policy(policy)
+    if not callable(policy):
+        raise TypeError(f"policy={policy!r} is not a policy: expected a LoadedPolicy, a run "
+                        "directory or a function from an observation to an action")  # fmt: skip
+    loaded = isinstance(policy, LoadedPolicy)  # (it takes batches; a function one at a time)
+    act = policy if loaded else lambda obs: np.stack([np.asarray(policy(o)) for o in obs])
+    env = policy.config.env if loaded and env is None else env
+    if env is None:
+        raise TypeError("env=None: give the env to evaluate in (a function has no env of its "
+                        "own; a policy of load_policy has)")  # fmt: skip
+    given, env_id = env_argument(env)
+    if given is not None:
+        parts = [run_episodes(act, [given], seed=seed + i) for i in range(episodes)]
+        return EvalResult(
+            np.concatenate([p.returns for p in parts]),
+            np.concatenate([p.lengths for p in parts]),
+            extra={k: float(np.mean([p.extra[k] for p in parts])) for k in parts[0].extra},
+            success=None if parts[0].success is None else np.concatenate(
+                [p.success for p in parts]),
+        )  # fmt: skip
+    envs = make_eval_envs(env_id, episodes, None)
+    try:
+        return run_episodes(act, envs, seed=seed)
+    finally:
+        for made in envs:
+            made.close()
 
 
 @dataclass
@@ -46,7 +104,7 @@ def compare_policies(
             )
     envs = make_eval_envs(env_id, episodes, render_size if video else None)
     try:
-        results = [evaluate(p, envs, seed=seed, record=video is not None) for p in policies]
+        results = [run_episodes(p, envs, seed=seed, record=video is not None) for p in policies]
         if video is not None:
             frames = results[0].frames
             for result in results[1:]:
