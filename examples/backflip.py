@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 
-from prefrl import Answer, Label, PreferenceLearner, RewardConfig, ScheduleConfig
+from prefrl import Label, PreferenceLearner, RewardConfig, ScheduleConfig, Teacher
 
 TURN = 2 * np.pi
 ON_FEET_BONUS = 0.0005
@@ -52,27 +52,13 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
     return backward_turns + ON_FEET_BONUS * feet.sum(-1)
 
 
-class BackflipTeacher:
-    """Answers each pair at once by the rule, from the clips' observations alone (Hopper's
-    observation holds the torso's height, angle and vertical speed: entries 0, 1 and 6)."""
+class BackflipTeacher(Teacher):
+    """Answers each pair by the rule, from the clips' observations alone (Hopper's observation
+    holds the torso's height, angle and vertical speed: entries 0, 1 and 6)."""
 
-    needs_true_reward = False  # (it judges what it sees, not a reward)
-
-    def __init__(self) -> None:
-        self._answers: list[Answer] = []
-
-    def submit(self, query) -> None:
-        left, right = rule_score(query.left.obs), rule_score(query.right.obs)
-        for qid, diff in zip(query.ids, right - left, strict=True):
-            label = Label.EQUAL if abs(diff) < TIE else Label.RIGHT if diff > 0 else Label.LEFT
-            self._answers.append(Answer(int(qid), label))
-
-    def poll(self) -> list[Answer]:
-        answers, self._answers = self._answers, []
-        return answers
-
-    def observe_episode(self, episode_return: float, length: int) -> None:
-        pass  # (the rule needs no recent returns)
+    def answer(self, left, right):
+        diff = rule_score(right.obs) - rule_score(left.obs)
+        return np.select([np.abs(diff) < TIE, diff > 0], [Label.EQUAL, Label.RIGHT], Label.LEFT)
 
 
 class HopperBackflip(HopperEnv):
