@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_reward import ACT, H, OBS, SMALL, _labelled, _segments
+from test_reward import ACT, OBS, SMALL, H, _labelled, _segments
 
 from prefrl.reward import MLPRewardEnsemble, RewardConfig, pearson
 from prefrl.reward.augment import crop_masks, cropped_logits, pseudo_labels

@@ -49,3 +49,56 @@ def test_hybrid_batches_hold_their_share_of_recent_rows_in_every_minibatch():
     same = ReplayBuffer.sample(buffer, np.random.default_rng(0), 256)
     again = buffer.sample(np.random.default_rng(0), 256, recent=50, recent_share=0.0)
     np.testing.assert_array_equal(same.reward, again.reward)  # (share 0: plain sampling)
+
+
+def _config(tmp_path, name: str, **kw):
+    from test_online import _config as online_config
+
+    return online_config(tmp_path, name=name, **kw)
+
+
+@pytest.mark.parametrize("parts", ["qpa", "surf"])
+def test_a_seeded_short_run_with_each_part_learns_the_reward(tmp_path, parts):
+    from prefrl.online.learner import train_online
+    from prefrl.reward import RewardConfig
+    from prefrl.rundir.metrics import read_metrics
+
+    reward = {"hidden_dims": (32, 32), "max_epochs": 5, "min_steps": 10}
+    if parts == "qpa":  # (segments of 10 steps; the newest 300 steps: 30 segments)
+        settings = {"selection": "policy-aligned", "recent_steps": 300, "hybrid_replay": 0.5,
+                    "reward": RewardConfig(**reward, crops=4, crop_shorter_by=(2, 4))}  # fmt: skip
+    else:  # (fits long enough for confident guesses: at 5 epochs none is above 0.9)
+        settings = {"reward": RewardConfig(**{**reward, "max_epochs": 30},
+                                           pseudo_label_threshold=0.9)}  # fmt: skip
+    result = train_online(_config(tmp_path, parts, **settings))
+    assert result.labels == 80
+    fits = [r for r in read_metrics(result.run_dir) if "reward/segment_return_corr" in r]
+    assert len(fits) == 4 and fits[-1]["reward/segment_return_corr"] > 0.5, fits[-1]
+    if parts == "surf":  # some pseudo-labels were confident enough to train on, not all
+        assert 0 < fits[-1]["reward/pseudo_label_share"] < 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"hybrid_replay": 1.5}, r"--hybrid-replay=1.5 is invalid: expected a share in \[0, 1\]"),
+        ({"selection": "policy-aligned", "recent_steps": 15},
+         r"--recent-steps=15 is invalid: expected at least two segments' steps \(20"),
+        ({"reward": "crops"}, r"--reward.crop-shorter-by 5 10 is invalid: crops of 10-step"),
+        ({"reward": "pseudo", "teacher": "web"}, "add --pseudo-labels-with-people to mean it"),
+        ({"reward": "pseudo", "fit_lag": 100}, r"needs fits between two steps \(--fit-lag 0\)"),
+    ],
+)  # fmt: skip
+def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, message):
+    from prefrl.feedback import TeacherConfig
+    from prefrl.reward import RewardConfig
+
+    rewards = {"crops": RewardConfig(crops=4, crop_shorter_by=(5, 10)),
+               "pseudo": RewardConfig(pseudo_label_threshold=0.99)}  # fmt: skip
+    if "reward" in overrides:
+        overrides["reward"] = rewards[overrides["reward"]]
+    if "teacher" in overrides:
+        overrides["teacher"] = TeacherConfig(overrides["teacher"])
+    with pytest.raises(ValueError, match=message):
+        _config(tmp_path, "bad", **overrides)
+    assert not (tmp_path / "bad").exists()

@@ -123,6 +123,25 @@ _PEBBLE_WALKER = OnlineConfig(
     ),
 )
 
+# QPA (Hu et al., ICLR 2024, on B-Pref): queries among the last 10 episodes' segments, half of
+# every SAC batch from those episodes, each labelled pair trained on as 20 crops 5-15 steps
+# shorter; one reward network fitted on every label (up to 2000 epochs, stopping at 97% train
+# accuracy); sessions of 10 labels every 20k steps after 1k random and 9k unsupervised steps.
+_QPA = {
+    "selection": "policy-aligned",
+    "recent_steps": 10_000,
+    "hybrid_replay": 0.5,
+    "schedule": ScheduleConfig(kind="sessions", budget=100, session_size=10, interval=20_000),
+    "reward": RewardConfig(
+        members=1,
+        bootstrap=False,
+        val_fraction=0.0,
+        max_epochs=2000,
+        crops=20,
+        crop_shorter_by=(5, 15),
+    ),
+}
+
 
 ONLINE_PRESETS: dict[str, Preset] = {
     "quickstart": Preset(
@@ -154,6 +173,16 @@ ONLINE_PRESETS: dict[str, Preset] = {
             schedule=dataclasses.replace(_PEBBLE_WALKER.schedule, session_size=100),
             reward=RewardConfig(max_epochs=50),
         ),
+    ),
+    "qpa-walker-100": Preset(
+        "QPA on dmc:walker-walk from 100 labels (sessions of 10 every 20k steps): policy-aligned "
+        "queries, hybrid replay (half of each batch from the last 10 episodes), 20 crops per "
+        "label; 500k steps, B-Pref's SAC (2x1024, batch 1024)",
+        dataclasses.replace(_PEBBLE_WALKER, **_QPA),
+    ),
+    "qpa-cheetah-100": Preset(
+        "QPA on dmc:cheetah-run from 100 labels, 1M steps; otherwise as qpa-walker-100",
+        dataclasses.replace(_PEBBLE_WALKER, env="dmc:cheetah-run", steps=1_000_000, **_QPA),
     ),
     "christiano-halfcheetah": Preset(
         "Christiano et al. (2017) settings on HalfCheetah-v5 with SAC: 1000 labels, a quarter "

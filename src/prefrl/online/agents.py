@@ -45,7 +45,8 @@ class SacSteps:
             self.pending_reward = run.model.dispatch_step_reward(obs, action)
         learning = run.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
         if learning and len(run.buffer) >= cfg.sac.batch_size and step % cfg.update_every == 0:
-            batch = run.buffer.sample(run.rng, self.batch_size)
+            batch = run.buffer.sample(run.rng, self.batch_size, cfg.recent_steps,
+                                      cfg.hybrid_replay)  # fmt: skip
             if not run.fitted:
                 batch = batch._replace(reward=run.intrinsic(batch.next_obs, run.buffer, run.rng))
             run.state, self.metrics = run.agent.update(run.state, batch, run.key)

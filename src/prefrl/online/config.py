@@ -60,7 +60,8 @@ class OnlineConfig:
     schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
     """When labels are asked for, and how many in all (the label budget)."""
     selection: str = "disagreement"
-    """Query selection: uniform, disagreement or entropy."""
+    """Query selection: uniform, disagreement (PEBBLE), entropy, or policy-aligned (QPA: pairs
+    drawn uniformly among the segments of the newest `recent_steps` steps)."""
     oversample: int = 10
     """Candidate pairs drawn per query kept (the best 1 in `oversample` is asked)."""
     segment_length: int = 50
@@ -78,6 +79,16 @@ class OnlineConfig:
     defines. Envs that never end early (DMC, HalfCheetah) are the same under all three."""
     segment_pool: int = 2000
     """Most recent segments kept as query candidates."""
+    recent_steps: int = 10_000
+    """QPA's near-on-policy window: the newest env steps that policy-aligned queries
+    (`selection` policy-aligned) and hybrid replay draw from (QPA: its last 10 episodes, here
+    10 of 1000 steps)."""
+    hybrid_replay: float = 0.0
+    """QPA's hybrid replay: the share of every SAC batch drawn from the newest `recent_steps`
+    transitions, the rest from the whole buffer (QPA: 0.5; 0: all from the whole buffer)."""
+    pseudo_labels_with_people: bool = False
+    """Let the reward model's guessed labels (`reward.pseudo_label_threshold`) be trained on
+    beside a person's answers: refused unless asked for here."""
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
     """The reward model's settings (an ensemble of MLPs)."""
     fit_lag: int = 0
@@ -144,7 +155,7 @@ class OnlineConfig:
                 f"--termination=continue needs an env whose early termination can be turned off "
                 f"(Gymnasium Hopper, Walker2d, Ant, Humanoid); {self.env} has none"
             )
-        positive = ("steps", "oversample", "segment_length", "segment_pool", "knn_k",
+        positive = ("steps", "oversample", "segment_length", "segment_pool", "knn_k", "recent_steps",
                     "eval_interval", "refit_labels", "eval_episodes", "checkpoint_interval",
                     "log_interval", "buffer_size", "render_size", "update_every")  # fmt: skip
         check_fields(self, {
@@ -157,10 +168,42 @@ class OnlineConfig:
             **{name: (getattr(self, name) >= 0, ">= 0")
                for name in ("warmstart_steps", "unsupervised_steps", "fit_lag")},
         }, "--")  # fmt: skip
+        self._check_label_efficiency()
         if self.first_query_step >= self.steps:
             raise ValueError(
                 f"queries would start at step {self.first_query_step:,} (warm start + "
                 f"unsupervised steps), after the run's last step ({self.steps:,})"
+            )
+
+    def _check_label_efficiency(self) -> None:
+        """QPA's and SURF's settings, against the segments and the teacher they meet."""
+        crops, shorter = self.reward.crops, self.reward.crop_shorter_by
+        near_policy = self.selection == "policy-aligned" or self.hybrid_replay > 0
+        check_fields(self, {
+            "hybrid_replay": (0 <= self.hybrid_replay <= 1, "a share in [0, 1]"),
+            "recent_steps": (
+                self.recent_steps >= 2 * self.segment_length or not near_policy,
+                (f"at least two segments' steps ({2 * self.segment_length}: --segment-length "
+                 f"{self.segment_length}) to draw pairs and batches from"),
+            ),
+        }, "--")  # fmt: skip
+        if crops and shorter[1] >= self.segment_length:
+            raise ValueError(
+                f"--reward.crop-shorter-by {shorter[0]} {shorter[1]} is invalid: crops of "
+                f"{self.segment_length}-step segments (--segment-length) must be shorter by "
+                f"fewer than {self.segment_length} steps"
+            )
+        if self.reward.pseudo_label_threshold is None:
+            return
+        if self.teacher.is_human and not self.pseudo_labels_with_people:
+            raise ValueError(
+                "--reward.pseudo-label-threshold with a person labelling would train on guessed "
+                "labels beside their answers: add --pseudo-labels-with-people to mean it"
+            )
+        if self.fit_lag:
+            raise ValueError(
+                f"--reward.pseudo-label-threshold needs fits between two steps (--fit-lag 0), "
+                f"not in the background (--fit-lag {self.fit_lag})"
             )
 
     @property

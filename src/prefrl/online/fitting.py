@@ -65,11 +65,18 @@ class RewardFitting:
         lag = self.fit_lag if self.fitted or self.pretraining else 0
         return self.pending is not None and step >= self.pending["start"] + lag
 
-    def take(self, labels: PreferenceData) -> dict[str, float]:
-        """The fitted model replaces the old one; returns the fit's metrics."""
+    @property
+    def model_fits(self) -> int:
+        """Fits the model has had (its own count where it keeps one)."""
+        return getattr(self.model, "fits", 0)
+
+    def take(self, labels: PreferenceData, unlabelled: dict | None = None) -> dict[str, float]:
+        """The fitted model replaces the old one; returns the fit's metrics. `unlabelled`:
+        pairs for pseudo-labels (fits in place only)."""
         if self.fitter is None:
             t0 = time.perf_counter()
-            metrics = self.model.fit(labels)
+            extra = {} if unlabelled is None else {"unlabelled": unlabelled}
+            metrics = self.model.fit(labels, **extra)
             metrics["reward/fit_wait_seconds"] = time.perf_counter() - t0
         else:
             self.model, metrics, waited = self.fitter.result()

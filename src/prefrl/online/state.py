@@ -99,6 +99,16 @@ class OnlineRun(TrainingLoop):
         return self.fitting.fitted
 
     # ------------------------------------------------------------------ feedback
+    def unlabelled_pairs(self) -> dict[str, np.ndarray] | None:
+        """SURF's unlabelled pairs for pseudo-labels: ten per label from the pool (at most
+        5,000), drawn with a generator of their own; None when pseudo-labels are off."""
+        if self.config.reward.pseudo_label_threshold is None or len(self.pool) < 2:
+            return None
+        rng = np.random.default_rng([self.config.seed, 7, self.fitting.model_fits])
+        left, right = self.pool.sample_pairs(rng, min(5_000, 10 * len(self.labels)))
+        return {"obs_left": left.obs, "action_left": left.action, "obs_right": right.obs,
+                "action_right": right.action}  # fmt: skip
+
     def ask(self) -> bool:
         """Request the labels the schedule wants by now, each pair one never asked before;
         False when not all could be asked (fewer than 2 segments in the pool yet, or too few
@@ -112,8 +122,9 @@ class OnlineRun(TrainingLoop):
             return False
         t0 = time.perf_counter()
         model = self.model if self.fitted else None
+        newest = max(2, cfg.recent_steps // cfg.segment_length)
         left, right = select_pairs(cfg.selection, self.pool, due, self.rng, model,
-                                   cfg.oversample, self.asked_pairs)  # fmt: skip
+                                   cfg.oversample, self.asked_pairs, newest)  # fmt: skip
         n = len(left)
         if n:
             self.asked_pairs.update(pair_keys(left.id, right.id))
@@ -176,7 +187,7 @@ class OnlineRun(TrainingLoop):
 
     def take_fit(self) -> dict[str, float]:
         """Use the fitted model: relabel the buffer; returns the fit's metrics."""
-        metrics = self.fitting.take(self.labels)
+        metrics = self.fitting.take(self.labels, self.unlabelled_pairs())
         t0 = time.perf_counter()
         if self.config.algo == "sac":
             self.buffer.relabel(lambda obs, action, _next: self.model.predict(obs, action))

@@ -115,20 +115,24 @@ class MLPRewardEnsemble(RewardModel):
 
         def loss_fn(p):
             logits = self._logits(p, data, idx, key, train)
-            per_member = self._loss(logits, target, weight)
+            per_member, pseudo = self._loss(logits, target, weight), jnp.zeros(())
             if unlabelled is not None:
                 u_logits = self._logits(p, *unlabelled, jax.random.fold_in(key, 1), train)
                 u_target, confident = pseudo_labels(u_logits, self.config.pseudo_label_threshold)
                 u_loss = self._loss(u_logits, u_target, confident.astype(u_logits.dtype))
                 per_member = per_member + self.config.pseudo_label_weight * u_loss
-            return per_member.sum(), (per_member, logits)
+                pseudo = confident.mean()
+            return per_member.sum(), (per_member, logits, pseudo)
 
-        (_, (per_member, logits)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        (_, (per_member, logits, pseudo)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params
+        )
         updates, opt_state = self.tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         decided = (target != 0.5) & (weight.sum(0) > 0)  # (B,)
         correct = ((logits > 0) == (target > 0.5)[None]) & decided[None]
-        return params, opt_state, per_member, correct.sum() / self.num_members, decided.sum()
+        accuracy = (correct.sum() / self.num_members, decided.sum())
+        return params, opt_state, per_member, *accuracy, pseudo
 
     def _split(self, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Validation flags and bootstrap weights for labels 0..n-1; each label keeps its own
@@ -190,7 +194,7 @@ class MLPRewardEnsemble(RewardModel):
         epochs, acc, loss = 0, 0.0, float("nan")
         for epochs in range(1, max_epochs + 1):
             order = rng.permutation(train_idx)
-            correct_sum, decided_sum, losses = 0.0, 0.0, []
+            correct_sum, decided_sum, losses, pseudo_used = 0.0, 0.0, [], []
             for start in range(0, len(order), b):
                 idx = order[start : start + b]
                 m = len(idx)
@@ -203,9 +207,11 @@ class MLPRewardEnsemble(RewardModel):
                 if pseudo is not None:  # (a fresh draw of unlabelled pairs for every batch)
                     rows = rng.integers(0, len(pseudo[0]), b * cfg.pseudo_label_ratio)
                     extra = {"unlabelled": (pseudo, rows)}
-                self.params, self.opt_state, per_member, correct, decided = self._train_step(
-                    self.params, self.opt_state, device_data, idx, target[idx], w, key, **extra
-                )
+                self.params, self.opt_state, per_member, correct, decided, confident = (
+                    self._train_step(self.params, self.opt_state, device_data, idx,
+                                     target[idx], w, key, **extra)
+                )  # fmt: skip
+                pseudo_used.append(confident)
                 self.steps += 1
                 losses.append(per_member)
                 correct_sum += correct
@@ -223,6 +229,8 @@ class MLPRewardEnsemble(RewardModel):
             "reward/labels_train": float(len(train_idx)),
             "reward/labels_val": float(len(val_idx)),
         }
+        if pseudo is not None:  # (the last epoch's share of unlabelled pairs trained on)
+            metrics["reward/pseudo_label_share"] = float(jnp.mean(jnp.stack(pseudo_used)))
         if cfg.val_fraction == 0 and cfg.bootstrap:
             metrics.update(self._validate_out_of_bag(device_data, train_idx, target, weight))
         else:
