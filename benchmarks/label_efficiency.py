@@ -8,13 +8,14 @@ the reward model and relabelling the buffer (the rest is what plain SAC does too
 
     python benchmarks/label_efficiency.py --envs Pendulum-v1 --seeds 0 1 2
     python benchmarks/label_efficiency.py --envs HalfCheetah-v5 --teacher oracle --seeds 0 1 2
+    python benchmarks/label_efficiency.py --envs dmc:walker-walk --labels 100 --methods pebble qpa
 
-The grid (envs x {preferences, true reward} x seeds) runs as a sweep on Ray (`prefrl.sweep`):
+The grid (envs x {each method of --methods, true reward} x seeds) runs as a sweep on Ray (`prefrl.sweep`):
 --jobs N runs N side by side here, --address on a cluster. Runs go to
 runs/bench-labels/runs/; stopped and started again, finished runs are reused and stopped ones
 resume. Wall seconds are a run's training time from its metrics' timestamps (stops and resumes
 counted once, without the time it stood still). Results are merged into
-benchmarks/results/label_efficiency.json (one row per env and teacher).
+benchmarks/results/label_efficiency.json (one row per env, teacher, method and budget).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from sweep_grid import add_grid_flags, run_grid
 from prefrl.agents import SACConfig
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.online.learner import OnlineConfig
-from prefrl.presets import ONLINE_PRESETS
+from prefrl.presets import ONLINE_PRESETS, QPA_PARTS
 from prefrl.reward import RewardConfig
 from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
@@ -70,6 +71,13 @@ SETTINGS = {
     # capped refits cost HalfCheetah a fifth of its return.
     "dmc:walker-walk": dataclasses.replace(
         ONLINE_PRESETS["pebble-walker"].config,
+        sac=SACConfig(),
+        checkpoint_interval=25_000,
+    ),
+    # QPA's other 100-label task, with the walker's settings (its own: 1M steps, 20k sessions).
+    "dmc:cheetah-run": dataclasses.replace(
+        ONLINE_PRESETS["pebble-walker"].config,
+        env="dmc:cheetah-run",
         sac=SACConfig(),
         checkpoint_interval=25_000,
     ),
@@ -152,6 +160,25 @@ VARIANTS = {
 }
 
 
+# Ways to learn from the same labels, run side by side on the same seeds and budgets (--methods).
+METHODS = {
+    "pebble": lambda config: config,
+    # QPA (Hu et al. 2024): policy-aligned queries, hybrid replay, 20 crops per label, one reward
+    # network fitted on every label (presets.QPA_PARTS).
+    "qpa": lambda config: dataclasses.replace(config, **QPA_PARTS),
+}
+
+
+def _with_budget(config: OnlineConfig, labels: int | None) -> OnlineConfig:
+    """`config` with a label budget of `labels`, spent in sessions of a tenth of it."""
+    if labels is None:
+        return config
+    session = max(1, labels // 10) if config.schedule.kind == "sessions" else None
+    schedule = dataclasses.replace(config.schedule, budget=labels,
+                                   **({"session_size": session} if session else {}))  # fmt: skip
+    return dataclasses.replace(config, schedule=schedule)
+
+
 def _final_return(run_dir: Path) -> float:
     rows = [r for r in read_metrics(run_dir) if "eval/return_mean" in r]
     return float(rows[-1]["eval/return_mean"])
@@ -212,6 +239,15 @@ def main() -> None:
         help="other settings (see VARIANTS); SAC on the true reward is the same run as without",
     )
     parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["pebble"],
+        choices=list(METHODS),
+        help="ways to learn from the labels, each beside SAC on the true reward",
+    )
+    parser.add_argument("--labels", type=int, help="override the label budget (sessions of a "
+                        "tenth of it where the schedule has sessions)")  # fmt: skip
+    parser.add_argument(
         "--only",
         choices=["pref", "true"],
         help="train only one side; a later plain invocation reuses the finished runs and "
@@ -227,7 +263,7 @@ def main() -> None:
         if args.variant and env not in VARIANTS[args.variant]:
             raise SystemExit(f"variant {args.variant!r} has no settings for {env}")
         base = VARIANTS[args.variant][env] if args.variant else SETTINGS[env]
-        p = dataclasses.replace(base, teacher=TeacherConfig(args.teacher),
+        p = dataclasses.replace(_with_budget(base, args.labels), teacher=TeacherConfig(args.teacher),
                                 steps=args.steps or base.steps, video=False)  # fmt: skip
         true = RLConfig(
             env=env, steps=p.steps, warmstart_steps=p.warmstart_steps, sac=p.sac,
@@ -235,18 +271,21 @@ def main() -> None:
             checkpoint_interval=p.checkpoint_interval, buffer_size=p.buffer_size,
         )  # fmt: skip
         tag = env.replace(":", "-")
-        sides[env] = (p, f"{tag}_{args.teacher}{suffix}", f"{tag}_true")
-        if args.only != "true":
-            configs[sides[env][1]] = p
+        budget = "" if args.labels is None else f"_l{args.labels}"
+        for method in args.methods:  # (PEBBLE's runs keep the names they had before methods)
+            label = f"{tag}_{args.teacher}{suffix}{budget}" + (f"_{method}" if method != "pebble"
+                                                               else "")  # fmt: skip
+            sides[env, method] = (METHODS[method](p), label, f"{tag}_true")
+            if args.only != "true":
+                configs[label] = sides[env, method][0]
         if args.only != "pref":
-            configs[sides[env][2]] = true
+            configs[f"{tag}_true"] = true
     run_grid(configs, args.seeds, runs, args)
     if args.only:
         return  # one side only: nothing to compare yet
     rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written
     runs = runs / "runs"
-    for env in args.envs:
-        pref, pref_label, true_label = sides[env]
+    for (env, method), (pref, pref_label, true_label) in sides.items():
         pref_names = [f"{pref_label}_s{seed}" for seed in args.seeds]
         true_names = [f"{true_label}_s{seed}" for seed in args.seeds]
         pref_returns = [_final_return(runs / n) for n in pref_names]
@@ -257,9 +296,10 @@ def main() -> None:
         pref_wall = [active_s for _, active_s, _ in timing]
         true_wall = [_loop_seconds(runs / n)[1] for n in true_names]
         pm, tm = float(np.mean(pref_returns)), float(np.mean(true_returns))
-        rows[(env, args.teacher, args.variant)] = {
+        rows[(env, args.teacher, args.variant, method, pref.schedule.budget)] = {
             "env": env,
             "teacher": args.teacher,
+            "method": method,
             **({"variant": args.variant} if args.variant else {}),
             "labels": pref.schedule.budget,
             "steps": pref.steps,
@@ -283,16 +323,17 @@ def main() -> None:
             "loop_overhead_includes_query_selection": all(feedback_timed),
             "command": command,
         }
-        r = rows[(env, args.teacher, args.variant)]
+        r = rows[(env, args.teacher, args.variant, method, pref.schedule.budget)]
         print(
-            f"{env} [{args.teacher}, {r['labels']} labels, {r['steps']:,} steps, {r['seeds']} "
+            f"{env} [{method}, {args.teacher}, {r['labels']} labels, {r['steps']:,} steps, {r['seeds']} "
             f"seeds]: preferences {pm:.1f} +- {r['pref_return_std']:.1f}, true reward {tm:.1f} "
             f"+- {r['true_reward_return_std']:.1f}, ratio {r['ratio']:.2f}, loop overhead "
             f"{100 * r['loop_overhead']:.0f}% of wall time"
         )
     # Read at the end, not the start: runs of hours side by side each add their own rows.
     existing = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
-    merged = {(r["env"], r["teacher"], r.get("variant")): r for r in existing["results"]}
+    merged = {(r["env"], r["teacher"], r.get("variant"), r.get("method", "pebble"), r["labels"]): r
+              for r in existing["results"]}  # fmt: skip
     merged.update(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(

@@ -127,11 +127,10 @@ _PEBBLE_WALKER = OnlineConfig(
 # every SAC batch from those episodes, each labelled pair trained on as 20 crops 5-15 steps
 # shorter; one reward network fitted on every label (up to 2000 epochs, stopping at 97% train
 # accuracy); sessions of 10 labels every 20k steps after 1k random and 9k unsupervised steps.
-_QPA = {
+QPA_PARTS = {
     "selection": "policy-aligned",
     "recent_steps": 10_000,
     "hybrid_replay": 0.5,
-    "schedule": ScheduleConfig(kind="sessions", budget=100, session_size=10, interval=20_000),
     "reward": RewardConfig(
         members=1,
         bootstrap=False,
@@ -140,6 +139,12 @@ _QPA = {
         crops=20,
         crop_shorter_by=(5, 15),
     ),
+}
+"""What QPA changes in PEBBLE (`--selection`, `--recent-steps`, `--hybrid-replay`, the reward
+model), for any schedule."""
+_QPA = {
+    **QPA_PARTS,
+    "schedule": ScheduleConfig(kind="sessions", budget=100, session_size=10, interval=20_000),
 }
 
 
