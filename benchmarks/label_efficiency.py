@@ -320,6 +320,10 @@ def main() -> None:
             # fitting and relabelling (from its metrics: valid across stops and resumes).
             "loop_overhead": float(np.mean(loop_share)),
             "loop_overhead_per_seed": loop_share,
+            # Wall seconds of the preference machinery per label (selection, fits with their
+            # augmentation, relabelling), the cost a method adds for what each answer buys.
+            "loop_seconds_per_label": float(np.mean([s for s, _, _ in timing]))
+            / pref.schedule.budget,
             "loop_overhead_includes_query_selection": all(feedback_timed),
             "command": command,
         }
