@@ -13,9 +13,18 @@ import numpy as np
 import pytest
 from test_api import SMALL
 
-from prefrl import PPO, PreferenceLearner, RFCLConfig, RLLearner, check_env, train_rfcl
+from prefrl import (
+    PPO,
+    PreferenceLearner,
+    RFCLConfig,
+    RLLearner,
+    check_env,
+    load_policy,
+    train_rfcl,
+)
 from prefrl.agents import PPOConfig
 from prefrl.envs import UnknownEnvError, make_env, wrap_env
+from prefrl.rundir.checkpoints import latest_checkpoint
 
 
 class Reach(gym.Env):
@@ -126,8 +135,9 @@ def test_an_instance_trains_with_rl_and_resumes_when_given_again(tmp_path, capsy
         RLLearner(agent=PPO(small_ppo, 4, 2), steps=512, resume=run_dir, **settings)
     resumed = RLLearner(limited(Reach()), agent=PPO(small_ppo, 4, 2), steps=512, resume=run_dir,
                         **settings).train()  # fmt: skip
-    assert resumed.steps == 512 and resumed.run_dir == run_dir
-    assert np.isfinite(resumed.policy(np.zeros((1, 4), np.float32))).all()  # (in this process)
+    assert resumed.run_dir == run_dir and latest_checkpoint(run_dir).name == "step_000000512"
+    policy = load_policy(run_dir)  # (in this process, which has the object's copies)
+    assert np.isfinite(policy(np.zeros(4, np.float32))).all()
 
 
 def test_an_id_of_an_env_object_that_this_process_was_not_given_says_what_to_do():

@@ -15,7 +15,8 @@ The main entry points, importable from `prefrl` itself:
 - the CLI's data steps as functions: `collect_dataset`, `make_queries`, `collect_rating_run`,
   `rate_scripted`, `export_run_labels`, `script_demos`, `import_d4rl_demos`, ...; and
   `evaluate(policy, env)` for a trained policy's returns;
-- the parts they are built from: `make_env` (`wrap_env` for a `gymnasium.make` env), `SAC`, `PPO`, `MLPRewardEnsemble`,
+- the parts they are built from: `make_env` (`wrap_env` for an env object of yours, `check_env`
+  for what an env supports), `SAC`, `PPO`, `MLPRewardEnsemble`,
   `ScriptedTeacher`, `ScheduleConfig`, `FeedbackStore`, ...
 
 Names are imported on first use, so `import prefrl` stays quick.
@@ -63,6 +64,7 @@ _PUBLIC = {  # name -> the module that defines it
     "SweepResult": "prefrl.sweep",
     "make_env": "prefrl.envs",
     "wrap_env": "prefrl.envs",
+    "check_env": "prefrl.envs",
     "PrefrlEnv": "prefrl.envs",
     "SAC": "prefrl.agents",
     "SACConfig": "prefrl.agents",
@@ -133,6 +135,7 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "TeacherConfig",
     "__version__",
     "check_demos",
+    "check_env",
     "collect_dataset",
     "collect_rating_run",
     "evaluate",

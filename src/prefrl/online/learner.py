@@ -29,6 +29,7 @@ from pathlib import Path
 
 from prefrl.agents import PPO, SAC
 from prefrl.envs import PrefrlEnv, make_env
+from prefrl.envs.check import check_people_can_label
 from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherConfig
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
@@ -45,6 +46,7 @@ from prefrl.training.evaluate import EvalResult
 from prefrl.training.loop import (
     PeriodicTasks,
     check_finite,
+    check_resumed_identity,
     check_sizes,
     config_with,
     env_argument,
@@ -99,11 +101,8 @@ def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool, teacher=None) -
             f"--segment-length={config.segment_length} is longer than {config.env}'s episodes "
             f"({limit} steps); use at most {limit}"
         )
-    if human and not env.restores_state:
-        raise ValueError(
-            f"{config.env} cannot restore a saved state, so the clips a person labels cannot be "
-            "rendered from its segments; use a scripted teacher or your own teacher object"
-        )
+    if human:
+        check_people_can_label(env)
     needs = not human if teacher is None else getattr(teacher, "needs_true_reward", False)
     if not env.has_true_reward and needs:
         who = (f"the scripted teacher {config.teacher.preset!r}" if teacher is None
@@ -121,7 +120,9 @@ class PreferenceLearner:
     Args:
         env: an env id (`prefrl envs`; your registered Gymnasium env: its id, or
             `module:EnvId` to have each process import the module that registers it), an env
-            made by `prefrl.make_env`, or one made by `gymnasium.make` (yours to close).
+            made by `prefrl.make_env`, or any Gymnasium env object: one of `gymnasium.make`,
+            or an instance of your own class, never registered (evaluated on copies:
+            `wrap_env`); yours to close.
         teacher: a scripted preset ("oracle", "stoc", "mistake", ...), a `TeacherConfig`, a
             teacher object (`submit(query)` and `poll() -> [Answer]`, see
             `prefrl.feedback.Teacher`), or "web" / "terminal" for a person labelling with
@@ -172,6 +173,7 @@ class PreferenceLearner:
         if schedule is not None:
             fields["schedule"] = schedule
         self.config = config_with(OnlineConfig, "PreferenceLearner", config, settings, fields)
+        check_resumed_identity(self.config)  # (before an env is made for the checks below)
         self.agent, self.reward_model = agent, reward_model
         human = self.teacher is None and self.config.teacher.is_human
         self.in_memory = (not human) if in_memory is None else in_memory

@@ -29,8 +29,9 @@ class RLLearner:
         result = RLLearner(gymnasium.make("Pendulum-v1"), agent=PPO(PPOConfig(), 3, 1)).train()
 
     Args:
-        env: an env id (`prefrl envs`), an env made by `prefrl.make_env`, or one made by
-            `gymnasium.make` (yours to close).
+        env: an env id (`prefrl envs`), an env made by `prefrl.make_env`, or any Gymnasium
+            env object: one of `gymnasium.make`, or an instance of your own class, never
+            registered (evaluated on copies: `wrap_env`); yours to close.
         agent: a `SAC` or a `PPO` (its settings are recorded in the run's config); default:
             SAC with `config.sac`.
         config: every other setting (`RLConfig`); keyword arguments override its fields, e.g.
@@ -48,6 +49,7 @@ class RLLearner:
             algo = "sac" if isinstance(agent, SAC) else "ppo"
             given.update({"algo": algo, algo: agent.config})
         self.config = config_with(RLConfig, "RLLearner", config, settings, given)
+        check_resumed_identity(self.config)  # (before an env is made for the sizes' check)
         self.agent = agent
         env = self.env or make_env(self.config.env, seed=None)
         try:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from prefrl.envs import PrefrlEnv, RenderSettings, make_env
+from prefrl.envs import PrefrlEnv, RenderSettings, make_like
 
 Policy = Callable[[np.ndarray], np.ndarray]
 """Maps a batch of observations (n, obs_dim) to actions (n, action_dim) in [-1, 1]."""
@@ -44,12 +44,12 @@ class EvalResult:
         return {**out, **self.extra}
 
 
-def make_eval_envs(env_id: str, episodes: int, render_size: int | None) -> list[PrefrlEnv]:
-    """One env per evaluation episode; with `render_size`, the first renders (for the video)."""
+def make_eval_envs(env: str | PrefrlEnv, episodes: int,
+                   render_size: int | None) -> list[PrefrlEnv]:  # fmt: skip
+    """One env per evaluation episode, like `env` (an id, or an env: `make_like`); with
+    `render_size`, the first renders (for the video)."""
     render = RenderSettings(render_size, render_size) if render_size else False
-    return [
-        make_env(env_id, seed=None, render=render if i == 0 else False) for i in range(episodes)
-    ]
+    return [make_like(env, seed=None, render=render if i == 0 else False) for i in range(episodes)]
 
 
 def evaluate(

@@ -14,6 +14,7 @@ import jax
 import numpy as np
 
 from prefrl.envs import PrefrlEnv, wrap_env
+from prefrl.envs.given import PREFIX as GIVEN_PREFIX
 from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
@@ -65,10 +66,14 @@ class TrainingLoop:
     def evaluate(self, record: bool) -> EvalResult:
         cfg = self.config
         if self._eval_envs is None:
-            render_size = cfg.render_size if cfg.video else None
-            self._eval_envs = make_eval_envs(self.env.env_id, cfg.eval_episodes, render_size)
-        return evaluate(self.policy, self._eval_envs, seed=cfg.seed + 1_000_000, record=record,
-                        learned_reward=self.learned_reward())  # fmt: skip
+            no_frames = cfg.video and getattr(self.env.given, "no_frames", None)
+            if no_frames:
+                print(f"warning: {no_frames}; its evaluations record no video", flush=True)
+            self._video = cfg.video and not no_frames
+            render_size = cfg.render_size if self._video else None
+            self._eval_envs = make_eval_envs(self.env, cfg.eval_episodes, render_size)
+        return evaluate(self.policy, self._eval_envs, seed=cfg.seed + 1_000_000,
+                        record=record and self._video, learned_reward=self.learned_reward())  # fmt: skip
 
     def check_savable(self, state) -> None:
         """Never checkpoint NaN or inf: the latest checkpoint must be one to resume from."""
@@ -128,16 +133,17 @@ def config_with(cls, who: str, config, settings: dict, given: dict):
 
 def env_argument(env) -> tuple[PrefrlEnv | None, str | None]:
     """(the env object to train in, or None to make one from the id; the env id) from what a
-    Python user passed: an id, an env of `prefrl.make_env`, or one of `gymnasium.make`."""
+    Python user passed: an id, an env of `prefrl.make_env`, or any Gymnasium env object (one of
+    `gymnasium.make`, or an instance of their own class: `wrap_env`)."""
     if isinstance(env, PrefrlEnv):
         return env, env.env_id
-    if isinstance(env, gym.Env):  # (yours: made by gymnasium.make of a registered id)
+    if isinstance(env, gym.Env):
         wrapped = wrap_env(env, seed=None)
         return wrapped, wrapped.env_id
     if isinstance(env, str) or env is None:
         return None, env
-    raise TypeError(f"env={env!r} is not an env id, an env made by prefrl.make_env or one made "
-                    "by gymnasium.make")  # fmt: skip
+    raise TypeError(f"env={env!r} is not an env id, an env made by prefrl.make_env or a "
+                    "gymnasium.Env object")  # fmt: skip
 
 
 def check_sizes(parts: dict, env: PrefrlEnv) -> None:
@@ -266,7 +272,14 @@ def check_resumed_identity(config) -> None:
     if config.resume is None or not stored.is_file():
         return  # (a new run, or no run there: `open_run_dir` says which)
     given = {field: getattr(config, field, None) for field in IDENTITY}
-    check_same_identity(config.resume, json.loads(stored.read_text()), given)
+    run = json.loads(stored.read_text())
+    if str(run.get("env")).startswith(GIVEN_PREFIX) and given["env"] != run["env"]:
+        name = run["env"][len(GIVEN_PREFIX) :]
+        raise ValueError(f"{config.resume} was trained on an env object of yours, a {name} "
+                         "(never registered with Gymnasium), which prefrl cannot make by itself: "
+                         f"give it again to resume the run, e.g. RLLearner({name}(...), "
+                         f"resume={str(config.resume)!r})")  # fmt: skip
+    check_same_identity(config.resume, run, given)
 
 
 def start_run(loop_factory, config, name: str):
