@@ -4,6 +4,7 @@ teachers in memory, callable policies, and the runnable examples."""
 import dataclasses
 import importlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -268,14 +269,21 @@ def test_the_configs_built_by_hand_name_a_wrong_type_as_their_argument():
 
 
 def test_the_examples_run(tmp_path):
-    """Each script in examples/ runs as a user would run it (shortened by its argument)."""
+    """Each script in examples/ runs as a user would run it (shortened by its argument), and
+    its last run ends with the result's one line: how far it got and how it did, in a run
+    directory the script made."""
     scripts = sorted(EXAMPLES.glob("*.py"))
     assert scripts
     for script in scripts:
-        out = subprocess.run([sys.executable, str(script), "1500"], cwd=tmp_path, check=False,
+        cwd = tmp_path / script.stem
+        cwd.mkdir()
+        out = subprocess.run([sys.executable, str(script), "1500"], cwd=cwd, check=False,
                              capture_output=True, text=True, timeout=600)  # fmt: skip
         assert out.returncode == 0, f"{script.name}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
-        assert "labels" in out.stdout
+        summary = r"^.+ after [\d,]+ steps: .*return .*; (.+)$"  # (TrainResult.summary)
+        summaries = re.findall(summary, out.stdout, re.MULTILINE)
+        assert summaries, f"{script.name} printed no result:\n{out.stdout[-2000:]}"
+        assert (cwd / summaries[-1]).is_dir(), summaries[-1]
 
 
 def test_a_gymnasium_env_object_of_the_users_trains_like_an_id(tmp_path):
