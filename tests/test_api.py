@@ -95,8 +95,9 @@ def test_objects_in_a_learner_own_teacher_agent_reward_model_env(tmp_path):
     assert learner.config.sac.hidden_dims == (16, 16)  # the objects' settings are recorded
     assert learner.config.reward.max_epochs == 3
     result = learner.train()
-    assert result.labels == 40 and result.unanswered == 0 and not result.notes
-    assert result.reward_metrics["reward/val_accuracy"] > 0.5
+    assert result.labels == 40 and result.details["unanswered"] == 0
+    assert not result.details["notes"]
+    assert result.details["reward_metrics"]["reward/val_accuracy"] > 0.5
     env.step(np.zeros(2, np.float32))  # the learner did not close the env it was given
     env.close()
     policy = load_policy(result.run_dir)
@@ -134,20 +135,21 @@ def test_a_teacher_that_answers_late_is_waited_for_and_the_end_says_what_was_not
     small = {**SMALL, "poll_seconds": 0.01}
     result = PreferenceLearner("toy:point-reach", LateTeacher(20), in_memory=in_memory,
                                runs_dir=tmp_path, name="late", **small).train()  # fmt: skip
-    assert result.labels == 20 and "reward/val_accuracy" in result.reward_metrics
-    assert result.unanswered == 20
+    assert result.labels == 20 and "reward/val_accuracy" in result.details["reward_metrics"]
+    assert result.details["unanswered"] == 20
     note = "20 of the 40 pairs asked were unanswered at the run's last step: their labels were"
-    assert result.notes == [f"{note} not trained on"]
+    assert result.details["notes"] == [f"{note} not trained on"]
     out = capsys.readouterr().out
     assert "Waiting for the teacher's first 20 answers" in out
-    assert out.rstrip().endswith(f"note: {result.notes[0]}")
+    # (the notes, then the summary line every run ends with)
+    assert out.rstrip().splitlines()[-2:] == [f"note: {note} not trained on", result.summary()]
 
 
 def test_a_teacher_that_never_answers_ends_the_run_saying_so(tmp_path, capsys):
     result = PreferenceLearner("toy:point-reach", LateTeacher(None), runs_dir=tmp_path,
                                first_labels_timeout=0.2, **SMALL).train()  # fmt: skip
-    assert result.labels == 0 and result.unanswered == 40 and result.step == 900
-    assert result.notes[0].startswith("no labels came before the run's last step")
+    assert result.labels == 0 and result.details["unanswered"] == 40 and result.steps == 900
+    assert result.details["notes"][0].startswith("no labels came before the run's last step")
     assert "No first labels after 0.2 s (first_labels_timeout)" in capsys.readouterr().out
 
 
@@ -168,8 +170,9 @@ class NearerTheGoal(prefrl.Teacher):
 def test_a_teacher_subclass_with_a_rule_of_its_own_trains(tmp_path):
     result = PreferenceLearner("toy:point-reach", NearerTheGoal(), runs_dir=tmp_path,
                                poll_seconds=0.01, **SMALL).train()  # fmt: skip
-    assert result.labels == 40 and result.unanswered == 0 and not result.notes
-    assert result.reward_metrics["reward/val_accuracy"] > 0.5
+    assert result.labels == 40 and result.details["unanswered"] == 0
+    assert not result.details["notes"]
+    assert result.details["reward_metrics"]["reward/val_accuracy"] > 0.5
     # It judges what it sees, so an env without a true reward is no obstacle (a scripted one's is).
     small = {k: v for k, v in SMALL.items() if k not in ("sac", "reward")}
     PreferenceLearner("toy:point-free", NearerTheGoal(), runs_dir=tmp_path, **small)
@@ -324,7 +327,7 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     stored = json.loads((run.run_dir / "config.json").read_text())
     assert (stored["env"], stored["algo"], stored["ppo"]["rollout_steps"]) == (
         "tests.user_envs:Slider-v0", "ppo", 256)  # fmt: skip
-    assert run.step == 512 and run.final_eval.returns.shape == (2,)
+    assert run.steps == 512 and run.final_eval.returns.shape == (2,)
     env.close()
     with pytest.raises(ValueError, match="agent takes observations of size 6 and actions of size"):
         RLLearner("tests.user_envs:Slider-v0", agent=PPO(small_ppo, 6, 2))
@@ -336,12 +339,20 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     label_queries(sample_queries(data, 32, length=10, seed=1), data, TeacherConfig()).save(
         tmp_path / "q.json"
     )
+    events = []
     offline = OfflineLearner(tmp_path / "ds", tmp_path / "q.json", "mr", steps=200,
                              steps_per_call=100, eval_interval=200, checkpoint_interval=200,
                              eval_episodes=1, progress=False, runs_dir=tmp_path, name="off",
-                             reward_model=SegmentRewardConfig(epochs=2)).train()  # fmt: skip
-    assert offline.steps == 200 and np.isfinite(offline.score_mean)
-    assert "reward/val_accuracy" in offline.reward_metrics
+                             reward_model=SegmentRewardConfig(epochs=2)).train(
+                                 callback=lambda e: events.append((e.kind, e.step)))  # fmt: skip
+    assert offline.steps == 200 and np.isfinite(offline.details["score_mean"])
+    assert "reward/val_accuracy" in offline.details["reward_metrics"]
+    assert offline.labels == 32 and offline.agreement == offline.details["reward_metrics"][
+        "reward/episode_return_correlation"]  # fmt: skip
+    assert offline.final_eval.extra["eval/score_mean"] == offline.details["score_mean"]
+    assert events[0] == ("fit", 0) and events[-2:] == [("eval", 200), ("checkpoint", 200)]
+    with pytest.raises(ValueError, match="is an offline \\(IQL\\) run's checkpoint: load_policy"):
+        offline.policy  # noqa: B018
     with pytest.raises(ValueError, match="holds queries without labels"):
         sample_queries(data, 8, length=10, seed=2).save(tmp_path / "unlabelled.json")
         OfflineLearner(tmp_path / "ds", tmp_path / "unlabelled.json", "mr")
@@ -350,7 +361,17 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     segments, infos = policy_segments([sac_run], [0.0, 0.3], count=8, length=10)
     ratings = make_rating_run(tmp_path / "rate", "toy:point-reach", segments, infos, None)
     rate_scripted(ratings, "return")
+    events.clear()
     tuned = CPLFinetuner(load_policy(sac_run), ratings, steps=10, eval_episodes=2,
-                         log_interval=5, runs_dir=tmp_path, name="cpl").train()  # fmt: skip
-    assert tuned.pairs > 0 and np.isfinite(tuned.finetuned_returns).all()
-    assert load_policy(tuned.run_dir)(np.zeros(6)).shape == (2,)
+                         log_interval=5, runs_dir=tmp_path, name="cpl").train(
+                             lambda e: events.append((e.kind, e.step)))  # fmt: skip
+    assert tuned.details["pairs"] > 0 and np.isfinite(tuned.final_eval.returns).all()
+    assert tuned.labels == 8 and tuned.details["start_eval"].returns.shape == (2,)
+    assert events == [("eval", 0), ("log", 5), ("log", 10), ("eval", 10), ("checkpoint", 10)]
+    assert tuned.policy(np.zeros(6)).shape == (2,)
+    # A stop from a callback: the actor as it is, saved at the step reached.
+    stopped = CPLFinetuner(load_policy(sac_run), ratings, steps=10, eval_episodes=2,
+                           log_interval=5, runs_dir=tmp_path, name="cpl-stopped").train(
+                               lambda e: e.kind != "log")  # fmt: skip
+    assert stopped.interrupted and stopped.steps == 5 and stopped.final_eval is None
+    assert latest_checkpoint(stopped.run_dir).name == "step_000000005"

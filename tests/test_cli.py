@@ -168,9 +168,9 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "evaluation return:" in out and "video:" in out
+    assert f"SAC on {TOY[1]} after 600 steps: return " in out and "video:" in out
     assert main(["rl", "--resume", str(tmp_path / "r")]) == 0  # a finished run: nothing to do
-    assert "already at step 600 of 600" in capsys.readouterr().out
+    assert "at step 600: nothing left to train" in capsys.readouterr().out
     video = tmp_path / "out.mp4"
     assert main(["eval", str(tmp_path / "r"), "--episodes", "3", "--video", str(video)]) == 0
     out = capsys.readouterr().out

@@ -278,8 +278,8 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
         runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4),
     )  # fmt: skip
     result = finetune(config)
-    assert result.pairs == int((sizes * (sizes - 1) // 2).sum())
-    assert result.metrics["paired"] == "siblings"
+    assert result.details["pairs"] == int((sizes * (sizes - 1) // 2).sum())
+    assert result.details["metrics"]["paired"] == "siblings"
     # Segments collected without siblings have no family to pair within.
     plain, plain_infos = policy_segments([run], [0.5], count=4, length=10)
     plain_run = make_rating_run(tmp_path / "plain", "toy:point-reach", plain, plain_infos, None)
@@ -330,8 +330,9 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
             cpl=CPLConfig(batch_size=8),
         )
     )
-    assert result.pairs == 66  # 12 * 11 / 2 (minus equal-rating pairs, which stay as "equal")
-    assert np.isfinite(result.finetuned_returns).all()
+    # 12 * 11 / 2 (minus equal-rating pairs, which stay as "equal")
+    assert result.details["pairs"] == 66
+    assert np.isfinite(result.final_eval.returns).all()
     assert main(["eval", str(result.run_dir), "--episodes", "2"]) == 0
     # The NaN guard: a step that makes the parameters NaN stops the run, names the step and
     # keeps the last good parameters as its checkpoint.

@@ -36,9 +36,9 @@ def test_a2c_run_on_frames_resumes(tmp_path):
                       video=False, checkpoint_interval=100, log_interval=100, a2c=_small_a2c(),
                       runs_dir=tmp_path, name="a2c", progress=False)  # fmt: skip
     first = train_rl(config)
-    assert first.step == 200 and first.final_eval.lengths[0] == 250
+    assert first.steps == 200 and first.final_eval.lengths[0] == 250
     more = train_rl(replace_config(config, steps=400, resume=tmp_path / "a2c"))
-    assert more.step == 400
+    assert more.steps == 400
     rows = read_metrics(tmp_path / "a2c")
     assert [r["step"] for r in rows if "eval/return_mean" in r] == [200, 400]
     assert any("train/policy_loss" in r for r in rows)
@@ -80,7 +80,7 @@ def test_a2c_with_env_workers_learns_as_with_envs_here(tmp_path):
                           eval_episodes=1, video=False, log_interval=80, a2c=_small_a2c(),
                           env_workers=workers, runs_dir=tmp_path, name=f"w{workers}",
                           progress=False)  # fmt: skip
-        assert train_rl(config).step == 160
+        assert train_rl(config).steps == 160
         rows = read_metrics(tmp_path / f"w{workers}")
         losses.append([r["train/policy_loss"] for r in rows if "train/policy_loss" in r])
     assert len(losses[0]) == 2
@@ -125,7 +125,7 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
         log_interval=100, runs_dir=tmp_path, name="prefs", progress=False,
     )  # fmt: skip
     result = train_frames_from_preferences(config)
-    assert result.step == 400
+    assert result.steps == 400
     rows = read_metrics(tmp_path / "prefs")
     assert rows[0]["pretrain/random_steps"] >= 20
     labelled = [r["labels/total"] for r in rows if "labels/total" in r]
@@ -142,7 +142,7 @@ def test_preferences_on_frames_label_and_fit(tmp_path):
         assert sum(store.label_counts(run_id).values()) == 16
     more = train_frames_from_preferences(replace_config(
         config, steps=800, labels=24, resume=tmp_path / "prefs"))  # fmt: skip
-    assert more.step == 800
+    assert more.steps == 800
     with FeedbackStore(tmp_path / "prefs") as store:
         keys = [q.key for q in store.open_queries(run_id)]
         assert sum(store.label_counts(run_id).values()) == 24 and keys == []
@@ -191,7 +191,7 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
         progress=False,
     )  # fmt: skip
     gathered = train_frames_from_preferences(config)  # (a person's teacher: it does not wait)
-    assert gathered.step == 0 and gathered.final_eval is None
+    assert gathered.steps == 0 and gathered.final_eval is None
     with FeedbackStore(gathered.run_dir) as store:
         run_id = store.run_id(run_uid(gathered.run_dir), create=False)
         asked = store.open_queries(run_id)
@@ -200,11 +200,11 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
             store.add_label(q.id, label, source="web")
     pretrained = train_frames_from_preferences(replace_config(
         config, stop_after="pretrain", resume=gathered.run_dir))  # fmt: skip
-    assert pretrained.step == 0 and pretrained.final_eval is None
+    assert pretrained.steps == 0 and pretrained.final_eval is None
     assert "reward/train_loss" in read_metrics(gathered.run_dir)[-1]
     done = train_frames_from_preferences(replace_config(
         config, stop_after=None, resume=gathered.run_dir))  # fmt: skip
-    assert done.step == 40 and done.final_eval is not None
+    assert done.steps == 40 and done.final_eval is not None
     fits = [r for r in read_metrics(gathered.run_dir) if "pretrain/seconds" in r]
     assert len(fits) == 1  # pre-trained once: the last resume went straight to the agent
     # The checkpoint viewer: an episode in colour with the learned reward drawn under it.
@@ -228,15 +228,13 @@ def test_an_interrupted_frames_run_says_how_to_resume(tmp_path, monkeypatch, cap
     """Ctrl-C after the agent started: the command names --resume, not --stop-after."""
     from prefrl.cli import main
     from prefrl.pixels import preferences as frames_prefs
-    from prefrl.training.result import RLResult
+    from prefrl.training.result import TrainResult
 
-    stopped = RLResult(tmp_path / "run", 20_000, None, None, interrupted=True)
+    stopped = TrainResult(tmp_path / "run", 20_000, interrupted=True)
     monkeypatch.setattr(frames_prefs, "train_frames_from_preferences", lambda config: stopped)
     assert main(["frames", "--steps", "100000"]) == 130
     out = capsys.readouterr().out
-    assert (
-        f"stopped at step 20,000; continue with: prefrl frames --resume {tmp_path / 'run'}" in out
-    )
+    assert f"continue with: prefrl frames --resume {tmp_path / 'run'}" in out
     assert "--stop-after" not in out
 
 
@@ -321,7 +319,7 @@ def test_preferences_on_frames_wait_for_a_person(tmp_path):
                     answered += len(open_)
         time.sleep(0.2)
     run.join(timeout=300)
-    assert answered == 4 and result["r"].step == 100
+    assert answered == 4 and result["r"].steps == 100
 
 
 def test_gae_matches_a_hand_computation():
@@ -396,7 +394,7 @@ def test_ppo_on_frames_runs_and_checkpoints(tmp_path):
                       ppo_frames=FramePPOConfig(n_envs=2, n_steps=16, minibatches=2, epochs=2),
                       runs_dir=tmp_path, name="ppo", progress=False)  # fmt: skip
     result = train_rl(config)
-    assert result.step == 64
+    assert result.steps == 64
     rows = read_metrics(tmp_path / "ppo")
     assert any("train/clip_fraction" in r for r in rows)
     with pytest.raises(ValueError, match="at least one PPO rollout"):
@@ -416,11 +414,20 @@ def test_ppo_learns_from_preferences_on_frames(tmp_path):
         eval_interval=128, eval_episodes=1, video=False, log_interval=64, runs_dir=tmp_path,
         name="ppo-prefs", progress=False,
     )  # fmt: skip
-    result = train_frames_from_preferences(config)
-    assert result.step == 128 and result.final_eval is not None
+    events = []
+    result = train_frames_from_preferences(config, callback=events.append)
+    assert result.steps == 128 and result.final_eval is not None
     rows = read_metrics(tmp_path / "ppo-prefs")
     assert any("train/clip_fraction" in r for r in rows)  # PPO's update, on the learned reward
     assert [r["labels/total"] for r in rows if "labels/total" in r][-1] == 8
+    # The result: its labels, the learned reward's agreement (clip returns); events of both.
+    fits = [e for e in events if e.kind == "fit"]
+    assert result.labels == 8 and result.agreement == fits[-1].metrics["reward/clip_return_corr"]
+    assert fits[0].step == 0 and "pretrain/seconds" in fits[0].metrics
+    assert [e.metrics["labels/total"] for e in events if e.kind == "labels"][-1] == 8
+    assert {e.kind for e in events} == {"fit", "labels", "log", "eval", "checkpoint"}
+    with pytest.raises(ValueError, match="is of a run on frames \\(movingdot, ppo\\)"):
+        result.policy  # noqa: B018
     with pytest.raises(ValueError, match="--algo.*a2c or ppo"):
         replace_config(config, algo="sac")
 
@@ -531,7 +538,7 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
     out = capsys.readouterr().out
     setting_up = "setting up the envs and the networks (compiling them can take a minute)"
     assert said_before_building[0].splitlines()[:2] == [f"run directory: {run}", setting_up]
-    assert stopped.interrupted and stopped.step == 0 and len(steps) == 3  # (of 6)
+    assert stopped.interrupted and stopped.steps == 0 and len(steps) == 3  # (of 6)
     assert ("Ctrl-C: stopping: the pre-training ends after its current gradient step, then a "
             "checkpoint to resume it from") in out  # fmt: skip
     ckpt = latest_checkpoint(run)
@@ -544,8 +551,8 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
     assert "pre-training the reward model on 4 labels (6 gradient steps, 3 done)" in out
     assert f"loading {ckpt.name}" in out
     assert "Ctrl-C: stopping: the reward model's fit ends after its gradient step" in out
-    assert stopped.interrupted and stopped.step == 20 and len(steps) == 4  # (1 of the fit's 2)
+    assert stopped.interrupted and stopped.steps == 20 and len(steps) == 4  # (1 of the fit's 2)
     assert FrameRewardModel.load(latest_checkpoint(run) / "reward_model").steps == 7
     stop_at.clear()
     done = train_frames_from_preferences(replace_config(config, resume=run))
-    assert done.step == 60 and not done.interrupted
+    assert done.steps == 60 and not done.interrupted

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import jax
 import numpy as np
@@ -179,11 +180,11 @@ def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path,
     )  # fmt: skip
     result = offline.train_offline(config)
     run = result.run_dir
-    assert result.stopped and latest_checkpoint(run) is not None
+    assert result.interrupted and latest_checkpoint(run) is not None
     assert (run / "reward_fit" / "fit_state.json").exists() and not (run / "rewards.npy").exists()
     monkeypatch.undo()
     resumed = offline.train_offline(dataclasses.replace(config, resume=run))
-    assert not resumed.stopped and resumed.steps == 1000 and (run / "rewards.npy").exists()
+    assert not resumed.interrupted and resumed.steps == 1000 and (run / "rewards.npy").exists()
     fit_rows = [r for r in read_metrics(run) if "reward_fit/train_loss" in r]
     # every epoch once, named: the fit went on where it stopped
     assert [r["reward_fit/epoch"] for r in fit_rows] == [1, 2, 3, 4, 5]
@@ -253,7 +254,9 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    assert "IQL on the pt reward after 2,000 steps: normalised score" in out
+    assert re.search(r"IQL \(pt reward\) on \S+ after 2,000 steps: return \S+ \+- \S+ over 2 "
+                     r"episodes, normalised score \S+ \+- \S+, 64 labels, learned vs true reward "
+                     r"\S+; " + re.escape(str(tmp_path / "runs" / "pt")), out), out  # fmt: skip
     run = tmp_path / "runs" / "pt"
     assert (run / "reward_model" / "config.json").exists() and (run / "rewards.npy").exists()
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
@@ -263,14 +266,17 @@ def test_offline_cli_end_to_end(tmp_path, capsys):
     # The control: the true reward treated as a learned one (centred, scaled, +0.5).
     args = ["offline", *common, "--reward", "true", "--steps", "1000", "--eval-interval", "1000"]
     assert main([*args, "--true-like-learned", "--name", "true-like"]) == 0
-    assert "IQL on the true reward after 1,000 steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "IQL (true reward) on" in out and "after 1,000 steps" in out and "labels" not in out
     logged = [r for r in read_metrics(tmp_path / "runs/true-like") if "reward/scaled_mean" in r]
     assert abs(logged[0]["reward/scaled_mean"] - 0.5) < 1e-4
     with pytest.raises(ValueError, match="--true-like-learned treats the true reward"):
         OfflineConfig(reward="mr", true_like_learned=True)
     # Resumed at its last step: nothing to do, and its last evaluation is what it reports.
     assert main(["offline", "--resume", str(run), "--no-progress"]) == 0
-    assert "after 2,000 steps: normalised score nan" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "at step 2,000: nothing left to train" in out and "nan" not in out
+    assert "its last evaluation: normalised score" in out
     # Resumed with more steps: the reward model is reused, IQL continues from step 2000.
     before = np.load(run / "rewards.npy")
     assert main(["offline", "--resume", str(run), "--steps", "3000", "--no-progress"]) == 0
@@ -420,7 +426,7 @@ def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_p
         steps=300, eval_episodes=2, runs_dir=tmp_path / "runs", name="cpl", progress=False,
     )  # fmt: skip
     result = train_offline_cpl(config)
-    m = result.metrics
+    m = result.details["metrics"]
     assert m["pairs"] == 300 and m["cpl/val_accuracy"] > m["cpl/val_accuracy_start"] + 0.1
     assert m["cpl/train_accuracy"] > m["cpl/train_accuracy_start"] + 0.1
     assert m["cpl/train_loss"] < m["cpl/train_loss_start"]
@@ -437,7 +443,8 @@ def test_offline_cpl_moves_the_cloned_policy_towards_the_preferred_actions(tmp_p
             "--runs-dir", str(tmp_path / "runs"), "--name", "cli", "--no-progress"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "CPL on 300 pairs (20 steps): normalised score" in out and "(BC policy " in out
+    assert "CPL on 300 pairs (20 steps): " in out and "(BC policy " in out
+    assert "after 20 steps: return " in out and ", normalised score " in out
     # Bad input fails before a run directory is made: queries without labels.
     sample_queries(data, 20, length=10).save(tmp_path / "unlabelled.json")
     with pytest.raises(ValueError, match="without labels"):

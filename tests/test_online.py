@@ -47,7 +47,7 @@ def finished(tmp_path_factory):
 
 
 def test_labels_follow_the_schedule_and_metrics_are_logged(finished):
-    assert finished.step == 1500 and finished.labels == 80
+    assert finished.steps == 1500 and finished.labels == 80
     rows = read_metrics(finished.run_dir)
     labels = [(r["step"], r["feedback/labels"]) for r in rows if "feedback/labels" in r]
     # 20 at the first query step (300), then 20 per 300 steps until the budget of 80.
@@ -110,7 +110,7 @@ def test_resume_keeps_labels_model_buffer_and_agent(tmp_path):
         (latest_checkpoint(first.run_dir) / "reward_model" / "config.json").read_text()
     )
     resumed = train_online(_config(tmp_path, steps=1500, resume=first.run_dir))
-    assert resumed.step == 1500 and resumed.labels == 80
+    assert resumed.steps == 1500 and resumed.labels == 80
     ckpt = latest_checkpoint(resumed.run_dir)
     after = PreferenceData.load(ckpt / "labels.npz").arrays()
     np.testing.assert_array_equal(after["label"][:60], before["label"])

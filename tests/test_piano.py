@@ -266,9 +266,10 @@ def test_piano_raters_and_the_cpl_workflow(tmp_path, song, capsys):
     assert rate_scripted(rating_run, "piano-f1") == 8
     result = finetune(FinetuneConfig(policy=run, ratings=rating_run, steps=10, eval_episodes=1,
                                      runs_dir=tmp_path, name="cpl", cpl=CPLConfig(batch_size=4)))  # fmt: skip
-    assert np.isfinite(result.finetuned_returns).all()
+    assert np.isfinite(result.final_eval.returns).all()
     # Fine-tuning and eval report the piano's own figure, key-press F1, beside the returns.
-    assert 0 <= result.metrics["eval/f1_mean"] <= 1 and 0 <= result.metrics["start/f1_mean"] <= 1
+    m = result.details["metrics"]
+    assert 0 <= m["eval/f1_mean"] <= 1 and 0 <= m["start/f1_mean"] <= 1
     assert main(["eval", str(run), str(result.run_dir), "--episodes", "1", "--render-size", "64",
                  "--video", str(tmp_path / "both.mp4")]) == 0  # fmt: skip
     assert capsys.readouterr().out.count("f1_mean: ") == 2  # each policy's

@@ -123,7 +123,7 @@ def test_segments_cut_after_a_resume_never_take_the_ids_of_stored_ones(trained, 
     # The crash: the last checkpoint (step 600) is lost; the store holds the pairs asked at 600.
     shutil.rmtree(checkpoints(run)[0])
     assert json.loads((latest_checkpoint(run) / "loop.json").read_text())["step"] == 300
-    assert _resume(tmp_path, run, 1200).step == 1200
+    assert _resume(tmp_path, run, 1200).steps == 1200
     assert _labelled_pairs_match_the_store(run) == 80
 
 
@@ -156,7 +156,7 @@ def test_resume_goes_back_to_the_newest_whole_checkpoint_and_says_what_was_damag
     out = capsys.readouterr().out
     assert f"checkpoint {newest.name} is damaged" in out and name in out
     assert "resumed from step_000000300" in out
-    assert resumed.step == 600 and (newest.parent / f"{newest.name}.damaged").is_dir()
+    assert resumed.steps == 600 and (newest.parent / f"{newest.name}.damaged").is_dir()
     assert len((run / "sessions.jsonl").read_text().splitlines()) == 2
 
 
@@ -181,7 +181,7 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again_under_its_name(
         train_online(_config(tmp_path, steps=400))  # the name is taken: resume it
     resumed = _resume(tmp_path, run, 400)
     assert "no checkpoint yet" in capsys.readouterr().out
-    assert resumed.step == 400
+    assert resumed.steps == 400
     # The 40 questions asked before were not asked again, and the labels kept their segments.
     assert _labelled_pairs_match_the_store(run) == 40
 
@@ -192,7 +192,7 @@ def test_a_run_started_again_from_step_0_keeps_each_segment_and_pair_once(traine
     the restart is asked again (20 more are asked at step 900)."""
     run = _copy(trained, tmp_path)
     shutil.rmtree(run / "checkpoints")  # as if killed before the first checkpoint
-    assert _resume(tmp_path, run, 900).step == 900
+    assert _resume(tmp_path, run, 900).steps == 900
     with FeedbackStore(run, create=False) as store:
         run_id = store.run_id(run_uid(run), create=False)
         stored = store.segments(run, store.segment_ids(run_id))

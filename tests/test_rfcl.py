@@ -96,7 +96,7 @@ def test_a_short_maze_run_moves_its_curriculum_and_resumes_mid_stage(tmp_path, d
     ckpt = json.loads((first.run_dir / "checkpoints" / "step_000003000" / "loop.json").read_text())
     assert ckpt["stage"] == 1 and ckpt["reverse"]["frontier"] != _last_states(tmp_path, demo_file)
     result = train_rfcl(_config(tmp_path, demo_file, steps=4500, resume=first.run_dir))
-    assert result.step == 4500 and not result.interrupted
+    assert result.steps == 4500 and not result.interrupted
     rows = [json.loads(line) for line in (first.run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if "eval/success_at_end" in r] == [1500, 3000, 4500]
     fractions = [r["rfcl/start_fraction_mean"] for r in rows if "rfcl/start_fraction_mean" in r]
@@ -114,7 +114,7 @@ def test_several_envs_in_workers_run_as_in_this_process(tmp_path, demo_file):
         result = train_rfcl(_config(tmp_path, demo_file, steps=1000, warmstart_steps=300,
                                     eval_interval=500, checkpoint_interval=500, envs=3,
                                     env_workers=workers, name=f"w{workers}"))  # fmt: skip
-        assert result.step == 1000
+        assert result.steps == 1000
         stored = ReplayBuffer.load(latest_checkpoint(result.run_dir) / "online.npz")
         assert len(stored) == 1000  # (not the last round's third step)
         lines = (result.run_dir / "metrics.jsonl").read_text().splitlines()
@@ -199,8 +199,8 @@ def test_a_seeded_short_run_learns_the_open_maze_from_one_demo(tmp_path):
     result = train_rfcl(_config(tmp_path, demos, env="toy:maze-open", steps=10000,
                                 eval_interval=10000, eval_episodes=10, checkpoint_interval=10000,
                                 sac=sac))  # fmt: skip
-    assert result.demos_solved == 1 and result.stage == 2
-    assert result.success_at_end >= 0.7
+    assert result.details["demos_solved"] == 1 and result.details["stage"] == 2
+    assert result.final_eval.success_rate >= 0.7
     solved, stage2 = curriculum_events(read_metrics(result.run_dir))  # (curriculum.png's marks)
     assert list(solved) == [0] and stage2 is not None and solved[0] <= stage2
 
@@ -439,7 +439,8 @@ def test_cli_rfcl_prints_its_summary_and_refuses_bad_demos(tmp_path, demo_file, 
                  "--runs-dir", str(tmp_path), "--name", "cli", "--no-progress"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0
-    assert "RFCL on toy:maze after 600 steps: stage 1, demos solved 0" in out
+    assert "RFCL on toy:maze after 600 steps: success 0." in out and " over 2 episodes; " in out
+    assert "\nstage 1, demos solved 0/2; on the task's initial states: success at the end" in out
     assert "curriculum.png" in out and (tmp_path / "cli" / "curriculum.png").exists()
     stored = json.loads((tmp_path / "cli" / "config.json").read_text())
     assert Path(stored["demos"]) == demo_file.absolute()
@@ -480,7 +481,8 @@ def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, cap
                  "--no-forward-curriculum"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0 and "stage" not in out and "demos solved" not in out
-    assert "SAC + demos on toy:maze after 600 steps: on the task's initial states: success" in out
+    assert "SAC + demos on toy:maze after 600 steps: success 0." in out
+    assert "\non the task's initial states: success at the end " in out
     assert not (tmp_path / "base" / "curriculum.png").exists() and "curriculum.png" not in out
     assert not any(k.startswith("rfcl/start_fraction") for r in read_metrics(tmp_path / "base")
                    for k in r)  # fmt: skip

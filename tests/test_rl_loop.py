@@ -90,9 +90,9 @@ def test_run_directory_holds_everything(trained):
 
 def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path, capsys):
     first = train_rl(_config(tmp_path, steps=1000))
-    assert first.step == 1000
+    assert first.steps == 1000
     resumed = train_rl(_config(tmp_path, steps=1500, resume=first.run_dir, eval_interval=500))
-    assert resumed.step == 1500
+    assert resumed.steps == 1500
     said = capsys.readouterr().out
     assert "resuming from step_000001000 (step 1,000 of 1,500)" in said
     ckpt = latest_checkpoint(first.run_dir)
@@ -108,7 +108,7 @@ def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path, capsys):
     assert sessions[0]["versions"]["jax"] == jax.__version__
     assert sessions[0]["devices"] == [d.device_kind for d in jax.devices()]
     # A resume asked for fewer steps than the run has made says so (and trains nothing).
-    assert train_rl(_config(tmp_path, steps=1200, resume=first.run_dir)).step == 1500
+    assert train_rl(_config(tmp_path, steps=1200, resume=first.run_dir)).steps == 1500
     assert "--steps 1,200 leaves nothing to train" in capsys.readouterr().out
 
 
@@ -313,7 +313,7 @@ def test_several_envs_update_on_the_steps_they_are_due_at(tmp_path):
                        update_every=2, eval_interval=301, eval_episodes=1, video=False,
                        checkpoint_interval=301, runs_dir=tmp_path, name="r",
                        progress=False).train()  # fmt: skip
-    assert result.step == 301 and len(updates) == 100  # steps 102, 104, ..., 300
+    assert result.steps == 301 and len(updates) == 100  # steps 102, 104, ..., 300
     buffer = ReplayBuffer.load(latest_checkpoint(result.run_dir) / "buffer.npz")
     assert len(buffer) == 301
 
@@ -325,7 +325,7 @@ def test_several_envs_in_workers_run_as_here_learn_and_resume(tmp_path):
     for workers in (0, 2):
         result = train_rl(_config(tmp_path, envs=3, env_workers=workers, steps=2000,
                                   name=f"w{workers}", video=False))  # fmt: skip
-        assert result.step == 2000
+        assert result.steps == 2000
         runs[workers] = read_metrics(result.run_dir)
     for a, b in zip(runs[0], runs[2], strict=True):
         assert a["step"] == b["step"]
@@ -335,7 +335,7 @@ def test_several_envs_in_workers_run_as_here_learn_and_resume(tmp_path):
     assert evals[-1] > -35 and evals[-1] > evals[0] + 15  # (a random policy: about -45)
     resumed = train_rl(_config(tmp_path, envs=3, steps=2500, video=False,
                                resume=tmp_path / "w0"))  # fmt: skip
-    assert resumed.step == 2500 and not resumed.interrupted
+    assert resumed.steps == 2500 and not resumed.interrupted
     evals = [r["step"] for r in read_metrics(resumed.run_dir) if "eval/return_mean" in r]
     assert evals == [1000, 2000, 2500]
 

@@ -96,7 +96,8 @@ def test_ctrl_c_while_training_and_while_setting_up_a_resume(tmp_path):
     step = json.loads((latest_checkpoint(run) / "loop.json").read_text())["step"]
     assert step >= 600 and len(checkpoints(run)) == 1  # (its step cadence is far off)
     assert out.index("Ctrl-C: stopping") < out.index(f"stopped at step {step:,}: its checkpoint")
-    assert f"stopped at step {step:,}; continue with: prefrl train --resume {run}" in out
+    assert f"PEBBLE on toy:point-reach: stopped at step {step:,}" in out
+    assert f"\ncontinue with: prefrl train --resume {run}\n" in out
 
     # While the resumed run loads its checkpoint: it ends once set up, its checkpoint as it was.
     before = latest_checkpoint(run)

@@ -123,22 +123,6 @@ def _renamed_flags(cls, args: list[str], prog: str) -> list[str]:
     return out
 
 
-def print_run_end(result, steps: int, command: str) -> bool:
-    """Report an interrupted or already-finished run; True when there is nothing else to say."""
-    if result.interrupted:
-        print(
-            f"stopped at step {result.step:,}; continue with: {command} --resume {result.run_dir}"
-        )
-        return True
-    if result.final_eval is None:
-        print(
-            f"{result.run_dir} is already at step {result.step:,} of {steps:,}; "
-            "pass a larger --steps to extend it"
-        )
-        return True
-    return False
-
-
 def print_eval(results, names: list[str], title: str) -> None:
     from rich.console import Console
     from rich.table import Table

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from prefrl.cli.common import (
-    parse_config,
-    pop_option,
-    print_cpl_end,
-    print_eval,
-    print_run_end,
-)
+from prefrl.cli.common import parse_config, pop_option, print_cpl_end
+
+SHOWN = ("eval/success_at_end", "eval/score_mean", "eval/score_std")
+"""Evaluation figures the result's summary line shows already."""
 
 
 def cmd_rl(args: list[str]) -> int:
@@ -25,17 +23,20 @@ def cmd_rl(args: list[str]) -> int:
         "prefrl rl",
         "Train SAC (or PPO: --algo ppo) on an environment's true reward.",
     )
-    result = train_rl(config)
-    return _report_rl(result, config.steps, "prefrl rl", f"{config.algo.upper()} on {config.env}")
+    return _report(train_rl(config), "prefrl rl")
 
 
-def _report_rl(result, steps: int, prog: str, title: str) -> int:
-    """The end of an RL run (`RLResult`): the final evaluation, where the run and its video are;
-    the exit code."""
-    if print_run_end(result, steps, prog):
-        return 130 if result.interrupted else 0
-    print_eval([result.final_eval], ["final"], f"{title} after {result.step:,} steps")
-    print(f"run directory: {result.run_dir}")
+def _report(result, prog: str) -> int:
+    """What a command adds to the line its run ended with (`TrainResult.summary`): how to go
+    on, the env's own figures, the video; the exit code."""
+    if result.interrupted:
+        print(f"continue with: {prog} --resume {result.run_dir}")
+        return 130
+    if result.final_eval is None:
+        return 0  # (a run at its last step: the set-up said so)
+    for key, value in result.final_eval.extra.items():  # (the env's own: the piano's key F1)
+        if key not in SHOWN:
+            print(f"{key.removeprefix('eval/')}: {value:.3f}")
     if result.video is not None:
         print(f"video: {result.video}")
     return 0
@@ -58,27 +59,16 @@ def cmd_train(args: list[str]) -> int:
         "PrefPPO), labelled by a scripted teacher or by you (--teacher web or terminal).",
     )
     result = train_online(config)
-    if print_run_end(result, config.steps, "prefrl train"):
-        return 130 if result.interrupted else 0
-    algo = "PEBBLE" if config.algo == "sac" else "PrefPPO"
-    print_eval(
-        [result.final_eval], ["final"], f"{algo} on {config.env} after {result.step:,} steps"
-    )
-    m = result.reward_metrics
-    print(
-        f"labels: {result.labels} from the {config.teacher.preset} teacher; learned vs true "
-        f"reward: validation accuracy {m.get('reward/val_accuracy', float('nan')):.2f}, "
-        f"correlation of segment returns {m.get('reward/segment_return_corr', float('nan')):.2f}"
-    )
-    learned = result.final_eval.learned_returns
-    if learned is not None:
-        print(
-            f"final return: true {result.final_eval.returns.mean():.1f}, learned {learned.mean():.1f}"
-        )
-    print(f"run directory: {result.run_dir}")
-    if result.video is not None:
-        print(f"video: {result.video}")
-    return 0
+    if result.final_eval is not None and not result.interrupted:
+        m = {k.split("/")[-1]: v for k, v in result.details["reward_metrics"].items()}
+        print(f"labels: {result.labels} from the {config.teacher.preset} teacher; learned vs true "
+              f"reward: validation accuracy {m.get('val_accuracy', float('nan')):.2f}, "
+              f"correlation of segment returns "
+              f"{m.get('segment_return_corr', float('nan')):.2f}")  # fmt: skip
+        learned = result.final_eval.learned_returns
+        if learned is not None:
+            print(f"final return: true {result.final_eval.mean:.1f}, learned {learned.mean():.1f}")
+    return _report(result, "prefrl train")
 
 
 def cmd_offline(args: list[str]) -> int:
@@ -100,25 +90,16 @@ def cmd_offline(args: list[str]) -> int:
         "labelled queries, relabel the dataset, train IQL; reports the D4RL-normalised score.",
     )
     result = train_offline(config)
-    if result.stopped:
-        print(
-            f"stopped at step {result.steps:,}; continue with: prefrl offline --resume "
-            f"{result.run_dir}"
-        )
-        return 130
-    m = result.reward_metrics
-    if config.reward != "true":
-        print(
-            f"reward model ({config.reward}): validation accuracy "
-            f"{m.get('reward/val_accuracy', float('nan')):.2f}, correlation with the true "
-            f"episode returns {m.get('reward/episode_return_correlation', float('nan')):.2f}"
-        )
-    print(
-        f"IQL on the {config.reward} reward after {result.steps:,} steps: normalised score "
-        f"{result.score_mean:.1f} +- {result.score_std:.1f} (return {result.return_mean:.1f})"
-    )
-    print(f"run directory: {result.run_dir}")
-    return 0
+    m = {k.split("/")[-1]: v for k, v in result.details["reward_metrics"].items()}
+    if config.reward != "true" and not result.interrupted:
+        print(f"reward model ({config.reward}): validation accuracy "
+              f"{m.get('val_accuracy', float('nan')):.2f}, correlation with the true episode "
+              f"returns {m.get('episode_return_correlation', float('nan')):.2f}")  # fmt: skip
+    score = result.details["score_mean"]
+    if result.final_eval is None and not math.isnan(score):  # (a run resumed at its end)
+        print(f"its last evaluation: normalised score {score:.1f} +- "
+              f"{result.details['score_std']:.1f}")  # fmt: skip
+    return _report(result, "prefrl offline")
 
 
 def cmd_offline_cpl(args: list[str]) -> int:
@@ -135,16 +116,11 @@ def cmd_offline_cpl(args: list[str]) -> int:
         "D4RL-normalised score before and after CPL.",
     )
     result = train_offline_cpl(config)
-    m = result.metrics
-    print(
-        f"behaviour cloning ({config.bc_steps:,} steps): normalised score "
-        f"{m['eval/bc_score_mean']:.1f} +- {m['eval/bc_score_std']:.1f}"
-    )
-    print(
-        f"CPL on {m['pairs']} pairs ({config.steps:,} steps): normalised score "
-        f"{m['eval/score_mean']:.1f} +- {m['eval/score_std']:.1f} (return "
-        f"{m['eval/return_mean']:.1f})"
-    )
+    m = result.details["metrics"]
+    print(f"behaviour cloning ({config.bc_steps:,} steps): normalised score "
+          f"{m['eval/bc_score_mean']:.1f} +- {m['eval/bc_score_std']:.1f}; CPL on {m['pairs']} "
+          f"pairs ({config.steps:,} steps): {m['eval/score_mean']:.1f} +- "
+          f"{m['eval/score_std']:.1f}")  # fmt: skip
     print_cpl_end(m, "BC policy", result.run_dir)
     return 0
 
@@ -164,19 +140,21 @@ def cmd_finetune(args: list[str]) -> int:
         "ratings of its clips (every pair of differently rated clips is a preference).",
     )
     result = finetune(config)
-    table = Table(title=f"CPL on {result.pairs} pairs from {config.ratings}")
+    metrics = result.details["metrics"]
+    table = Table(title=f"CPL on {result.details['pairs']} pairs from {config.ratings}")
     for col in ("policy", "return mean", "return std", "min", "max"):
         table.add_column(col, justify="right")
-    for label, r in (("original", result.start_returns), ("fine-tuned", result.finetuned_returns)):
+    start = result.details["start_eval"].returns
+    for label, r in (("original", start), ("fine-tuned", result.final_eval.returns)):
         table.add_row(
             label, f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}", f"{r.max():.1f}"
         )
     Console().print(table)
-    for key, value in result.metrics.items():  # the env's own figures (the piano's F1)
+    for key, value in metrics.items():  # the env's own figures (the piano's F1)
         name = key.removeprefix("eval/")
-        if key.startswith("eval/") and f"start/{name}" in result.metrics:
-            print(f"{name}: original {result.metrics[f'start/{name}']:.3f}, fine-tuned {value:.3f}")
-    print_cpl_end(result.metrics, "original policy", result.run_dir)
+        if key.startswith("eval/") and f"start/{name}" in metrics:
+            print(f"{name}: original {metrics[f'start/{name}']:.3f}, fine-tuned {value:.3f}")
+    print_cpl_end(metrics, "original policy", result.run_dir)
     return 0
 
 
@@ -191,16 +169,10 @@ def cmd_frames(args: list[str]) -> int:
         "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
     result = train_frames_from_preferences(config)
-    if result.final_eval is None and not result.interrupted:  # (--stop-after: no agent yet)
-        print(f"stopped after --stop-after {config.stop_after}; go on with: prefrl frames "
-              f"--resume {result.run_dir} --stop-after None")  # fmt: skip
+    if result.details.get("stop_after"):  # (no agent yet)
+        print(f"go on with: prefrl frames --resume {result.run_dir} --stop-after None")
         return 0
-    return _report_rl(
-        result,
-        config.steps,
-        "prefrl frames",
-        f"{config.algo.upper()} from preferences on {config.env}",
-    )
+    return _report(result, "prefrl frames")
 
 
 def cmd_rfcl(args: list[str]) -> int:
@@ -216,18 +188,15 @@ def cmd_rfcl(args: list[str]) -> int:
     if pop_option(args, "--resume")[0] is None:
         config = dataclasses.replace(config, demos=config.demos.absolute())  # (resumable anywhere)
     result = train_rfcl(config)
-    if result.interrupted:
-        print(f"stopped at step {result.step:,}; continue with: prefrl rfcl --resume "
-              f"{result.run_dir}")  # fmt: skip
-        return 130
-    if result.success_at_end != result.success_at_end:  # (nan: a resume with nothing to train,
-        return 0  # which the loop said)
-    stage = (f"stage {result.stage}, demos solved {result.demos_solved}; "
+    if result.interrupted or result.final_eval is None:
+        return _report(result, "prefrl rfcl")
+    d = result.details
+    stage = (f"stage {d['stage']}, demos solved {d['demos_solved']}/{d['demos']}; "
              if config.reverse_curriculum else "")  # fmt: skip
-    print(f"{result.method} on {config.env} after {result.step:,} steps: {stage}on the task's "
-          f"initial states: success at the end {result.success_at_end:.2f}, at some step "
-          f"{result.success_once:.2f}")  # fmt: skip
+    print(f"{stage}on the task's initial states: success at the end "
+          f"{result.final_eval.success_rate:.2f}, at some step "
+          f"{d['success_once']:.2f}")  # fmt: skip
     drawn = ("curriculum.png: each demo's starts over the run; "
              if config.reverse_curriculum else "")  # fmt: skip
-    print(f"run directory: {result.run_dir} ({drawn}learning_curve.png: the success rates)")
-    return 0
+    print(f"{drawn}learning_curve.png: the success rates")
+    return _report(result, "prefrl rfcl")

@@ -19,7 +19,6 @@ episode's last step on the task's own initial states, with deterministic actions
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import jax
@@ -38,6 +37,7 @@ from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.plots import Curve, plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import EvalResult
 from prefrl.training.loop import (
     PeriodicTasks,
@@ -48,6 +48,7 @@ from prefrl.training.loop import (
     stoppable,
     warn_if_no_updates,
 )
+from prefrl.training.result import TrainResult, finished
 
 
 def _start_from(env, seed: int, state: np.ndarray | None) -> np.ndarray:
@@ -210,21 +211,11 @@ class RFCLRun(TrainingLoop):
         self.forward.load_state_dict(loop["forward"])
 
 
-@dataclass
-class RFCLResult:
-    run_dir: Path
-    method: str
-    """RFCL, or the baseline the run was (`method_name`)."""
-    step: int
-    stage: int
-    demos_solved: int
-    success_at_end: float
-    success_once: float
-    interrupted: bool = False
-
-
-def train_rfcl(config: RFCLConfig) -> RFCLResult:
-    """Run (or resume) RFCL; returns the final success rates on the task's initial states."""
+def train_rfcl(config: RFCLConfig, callback=None) -> TrainResult:
+    """Run (or resume) RFCL; returns the final success rates on the task's initial states.
+    `callback`: a function (or a list) called with a `TrainEvent` at each metrics row,
+    evaluation and checkpoint; returning False stops the run."""
+    callbacks = Callbacks(callback)
     name = config.name or run_name(config.env, "rfcl", config.seed)
     check_resumed_identity(config)
     probe = make_env(config.env, seed=0)  # bad demos fail here, before a run directory is made
@@ -232,15 +223,16 @@ def train_rfcl(config: RFCLConfig) -> RFCLResult:
         demos = load_demos(config, probe)
     finally:
         probe.close()
-    loop, metrics = start_run(lambda c, d: RFCLRun(c, d, demos), config, name)
+    loop, metrics = start_run(lambda c, d: RFCLRun(c, d, demos), config, name, callbacks)
     try:
-        return _run(loop, metrics)
+        result = _run(loop, metrics)
     finally:
         metrics.close()
         loop.close()
+    return finished(result)
 
 
-def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
+def _run(loop: RFCLRun, metrics: MetricsLogger) -> TrainResult:
     """Every env steps once a round; the round's env steps are then counted one by one (updates,
     logs, evaluations and checkpoints fall on the steps they are due at). A last round that would
     pass `steps` counts, and stores, only the steps up to it."""
@@ -292,10 +284,11 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> RFCLResult:
         plot_curriculum(loop.run_dir)
     final = periodic.final
     extra = final.extra if final is not None else {}
-    return RFCLResult(loop.run_dir, method_name(cfg), loop.step, loop.stage,
-                      int(loop.reverse.solved.sum()),
-                      extra.get("eval/success_at_end", float("nan")),
-                      extra.get("eval/success_once", float("nan")), stop.requested)  # fmt: skip
+    details = {"method": method_name(cfg), "stage": loop.stage,
+               "demos_solved": int(loop.reverse.solved.sum()), "demos": len(loop.demos),
+               "success_once": extra.get("eval/success_once", float("nan"))}  # fmt: skip
+    return TrainResult(loop.run_dir, loop.step, final, stop.requested, video=periodic.video,
+                       title=periodic.title, details=details)  # fmt: skip
 
 
 def _stage(loop: RFCLRun) -> str | None:

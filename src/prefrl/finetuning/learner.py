@@ -30,9 +30,11 @@ from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write
 from prefrl.rundir.config import check_fields, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import evaluate, make_eval_envs
 from prefrl.training.loop import config_with, open_run_dir, python_arguments, run_name
 from prefrl.training.policies import LoadedPolicy, load_policy
+from prefrl.training.result import TrainResult, finished
 
 
 @document_fields
@@ -101,15 +103,6 @@ class FinetuneConfig(CPLRun):
 
     def checks(self) -> dict[str, tuple[bool, str]]:
         return {**super().checks(), "pairs": (self.pairs in ("all", "siblings"), "all or siblings")}
-
-
-@dataclass
-class FinetuneResult:
-    run_dir: Path
-    start_returns: np.ndarray
-    finetuned_returns: np.ndarray
-    metrics: dict
-    pairs: int
 
 
 def load_rated_pairs(
@@ -197,9 +190,11 @@ class CPLFinetuner:
         self.inputs = finetune_inputs(self.config)  # bad input fails here, before any run exists
 
     @python_arguments(FinetuneConfig)
-    def train(self) -> FinetuneResult:
-        """Fine-tune; returns the original's and the fine-tuned policy's evaluation returns."""
-        return finetune(self.config, self.inputs)
+    def train(self, callback=None) -> TrainResult:
+        """Fine-tune; returns the fine-tuned policy's evaluation (`details["start_eval"]`: the
+        original's). `callback`: a function (or a list) called with a `TrainEvent` at both
+        evaluations, each metrics row and the checkpoint; returning False stops the run."""
+        return finetune(self.config, self.inputs, callback)
 
 
 def finetune_inputs(config: FinetuneConfig) -> tuple[LoadedPolicy, tuple]:
@@ -211,10 +206,11 @@ def finetune_inputs(config: FinetuneConfig) -> tuple[LoadedPolicy, tuple]:
                                     sac.action_dim, config.pairs, config.raters)  # fmt: skip
 
 
-def finetune(config: FinetuneConfig, inputs=None) -> FinetuneResult:
+def finetune(config: FinetuneConfig, inputs=None, callback=None) -> TrainResult:
     """Run `prefrl finetune`: CPL on the policy from the rating run's pairs; returns the run
-    directory and the policy's evaluation returns before and after (`CPLFinetuner` is the same
-    from objects; `inputs`: its `finetune_inputs`)."""
+    directory and the policy's evaluations before and after (`CPLFinetuner` is the same from
+    objects; `inputs`: its `finetune_inputs`; `callback`: see `CPLFinetuner.train`)."""
+    callbacks = Callbacks(callback)
     loaded, (left, right, labels, provenance) = inputs or finetune_inputs(config)
     env_id = loaded.config.env
     print(say_raters(provenance, config.ratings, bool(config.raters)), flush=True)
@@ -223,15 +219,18 @@ def finetune(config: FinetuneConfig, inputs=None) -> FinetuneResult:
     write_json(run_dir / "config.json", config_to_dict(config))
     metrics = MetricsLogger(run_dir)
     progress = TrainingProgress(config.steps, 0, enabled=config.progress)
+    callbacks.run_dir = run_dir
     try:
         with progress:
-            return _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance,
-                             progress)  # fmt: skip
+            result = _finetune(config, loaded, run_dir, metrics, left, right, labels,
+                               provenance, progress, callbacks)  # fmt: skip
     finally:
         metrics.close()
+    return finished(result)
 
 
-def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance, progress):
+def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance, progress,
+              callbacks):  # fmt: skip
     sac = loaded.sac
     data = pair_arrays(left.obs, left.action, right.obs, right.action, labels)
     rng = np.random.default_rng([config.seed, 21])
@@ -244,20 +243,33 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance,
     def evaluated(params):
         return evaluate(lambda o: sac.act(params, o, None, 0, deterministic=True), envs, seed)
 
-    start_eval = evaluated(original)  # (with the env's own figures: the piano's key-press F1)
-    start = start_eval.returns
-    metrics.log(0, {"eval/return_mean": float(start.mean()), "eval/return_std": float(start.std())})
-    progress.update(0, last_eval=float(start.mean()))
-    params = train_cpl(
-        cpl, original, original, data, train, val, config.steps, config.log_interval,
-        rng, metrics, on_nan=lambda p, step: save_actor(run_dir, loaded, p, step),
-        progress=progress.update,
-    )  # fmt: skip
-    final_eval = evaluated(params)
+    try:
+        start_eval = evaluated(original)  # (with the env's own figures: the piano's F1)
+        start = start_eval.returns
+        metrics.log(0, {"eval/return_mean": float(start.mean()),
+                        "eval/return_std": float(start.std())})  # fmt: skip
+        progress.update(0, last_eval=float(start.mean()))
+        callbacks("eval", 0, start_eval.summary, eval=start_eval)
+        params, done = train_cpl(
+            cpl, original, original, data, train, val, config.steps, config.log_interval,
+            rng, metrics, on_nan=lambda p, step: save_actor(run_dir, loaded, p, step),
+            progress=progress.update, callbacks=callbacks,
+        )  # fmt: skip
+        result = TrainResult(
+            run_dir, done, interrupted=callbacks.stopped, labels=provenance["ratings"],
+            title=f"CPL fine-tuning on {loaded.config.env}",
+            details={"start_eval": start_eval, "pairs": len(train) + len(val)},
+        )  # fmt: skip
+        if callbacks.stopped:  # (the actor as it is, without its final evaluation)
+            callbacks("checkpoint", done, checkpoint=save_actor(run_dir, loaded, params, done))
+            return result
+        result.final_eval = final_eval = evaluated(params)
+    finally:
+        for env in envs:
+            env.close()
     final = final_eval.returns
     progress.update(config.steps, last_eval=float(final.mean()))
-    for env in envs:
-        env.close()
+    callbacks("eval", config.steps, final_eval.summary, eval=final_eval)
     summary = {
         "eval/return_mean": float(final.mean()),
         "eval/return_std": float(final.std()),
@@ -271,9 +283,11 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance,
     }
     summary.update(pair_summary(cpl, original, params, data, train, val))
     metrics.log(config.steps, {k: v for k, v in summary.items() if isinstance(v, float)})
-    save_actor(run_dir, loaded, params, config.steps)
+    ckpt = save_actor(run_dir, loaded, params, config.steps)
     write_json(run_dir / "summary.json", {**summary, "time": time.time()})
-    return FinetuneResult(run_dir, start, final, summary, summary["pairs"])
+    callbacks("checkpoint", config.steps, checkpoint=ckpt)
+    result.details["metrics"] = summary
+    return result
 
 
 def pair_arrays(obs_left, action_left, obs_right, action_right, labels) -> dict[str, np.ndarray]:
@@ -313,17 +327,21 @@ def train_cpl(
     metrics,
     on_nan,
     progress=None,
+    callbacks: Callbacks | None = None,
 ):
     """`steps` CPL steps on random batches of the `train` pairs from `params`, regularised
     towards `ref_params`; logs `cpl/*` (with held-out accuracy) every `log_interval` steps.
+    Returns (the parameters, the steps taken: fewer where a callback stopped it).
 
     NaN guard: a step that gives a non-finite loss or parameter calls `on_nan(last good
     parameters, their step)` and raises, naming the batch. `progress(step)`, if given, is called
-    every 10 steps."""
+    every 10 steps; `callbacks`, with each row logged."""
     state = cpl.init(params)
     last_good = state.params
     b = min(cpl.config.batch_size, len(train))
     for step in range(1, steps + 1):
+        if callbacks is not None and callbacks.stopped:
+            return state.params, step - 1
         idx = rng.choice(train, b, replace=False)
         state, m = cpl.update(state, ref_params, batch_of(data, idx))
         m = {k: float(v) for k, v in jax.device_get(m).items()}
@@ -343,7 +361,9 @@ def train_cpl(
                     "accuracy"
                 ]
             metrics.log(step, row)
-    return state.params
+            if callbacks is not None:
+                callbacks("log", step, row)
+    return state.params, steps
 
 
 def pair_stats(cpl: CPL, params, batch) -> dict[str, float]:
@@ -382,13 +402,13 @@ def pair_summary(cpl: CPL, start, final, data, train, val) -> dict[str, float]:
     return out
 
 
-def save_actor(run_dir: Path, loaded, actor_params, step: int, source: str | None = None) -> None:
+def save_actor(run_dir: Path, loaded, actor_params, step: int, source: str | None = None) -> Path:
     """A SAC checkpoint of `loaded` with `actor_params` for its actor (`prefrl eval` reads it;
-    the critic is kept as it was, unused), noting where the actor came from."""
+    the critic is kept as it was, unused), noting where the actor came from; returns it."""
     state = loaded.state.replace(actor_params=actor_params)
     tmp = begin_checkpoint(run_dir, step)
     (tmp / "agent.msgpack").write_bytes(loaded.sac.state_to_bytes(state))
     write_json(tmp / "config.json", config_to_dict(loaded.config))
     source = str(loaded.checkpoint) if source is None else source
     write_json(tmp / "loop.json", {"step": step, "finetuned_from": source})
-    commit_checkpoint(tmp, keep=0)
+    return commit_checkpoint(tmp, keep=0)

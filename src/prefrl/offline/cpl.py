@@ -34,9 +34,11 @@ from prefrl.rundir.checkpoints import write_json
 from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
-from prefrl.training.evaluate import evaluate, make_eval_envs
+from prefrl.training.callbacks import Callbacks
+from prefrl.training.evaluate import EvalResult, evaluate, make_eval_envs
 from prefrl.training.loop import open_run_dir, run_name
 from prefrl.training.policies import LoadedPolicy
+from prefrl.training.result import TrainResult, finished
 
 
 @dataclass(frozen=True)
@@ -74,26 +76,24 @@ class OfflineCPLConfig(CPLRun):
         }
 
 
-@dataclass
-class OfflineCPLResult:
-    run_dir: Path
-    bc_scores: np.ndarray
-    """Normalised scores of the evaluation episodes of the BC policy (CPL's start)."""
-    scores: np.ndarray
-    """... and of the CPL policy."""
-    returns: np.ndarray
-    metrics: dict
-
-
 BC_CHUNK = 1000
 
 
-def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
+def train_offline_cpl(config: OfflineCPLConfig, callback=None) -> TrainResult:
+    """Behaviour cloning, then CPL (`prefrl offline-cpl`); returns the CPL policy's evaluation
+    (`details["start_eval"]`: the BC policy's) with the normalised scores. `callback`: a
+    function (or a list) called with a `TrainEvent` at both evaluations, each CPL metrics row
+    and the checkpoint; returning False stops the run."""
+    return finished(_offline_cpl(config, Callbacks(callback)))
+
+
+def _offline_cpl(config: OfflineCPLConfig, callbacks: Callbacks) -> TrainResult:
     dataset = load_scored_dataset(config.dataset)  # bad input fails before a run directory
     queries = load_labelled_queries(config.labels, dataset)
     pairs = queries.preference_data(dataset).arrays()
     name = config.name or run_name(Path(config.dataset).name, "cpl", config.seed)
     run_dir = open_run_dir(None, config.runs_dir, name)
+    callbacks.run_dir = run_dir
     write_json(run_dir / "config.json", config_to_dict(config))
     metrics = MetricsLogger(run_dir)
     envs = make_eval_envs(dataset.env_id, config.eval_episodes, None)
@@ -105,32 +105,48 @@ def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
         loaded = LoadedPolicy(rl_config, sac, sac.init(key), Path(config.dataset))
         cpl = CPL(config.cpl, dataset.action_dim, config.hidden_dims)
 
-        def scores(params) -> tuple[np.ndarray, np.ndarray]:
+        def scored(params) -> EvalResult:
             # sac.act is jitted already; wrapping it again would bake the parameters into a
             # fresh compilation per call.
             act = lambda o: sac.act(params, o, None, 0, deterministic=True)
-            returns = evaluate(act, envs, config.seed + 3_000_000).returns
-            return dataset.normalized_score(returns), returns
+            result = evaluate(act, envs, config.seed + 3_000_000)
+            score = dataset.normalized_score(result.returns)
+            result.extra |= {"eval/score_mean": float(score.mean()),
+                             "eval/score_std": float(score.std())}  # fmt: skip
+            return result
 
         with progress:
             params = _behaviour_clone(config, cpl, loaded.state.actor_params, dataset, metrics,
                                       progress)  # fmt: skip
-            bc_scores, _ = scores(params)
+            bc_eval = scored(params)
+            bc_scores = dataset.normalized_score(bc_eval.returns)
             metrics.log(config.bc_steps, {"eval/bc_score_mean": float(bc_scores.mean())})
             progress.update(config.bc_steps, last_eval=float(bc_scores.mean()))
+            callbacks("eval", 0, bc_eval.summary, eval=bc_eval)
             data = pair_arrays(*(pairs[k] for k in ("obs_left", "action_left", "obs_right",
                                                      "action_right", "label")))  # fmt: skip
             rng = np.random.default_rng([config.seed, 21])
             train, val = split_pairs(pairs["label"], config.max_pairs, config.val_fraction, rng)
             start = params
-            params = train_cpl(
+            params, done = train_cpl(
                 cpl, start, start, data, train, val, config.steps, config.log_interval, rng,
                 metrics,
                 on_nan=lambda p, step: save_actor(run_dir, loaded, p, step, str(config.dataset)),
                 progress=lambda step: progress.update(config.bc_steps + step),
+                callbacks=callbacks,
             )  # fmt: skip
-            final, returns = scores(params)
+            result = TrainResult(run_dir, done, interrupted=callbacks.stopped,
+                                 labels=len(pairs["label"]), title=f"CPL on {config.dataset}",
+                                 details={"start_eval": bc_eval,
+                                          "pairs": int(len(train) + len(val))})  # fmt: skip
+            if callbacks.stopped:  # (the actor as it is, without its final evaluation)
+                ckpt = save_actor(run_dir, loaded, params, done, str(config.dataset))
+                callbacks("checkpoint", done, checkpoint=ckpt)
+                return result
+            result.final_eval = final_eval = scored(params)
+            final, returns = dataset.normalized_score(final_eval.returns), final_eval.returns
             progress.update(config.bc_steps + config.steps, last_eval=float(final.mean()))
+            callbacks("eval", config.steps, final_eval.summary, eval=final_eval)
         summary = {
             "eval/score_mean": float(final.mean()),
             "eval/score_std": float(final.std()),
@@ -142,9 +158,11 @@ def train_offline_cpl(config: OfflineCPLConfig) -> OfflineCPLResult:
         summary.update(pair_summary(cpl, start, params, data, train, val))
         metrics.log(config.bc_steps + config.steps, {k: v for k, v in summary.items()
                                                       if isinstance(v, float)})  # fmt: skip
-        save_actor(run_dir, loaded, params, config.steps, str(config.dataset))
+        ckpt = save_actor(run_dir, loaded, params, config.steps, str(config.dataset))
         write_json(run_dir / "summary.json", {**summary, "time": time.time()})
-        return OfflineCPLResult(run_dir, bc_scores, final, returns, summary)
+        callbacks("checkpoint", config.steps, checkpoint=ckpt)
+        result.details["metrics"] = summary
+        return result
     finally:
         for env in envs:
             env.close()

@@ -29,6 +29,7 @@ from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, read_metrics
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import EvalResult
 from prefrl.training.loop import (
     PeriodicTasks,
@@ -39,6 +40,7 @@ from prefrl.training.loop import (
     start_run,
     stoppable,
 )
+from prefrl.training.result import TrainResult, finished
 
 REWARDS = ("true", "mr", "nmr", "pt")
 
@@ -122,17 +124,6 @@ class OfflineConfig:
     @property
     def log_interval(self) -> int:
         return self.steps_per_call
-
-
-@dataclass
-class OfflineResult:
-    run_dir: Path
-    steps: int
-    score_mean: float
-    score_std: float
-    return_mean: float
-    reward_metrics: dict
-    stopped: bool
 
 
 def load_inputs(config: OfflineConfig) -> tuple[OfflineDataset, DatasetQueries | None]:
@@ -346,24 +337,30 @@ class OfflineLearner:
         self.inputs = load_inputs(self.config)  # bad input fails here, before any run exists
 
     @python_arguments(OfflineConfig)
-    def train(self) -> OfflineResult:
-        """Run (or, with `resume`, continue) the run; returns its final normalised score."""
-        return train_offline(self.config, self.inputs)
+    def train(self, callback=None) -> TrainResult:
+        """Run (or, with `resume`, continue) the run; returns its final evaluation (with the
+        normalised score). `callback`: a function (or a list) called with a `TrainEvent` at
+        the reward fit and each metrics row, evaluation and checkpoint; returning False stops
+        the run."""
+        return train_offline(self.config, self.inputs, callback)
 
 
-def train_offline(config: OfflineConfig, inputs=None) -> OfflineResult:
-    """Run (or resume) an offline run; returns the final evaluation's normalised score."""
+def train_offline(config: OfflineConfig, inputs=None, callback=None) -> TrainResult:
+    """Run (or resume) an offline run; returns the final evaluation (with the normalised
+    score). `callback`: see `OfflineLearner.train`."""
+    callbacks = Callbacks(callback)
     name = config.name or run_name(Path(config.dataset).name, f"iql-{config.reward}", config.seed)
     inputs = inputs or load_inputs(config)  # bad input fails here, before a run directory is made
-    loop, metrics = start_run(lambda c, d: OfflineRun(c, d, inputs), config, name)
+    loop, metrics = start_run(lambda c, d: OfflineRun(c, d, inputs), config, name, callbacks)
     try:
-        return _run(loop, metrics)
+        result = _run(loop, metrics)
     finally:
         metrics.close()
         loop.close()
+    return finished(result)
 
 
-def _run(loop: OfflineRun, metrics: MetricsLogger) -> OfflineResult:
+def _run(loop: OfflineRun, metrics: MetricsLogger) -> TrainResult:
     cfg = loop.config
     progress = TrainingProgress(
         cfg.steps, loop.step, enabled=cfg.progress, last_eval=loop.last_eval
@@ -375,6 +372,8 @@ def _run(loop: OfflineRun, metrics: MetricsLogger) -> OfflineResult:
         ds = loop.dataset
         try:
             rewards = loop.rewards(progress, metrics, lambda: stop.requested)
+            if cfg.reward != "true":
+                loop.callbacks("fit", loop.step, loop.reward_metrics)
         except Stopped as e:  # (the fit or relabelling goes on from there when resumed)
             progress.say(f"{e}; the run resumes from there")
             stop.requested = True
@@ -395,15 +394,16 @@ def _run(loop: OfflineRun, metrics: MetricsLogger) -> OfflineResult:
     else:  # (resumed after its last step: nothing evaluated now; its last evaluation stands)
         evals = [r for r in read_metrics(loop.run_dir) if "eval/score_mean" in r]
         summary = evals[-1] if evals else {}
-    return OfflineResult(
-        loop.run_dir,
-        loop.step,
-        summary.get("eval/score_mean", float("nan")),
-        summary.get("eval/score_std", float("nan")),
-        summary.get("eval/return_mean", float("nan")),
-        loop.reward_metrics,
-        stop.requested,
-    )
+    learned = cfg.reward != "true"
+    return TrainResult(
+        loop.run_dir, loop.step, final, stop.requested,
+        labels=len(loop.queries) if learned else None,
+        agreement=loop.reward_metrics.get("reward/episode_return_correlation") if learned else None,
+        video=periodic.video, title=periodic.title,
+        details={"reward_metrics": loop.reward_metrics,
+                 "score_mean": summary.get("eval/score_mean", float("nan")),
+                 "score_std": summary.get("eval/score_std", float("nan"))},
+    )  # fmt: skip
 
 
 def scale_rewards(

@@ -22,9 +22,7 @@ late).
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from prefrl.agents import PPO, SAC
@@ -42,7 +40,7 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import StopRequest, graceful_stop
-from prefrl.training.evaluate import EvalResult
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.loop import (
     PeriodicTasks,
     check_finite,
@@ -56,36 +54,10 @@ from prefrl.training.loop import (
     start_run,
     stoppable,
 )
+from prefrl.training.result import TrainResult, finished
 from prefrl.web.serve import LabellingServer
 
-__all__ = ["OnlineConfig", "OnlineResult", "PreferenceLearner", "train_online"]
-
-
-@dataclass
-class OnlineResult:
-    """What `train_online` (and `PreferenceLearner.train`) returns: where the run went, how its
-    policy and its learned reward did, and what became of its labels."""
-
-    run_dir: Path
-    """The run directory (`load_policy(run_dir)` gives its policy back)."""
-    step: int
-    """The last env step reached."""
-    final_eval: EvalResult | None = dataclasses.field(repr=False)
-    """The last evaluation: `returns` (true), `learned_returns`, `lengths` per episode."""
-    video: Path | None
-    """The last evaluation's video, where one was recorded."""
-    labels: int
-    """Labels trained on."""
-    reward_metrics: dict[str, float]
-    """The last fit's metrics: the learned reward's accuracy on held-out labels
-    (`reward/val_accuracy`), its correlation with the true segment returns
-    (`reward/segment_return_corr`), the labels' counts, ..."""
-    interrupted: bool = False
-    """Stopped (Ctrl-C, SIGTERM) before its last step; `--resume` goes on from there."""
-    unanswered: int = 0
-    """Pairs asked whose labels had not come at the end (not trained on)."""
-    notes: list[str] = dataclasses.field(default_factory=list)
-    """What the run said of its labels at its end: none came, some were unanswered."""
+__all__ = ["OnlineConfig", "PreferenceLearner", "train_online"]
 
 
 def make_training_env(config: OnlineConfig, seed: int | None) -> PrefrlEnv:
@@ -207,32 +179,38 @@ class PreferenceLearner:
         return Parts(env, agent, model, teacher, self.in_memory, owns_env=self.env is None)
 
     @python_arguments(OnlineConfig)
-    def train(self) -> OnlineResult:
+    def train(self, callback=None) -> TrainResult:
         """Run (or, with `resume`, continue) the run; returns where it went and how it ended.
         Ctrl-C stops it from the first moment: one during the set-up ends the run once it is
-        set up, before any training (a second, at once)."""
+        set up, before any training (a second, at once). `callback`: a function (or a list)
+        called with a `TrainEvent` at each metrics row, evaluation, checkpoint, reward fit and
+        labels that came; returning False stops the run."""
         cfg = self.config
+        callbacks = Callbacks(callback)
         name = cfg.name or run_name(cfg.env, f"pref-{cfg.algo}", cfg.seed)
         with graceful_stop(say=print) as stop:
             kept = ("its latest checkpoint stays the one to resume from" if cfg.resume
                     else "nothing is trained yet, so nothing to save")  # fmt: skip
             stop.doing = f"the run ends once set up (loading, compiling), before training: {kept}"
             try:
-                return self._train(stop, name)
+                result = self._train(stop, name, callbacks)
             except KeyboardInterrupt:  # (a second Ctrl-C in the set-up: nothing new to save)
                 run_dir = Path(cfg.resume or Path(cfg.runs_dir) / name)
                 ckpt = latest_checkpoint(run_dir)
                 step = json.loads((ckpt / "loop.json").read_text())["step"] if ckpt else 0
                 print(f"stopped during the set-up, at step {step:,}", flush=True)
-                return OnlineResult(run_dir, step, None, None, 0, {}, interrupted=True)
+                result = TrainResult(run_dir, step, interrupted=True, labels=0,
+                                     title=method_title(cfg))  # fmt: skip
+        return finished(result)
 
-    def _train(self, stop: StopRequest, name: str) -> OnlineResult:
+    def _train(self, stop: StopRequest, name: str, callbacks: Callbacks) -> TrainResult:
         cfg = self.config
         shared = None
         if cfg.load_labels is not None and cfg.resume is None:  # (a resumed run has them)
             shared = read_labels(cfg.load_labels)
             check_same_env(shared, cfg.env, "this run", f"--load-labels {cfg.load_labels}")
-        run, metrics = start_run(lambda c, d: OnlineRun(c, d, self._parts()), cfg, name)
+        run, metrics = start_run(lambda c, d: OnlineRun(c, d, self._parts()), cfg, name,
+                                 callbacks)  # fmt: skip
         if shared is not None:
             n = import_labels(run.store, run_uid(run.run_dir), run.run_dir, shared,
                               run.env.obs_dim, run.env.action_dim)  # fmt: skip
@@ -241,8 +219,7 @@ class PreferenceLearner:
         try:
             if stop.requested:
                 print(f"stopped before training, at step {run.step:,}", flush=True)
-                return OnlineResult(run.run_dir, run.step, None, None, len(run.labels),
-                                    run.reward_metrics, interrupted=True)  # fmt: skip
+                return online_result(run, interrupted=True)
             if cfg.teacher.preset == "web" and self.teacher is None:
                 server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)  # (says where)
             return pebble_loop(run, metrics, server)
@@ -253,11 +230,29 @@ class PreferenceLearner:
             run.close()
 
 
-def train_online(config: OnlineConfig) -> OnlineResult:
+def train_online(config: OnlineConfig, callback=None) -> TrainResult:
     """Run (or resume) a preference-learning run from its config, with the feedback store (as
-    `prefrl train` does; errors name settings as its flags)."""
+    `prefrl train` does; errors name settings as its flags). `callback`: see
+    `PreferenceLearner.train`."""
     with from_config():
-        return PreferenceLearner(config=config, in_memory=False).train()
+        return PreferenceLearner(config=config, in_memory=False).train(callback)
+
+
+def method_title(config: OnlineConfig) -> str:
+    return f"{'PEBBLE' if config.algo == 'sac' else 'PrefPPO'} on {config.env}"
+
+
+def online_result(run: OnlineRun, periodic: PeriodicTasks | None = None, interrupted=False,
+                  notes: list[str] | None = None) -> TrainResult:  # fmt: skip
+    """What a preference run returns: its labels, its learned reward's agreement with the true
+    one (segment returns), what became of the pairs asked."""
+    fit = run.reward_metrics
+    return TrainResult(
+        run.run_dir, run.step, periodic and periodic.final, interrupted, labels=len(run.labels),
+        agreement=fit.get("reward/segment_return_corr"), video=periodic and periodic.video,
+        title=method_title(run.config), details={"reward_metrics": fit, "notes": notes or [],
+                                                 "unanswered": run.feedback.unanswered()},
+    )  # fmt: skip
 
 
 def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer | None):
@@ -265,7 +260,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     cfg, env = run.config, run.env
     agent = SacSteps(run) if cfg.algo == "sac" else PpoSteps(run)
     progress = TrainingProgress(cfg.steps, run.step, enabled=cfg.progress, last_eval=run.last_eval)
-    title = f"{'PEBBLE' if cfg.algo == 'sac' else 'PrefPPO'} on {cfg.env}"
+    title = method_title(cfg)
     minutes = cfg.checkpoint_minutes if run.feedback.is_human else None
     periodic = PeriodicTasks(run, metrics, progress, title, minutes and 60 * minutes)
 
@@ -279,6 +274,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             agent.after_fit(first)
             metrics.log(run.step, fit_metrics)
             check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, run.step)
+            run.callbacks("fit", run.step, fit_metrics)
             periodic.restart_clock(run.step)
 
     def doing() -> str:  # (what a stop does, said when one comes)
@@ -320,8 +316,9 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
                     with stop.meanwhile("the wait for the first labels ends, then a checkpoint"):
                         run.wait_for_first_labels(progress, stop, server)
             # 4. fit on the answers that arrived (looked for every 100 steps)
-            if since_first >= 0 and step % 100 == 0:
-                run.collect_answers()
+            if since_first >= 0 and step % 100 == 0 and (new := run.collect_answers()):
+                run.callbacks("labels", step, {"labels/new": float(new),
+                                               "labels/total": float(len(run.labels))})  # fmt: skip
             if run.fitting.pending is None and step % 100 == 0 and run.fit_due():
                 run.fitting.start(step, run.labels)
                 use_fit_if_ready()
@@ -332,9 +329,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     notes = [] if stop.requested else run.end_notes()
     for note in notes:
         print(f"note: {note}", flush=True)
-    return OnlineResult(run.run_dir, run.step, periodic.final, periodic.video, len(run.labels),
-                        run.reward_metrics, interrupted=stop.requested,
-                        unanswered=run.feedback.unanswered(), notes=notes)  # fmt: skip
+    return online_result(run, periodic, stop.requested, notes)
 
 
 class Episode:

@@ -25,6 +25,7 @@ from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import StopRequest, graceful_stop
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import EvalResult
 from prefrl.training.loop import (
     PeriodicTasks,
@@ -34,7 +35,7 @@ from prefrl.training.loop import (
     start_run,
     stoppable,
 )
-from prefrl.training.result import RLResult
+from prefrl.training.result import TrainResult, finished
 
 
 class FrameRun(TrainingLoop):
@@ -88,6 +89,9 @@ class FrameRun(TrainingLoop):
     def after_update(self, metrics: MetricsLogger) -> None:
         """Work after each A2C update."""
 
+    def add_to_result(self, result: TrainResult) -> None:
+        """What the run adds to its result (its labels, its learned reward's agreement)."""
+
     def restore(self, ckpt: Path) -> None:
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
         loop = json.loads((ckpt / "loop.json").read_text())
@@ -137,24 +141,28 @@ def evaluate_frames(policy, envs: list[PixelEnv], record: bool, size: int = 256,
     return EvalResult(returns, lengths, Enlarged(frames, scale), fps=envs[0].game.fps)
 
 
-def train_frames(config, loop_class=None):
+def train_frames(config, loop_class=None, callbacks: Callbacks | None = None) -> TrainResult:
     """Run (or resume) A2C or PPO on a pixel env (on its true reward, or with `loop_class`
-    another reward: `FramePreferenceRun`); returns an `RLResult`."""
+    another reward: `FramePreferenceRun`)."""
     name = config.name or run_name(config.env, config.algo, config.seed)
     check_resumed_identity(config)
     make_pixel_env(config.env, seed=0).close()  # (a game that is not there: before any run dir)
-    loop, metrics = start_run(loop_class or FrameRun, config, name)
+    loop, metrics = start_run(loop_class or FrameRun, config, name, callbacks)
+    result = TrainResult(loop.run_dir, loop.step, title=f"{loop.title} on {config.env}")
     try:
         if not loop.begun and _begin(loop, metrics):
-            return RLResult(loop.run_dir, loop.step, None, None, interrupted=True)
-        if not loop.begun or getattr(config, "stop_after", None) is not None:
+            result.interrupted = True
+        elif not loop.begun or getattr(config, "stop_after", None) is not None:
             loop.save()  # (a run stopped before its agent: resumed without --stop-after, it goes on)
-            return RLResult(loop.run_dir, loop.step, None, None)
-        final, video, stopped = _run(loop, metrics)
-        return RLResult(loop.run_dir, loop.step, final, video, stopped)
+            result.details["stop_after"] = getattr(config, "stop_after", None)
+        else:
+            result.final_eval, result.video, result.interrupted = _run(loop, metrics)
+        result.steps = loop.step
+        loop.add_to_result(result)
     finally:
         metrics.close()
         loop.close()
+    return finished(result)
 
 
 def _begin(loop: FrameRun, metrics: MetricsLogger) -> bool:
@@ -162,7 +170,7 @@ def _begin(loop: FrameRun, metrics: MetricsLogger) -> bool:
     at its next step (a reward fit's gradient step) and checkpoints it, to resume from there.
     Returns whether it was stopped."""
     with graceful_stop(say=print) as stop:
-        loop.stop = stop
+        loop.stop = loop.callbacks.request = stop
         try:
             loop.begun = loop.begin(metrics)
         except KeyboardInterrupt:  # (a second Ctrl-C: the latest checkpoint stays the one)

@@ -41,6 +41,7 @@ from prefrl.rundir.checkpoints import checkpoints, write_json
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, write_fit_scatter
 from prefrl.rundir.progress import TrainingProgress
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.loop import check_finite, run_name
 from prefrl.web.serve import LabellingServer
 
@@ -200,6 +201,7 @@ class FramePreferenceRun(FrameRun):
         self.rng = np.random.default_rng([config.seed, 11])
         self.next_query = self.feedback.next_query_id()
         self.phase = "start"  # then gathered (random-policy clips asked about), pretrained
+        self.reward_metrics: dict[str, float] = {}  # (the last fit's, this session)
 
     def save_more(self, ckpt: Path) -> None:
         self.reward_model.save(ckpt / "reward_model")
@@ -236,12 +238,16 @@ class FramePreferenceRun(FrameRun):
         self.feedback.submit(Query(ids, left, right))
 
     def take_labels(self) -> dict[str, float]:
-        """The labels that arrived since the last call."""
-        if (new := self.feedback.poll()) is not None:
+        """The labels that arrived since the last call (the callbacks hear of new ones)."""
+        new = self.feedback.poll()
+        if new is not None:
             self.labels.add(new.left, new.right, new.labels)
             self.labels.keep_newest(self.config.reward.max_labels)  # (older ones stay in the store)
-        return {"labels/total": float(len(self.labels)),
-                "labels/unanswered": float(self.feedback.unanswered())}  # fmt: skip
+        row = {"labels/total": float(len(self.labels)),
+               "labels/unanswered": float(self.feedback.unanswered())}  # fmt: skip
+        if new is not None:
+            self.callbacks("labels", self.step, {"labels/new": float(len(new.labels)), **row})
+        return row
 
     def wait_for_labels(self) -> None:
         """The one wait for a person: the initial labels, before the reward model exists."""
@@ -307,6 +313,7 @@ class FramePreferenceRun(FrameRun):
         row["pretrain/seconds"] = time.perf_counter() - t0
         self.phase = "pretrained"
         metrics.log(0, row)
+        self.fitted(row)
         val = row.get("reward/val_accuracy")
         val = "no decided held-out pair yet" if val is None else f"validation accuracy {val:.2f}"
         print(f"reward model pre-trained on {len(self.labels)} labels of random-policy clips: "
@@ -364,6 +371,17 @@ class FramePreferenceRun(FrameRun):
             row.update(self.clip_return_fit())
         metrics.log(self.step, row)
         check_finite({k: v for k, v in row.items() if k != "reward/clip_return_corr"}, self.step)
+        self.fitted(row)
+
+    def fitted(self, row: dict[str, float]) -> None:
+        """A fit's metrics: kept for the result, told to the callbacks."""
+        self.reward_metrics = {k: v for k, v in row.items() if k.startswith("reward/")}
+        self.callbacks("fit", self.step, row)
+
+    def add_to_result(self, result) -> None:
+        result.labels = len(self.labels)
+        result.agreement = self.reward_metrics.get("reward/clip_return_corr")
+        result.details["reward_metrics"] = self.reward_metrics
 
     def fit(self) -> dict[str, float]:
         """A fit of the reward model, shown on the progress bar; a stop ends it at its next
@@ -396,9 +414,12 @@ def _clipped(clips: Segments) -> Segments:
     return dataclasses.replace(clips, reward=np.sign(clips.reward))
 
 
-def train_frames_from_preferences(config: FramePreferenceConfig):
-    """Run (or resume) the workflow; returns an `RLResult` (its final evaluation on the true
-    reward)."""
+def train_frames_from_preferences(config: FramePreferenceConfig, callback=None):
+    """Run (or resume) the workflow; returns a `TrainResult` (its final evaluation on the true
+    reward). `callback`: a function (or a list) called with a `TrainEvent` at each metrics
+    row, evaluation, checkpoint, reward fit and labels that came; returning False stops the
+    run."""
+    callbacks = Callbacks(callback)
     if config.name is None:
         config = dataclasses.replace(
             config, name=run_name(config.env, f"{config.algo}-prefs", config.seed)
@@ -406,4 +427,4 @@ def train_frames_from_preferences(config: FramePreferenceConfig):
     if config.load_labels is not None and config.resume is None:  # (before the run starts)
         shared = read_labels(config.load_labels)
         check_same_env(shared, config.env, "this run", f"--load-labels {config.load_labels}")
-    return train_frames(config, FramePreferenceRun)
+    return train_frames(config, FramePreferenceRun, callbacks)

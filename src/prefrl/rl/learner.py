@@ -10,6 +10,7 @@ from prefrl.envs import make_env
 from prefrl.envs.registry import is_pixel_env
 from prefrl.rl.config import RLConfig, load_rl_demos
 from prefrl.rl.run import RLRun, run_ppo, run_sac
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.loop import (
     check_resumed_identity,
     check_sizes,
@@ -19,7 +20,7 @@ from prefrl.training.loop import (
     run_name,
     start_run,
 )
-from prefrl.training.result import RLResult
+from prefrl.training.result import TrainResult, finished
 
 
 class RLLearner:
@@ -59,32 +60,40 @@ class RLLearner:
                 env.close()
 
     @python_arguments(RLConfig)
-    def train(self) -> RLResult:
-        """Run (or, with `resume`, continue) the run; returns where it went and how it ended."""
-        return train_rl(self.config, env=self.env, agent=self.agent)
+    def train(self, callback=None) -> TrainResult:
+        """Run (or, with `resume`, continue) the run; returns where it went and how it ended.
+        `callback`: a function (or a list) called with a `TrainEvent` at each metrics row,
+        evaluation and checkpoint; returning False stops the run."""
+        return train_rl(self.config, env=self.env, agent=self.agent, callback=callback)
 
 
-def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None) -> RLResult:
+def train_rl(config: RLConfig, env=None, agent: SAC | PPO | None = None,
+             callback=None) -> TrainResult:  # fmt: skip
     """Run (or resume) SAC or PPO training; returns where it went and the final evaluation.
-    `env`, `agent`: objects to train with instead of the config's (`RLLearner`)."""
+    `env`, `agent`: objects to train with instead of the config's (`RLLearner`); `callback`:
+    see `RLLearner.train`."""
+    callbacks = Callbacks(callback)
     if is_pixel_env(config.env):
         from prefrl.pixels.frame_loop import train_frames
 
         if env is not None or agent is not None:
             raise TypeError("agents on frames are made from the config (env and agent objects "
                             "are not taken yet)")  # fmt: skip
-        return train_frames(config)
+        return train_frames(config, callbacks=callbacks)
     algo = config.algo + ("-demos" if config.demos is not None else "")
     name = config.name or run_name(config.env, algo, config.seed)
     check_resumed_identity(config)
     demos = load_rl_demos(config, env)
-    loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name)
+    loop, metrics = start_run(lambda c, d: RLRun(c, d, env, agent, demos), config, name,
+                              callbacks)  # fmt: skip
     try:
         if config.envs > 1:
             from prefrl.rl.vector import run_sac_envs
 
-            return run_sac_envs(loop, metrics)
-        return (run_sac if config.algo == "sac" else run_ppo)(loop, metrics)
+            result = run_sac_envs(loop, metrics)
+        else:
+            result = (run_sac if config.algo == "sac" else run_ppo)(loop, metrics)
     finally:
         metrics.close()
         loop.close()
+    return finished(result)

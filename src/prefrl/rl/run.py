@@ -31,7 +31,7 @@ from prefrl.training.loop import (
     warn_if_no_updates,
 )
 from prefrl.training.policies import policy_action
-from prefrl.training.result import RLResult
+from prefrl.training.result import TrainResult
 
 
 class RLRun(TrainingLoop):
@@ -143,6 +143,12 @@ def periodic_work(loop: RLRun, metrics: MetricsLogger) -> tuple[TrainingProgress
     return progress, PeriodicTasks(loop, metrics, progress, title)
 
 
+def rl_result(loop: RLRun, periodic: PeriodicTasks, interrupted: bool) -> TrainResult:
+    """What an RL run returns."""
+    return TrainResult(loop.run_dir, loop.step, periodic.final, interrupted, video=periodic.video,
+                       title=periodic.title)  # fmt: skip
+
+
 def _start(loop: RLRun, metrics: MetricsLogger):
     """What both one-env loops begin with: the first observation, the episode log, the progress
     display and the periodic work."""
@@ -150,7 +156,7 @@ def _start(loop: RLRun, metrics: MetricsLogger):
     return obs, EpisodeLog(loop, metrics), *periodic_work(loop, metrics)
 
 
-def run_sac(loop: RLRun, metrics: MetricsLogger) -> RLResult:
+def run_sac(loop: RLRun, metrics: MetricsLogger) -> TrainResult:
     cfg, sac, env, buffer = loop.config, loop.agent, loop.env, loop.buffer
     agent_cfg = cfg.sac
     batch_size = agent_cfg.batch_size * agent_cfg.utd_ratio
@@ -186,10 +192,10 @@ def run_sac(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             # Drawn after a checkpoint saved the generator, so a resumed run draws it too.
             more = learning(loop.step) and loop.step < cfg.steps and not stop.requested
             batch = buffer.sample_beside(loop.demos, rng, batch_size) if more else None
-    return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
+    return rl_result(loop, periodic, stop.requested)
 
 
-def run_ppo(loop: RLRun, metrics: MetricsLogger) -> RLResult:
+def run_ppo(loop: RLRun, metrics: MetricsLogger) -> TrainResult:
     """PPO: collect `rollout_steps` transitions with the current policy, then one update."""
     cfg, ppo, env = loop.config, loop.agent, loop.env
     storage = RolloutStorage(cfg.ppo.rollout_steps, env.obs_dim, env.action_dim)
@@ -211,4 +217,4 @@ def run_ppo(loop: RLRun, metrics: MetricsLogger) -> RLResult:
             obs = env.reset()[0] if terminated or truncated else next_obs
             loop.step += 1
             periodic.after_step(loop.step, update_metrics)
-    return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
+    return rl_result(loop, periodic, stop.requested)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from prefrl.rl.run import EpisodeLog, RLRun, periodic_work
+from prefrl.rl.run import EpisodeLog, RLRun, periodic_work, rl_result
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.training.loop import stoppable
-from prefrl.training.result import RLResult
+from prefrl.training.result import TrainResult
 
 
 def _reset(env, seed: int | None) -> np.ndarray:
@@ -27,7 +27,7 @@ def _step(env, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
     return next_obs, float(reward), bool(terminated), bool(truncated)
 
 
-def run_sac_envs(loop: RLRun, metrics: MetricsLogger) -> RLResult:
+def run_sac_envs(loop: RLRun, metrics: MetricsLogger) -> TrainResult:
     cfg, sac, buffer, pool = loop.config, loop.agent, loop.buffer, loop.pool
     batch_size = cfg.sac.batch_size * cfg.sac.utd_ratio
     n, update_metrics = len(pool), None
@@ -54,4 +54,4 @@ def run_sac_envs(loop: RLRun, metrics: MetricsLogger) -> RLResult:
                     batch = buffer.sample_beside(loop.demos, loop.rng, batch_size)
                     loop.state, update_metrics = sac.update(loop.state, batch, loop.key)
                 periodic.after_step(step, update_metrics)
-    return RLResult(loop.run_dir, loop.step, periodic.final, periodic.video, stop.requested)
+    return rl_result(loop, periodic, stop.requested)

@@ -13,11 +13,17 @@ Policy = Callable[[np.ndarray], np.ndarray]
 """Maps a batch of observations (n, obs_dim) to actions (n, action_dim) in [-1, 1]."""
 
 
-@dataclass
+@dataclass(repr=False)
 class EvalResult:
+    """Evaluation episodes: per-episode `returns`, `lengths` and (tasks that report it)
+    `success`; `mean`, `std` and `success_rate` sum them up."""
+
     returns: np.ndarray
+    """Each episode's return."""
     lengths: np.ndarray
+    """Each episode's length in steps."""
     frames: list[np.ndarray] = field(default_factory=list)
+    """The recorded episode's frames (evaluations with a video)."""
     learned_returns: np.ndarray | None = None
     """Returns under a learned reward, when `evaluate` was given one."""
     extra: dict[str, float] = field(default_factory=dict)
@@ -33,6 +39,38 @@ class EvalResult:
     emulator frame)."""
 
     @property
+    def mean(self) -> float:
+        """The mean return over the episodes."""
+        return float(self.returns.mean())
+
+    @property
+    def std(self) -> float:
+        """The returns' standard deviation over the episodes."""
+        return float(self.returns.std())
+
+    @property
+    def success_rate(self) -> float | None:
+        """The share of episodes that ended in success (None: the task reports none)."""
+        return None if self.success is None else float(self.success.mean())
+
+    def describe(self) -> str:
+        """One phrase: the return (and the normalised score, the success rate, where there
+        are); the success rate alone where the returns are the successes (RFCL's)."""
+        episodes = f"over {len(self.returns)} episodes"
+        if self.success is not None and np.array_equal(self.returns, self.success):
+            return f"success {self.success_rate:.2f} {episodes}"
+        out = f"return {plus_minus(self.mean, self.std)} {episodes}"
+        if "eval/score_mean" in self.extra:
+            out += (f", normalised score {self.extra['eval/score_mean']:.1f} +- "
+                    f"{self.extra.get('eval/score_std', float('nan')):.1f}")  # fmt: skip
+        if self.success_rate is not None:
+            out += f", success {self.success_rate:.2f}"
+        return out
+
+    def __repr__(self) -> str:
+        return f"EvalResult({self.describe()})"
+
+    @property
     def summary(self) -> dict[str, float]:
         out = {
             "eval/return_mean": float(self.returns.mean()),
@@ -42,6 +80,13 @@ class EvalResult:
         if self.learned_returns is not None:
             out["eval/learned_return_mean"] = float(self.learned_returns.mean())
         return {**out, **self.extra}
+
+
+def plus_minus(mean: float, std: float) -> str:
+    """`mean +- std` as people read it: two decimals for figures below 1 (success rates), one
+    for larger ones."""
+    digits = 2 if max(abs(mean), std) < 1 else 1
+    return f"{mean:.{digits}f} +- {std:.{digits}f}"
 
 
 def make_eval_envs(env: str | PrefrlEnv, episodes: int,

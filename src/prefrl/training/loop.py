@@ -36,6 +36,7 @@ from prefrl.rundir.provenance import record_session
 from prefrl.rundir.stop import graceful_stop
 from prefrl.rundir.uid import claim_run_uid
 from prefrl.rundir.workers import hold_trainer
+from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import EvalResult, evaluate, make_eval_envs
 
 
@@ -56,6 +57,8 @@ class TrainingLoop:
         self.last_eval: float | None = None
         self._eval_envs = None
         self._trainer = hold_trainer(run_dir)  # (people labelling are told when it is gone)
+        self.callbacks = Callbacks(run_dir=run_dir)
+        """A Python user's callbacks (`train(callback=...)`), set by `start_run`."""
 
     def policy(self, obs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -100,13 +103,15 @@ def stoppable(loop: TrainingLoop, progress):
     signal cuts that short), and a second Ctrl-C before it (KeyboardInterrupt) leaves the latest
     checkpoint as the one to resume. Each is acknowledged at once, above the bar."""
     with progress, graceful_stop(say=progress.say) as stop:
+        loop.callbacks.request = stop  # (a callback's stop is this one)
         try:
             yield stop
             if stop.requested:
                 progress.update(loop.step)
                 stop.saving = True
-                loop.save()
+                ckpt = loop.save()
                 progress.say(f"stopped at step {loop.step:,}: its checkpoint is written")
+                loop.callbacks("checkpoint", loop.step, checkpoint=ckpt)
         except KeyboardInterrupt:
             stop.requested = True
             progress.say(f"stopped at step {loop.step:,} without a new checkpoint")
@@ -282,10 +287,10 @@ def check_resumed_identity(config) -> None:
     check_same_identity(config.resume, run, given)
 
 
-def start_run(loop_factory, config, name: str):
+def start_run(loop_factory, config, name: str, callbacks: Callbacks | None = None):
     """Open (or resume) the run directory, build the loop, restore its newest whole checkpoint
     when resuming; returns (loop, metrics logger). Nothing in the run directory changes when the
-    resume fails."""
+    resume fails. `callbacks`: a Python user's, called by the loop's periodic work."""
     check_resumed_identity(config)
     run_dir = open_run_dir(config.resume, config.runs_dir, name, record=False)
     # Said before anything slow: the directory to look in, then what the wait is for.
@@ -307,13 +312,15 @@ def start_run(loop_factory, config, name: str):
         truncate_metrics(run_dir, loop.step)
     write_json(run_dir / "config.json", config_to_dict(config))
     record_session(run_dir)
+    if callbacks is not None:
+        callbacks.run_dir, loop.callbacks = run_dir, callbacks
     return loop, MetricsLogger(run_dir, purge_step=loop.step if config.resume else None)
 
 
 class PeriodicTasks:
     """What every loop does on a step-count cadence after each env step: the progress bar, rows of
     training metrics (with steps/s and a NaN check), evaluations with videos and the learning
-    curve, checkpoints.
+    curve, checkpoints; the loop's callbacks hear of each.
 
     `loop` needs: config (steps, log_interval, eval_interval, video, video_interval,
     checkpoint_interval), run_dir, env (for fps), last_eval, evaluate(record), save().
@@ -356,6 +363,7 @@ class PeriodicTasks:
             if update_metrics is not None:
                 self.metrics.log(step, row)
                 check_finite(row, step)
+                loop.callbacks("log", step, row)
             self.progress.logged(step, rate)
         last = step == cfg.steps
         if step % cfg.eval_interval == 0 or last:
@@ -377,10 +385,12 @@ class PeriodicTasks:
                 or self.video
             )
             self.progress.update(step, last_eval=loop.last_eval)
+            loop.callbacks("eval", step, self.final.summary, eval=self.final)
             self.restart_clock(step)
         overdue = self.checkpoint_seconds is not None and (
             time.monotonic() - self.saved_at >= self.checkpoint_seconds
         )
         if step % cfg.checkpoint_interval == 0 or last or overdue:
-            loop.save()
+            ckpt = loop.save()
             self.saved_at = time.monotonic()
+            loop.callbacks("checkpoint", loop.step, checkpoint=ckpt)

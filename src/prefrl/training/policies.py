@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from prefrl.agents import PPO, SAC
-from prefrl.envs import make_env
+from prefrl.envs import is_pixel_env, make_env
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 
@@ -99,10 +99,17 @@ def load_policy(path: Path) -> LoadedPolicy:
         offline = run_config.is_file() and "dataset" in json.loads(run_config.read_text())
         kind = "an offline (IQL) run's" if offline else "not a policy's"
         raise ValueError(
-            f"{ckpt} is {kind} checkpoint: prefrl eval evaluates the policies of prefrl rl, train "
-            "and finetune runs; an offline run's evaluations are in its metrics.jsonl and videos/"
+            f"{ckpt} is {kind} checkpoint: load_policy (and prefrl eval) load the policies of "
+            "prefrl rl, train, rfcl and finetune runs; an offline run's evaluations are in its "
+            "metrics.jsonl and videos/"
         )
     stored = json.loads((ckpt / "config.json").read_text())
+    if is_pixel_env(stored.get("env", "")):
+        raise ValueError(
+            f"{ckpt} is of a run on frames ({stored['env']}, {stored.get('algo', 'a2c')}): "
+            "load_policy loads the SAC and PPO policies of state envs; `prefrl eval` on the run "
+            "plays an episode of it"
+        )
     return policy_kind(stored, ckpt).load(ckpt, stored)
 
 
