@@ -259,7 +259,7 @@ def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
         raise ValueError(f"piano judge {judge!r} is invalid: expected one of {JUDGES}")
     if not env_id.startswith("robopianist:"):
         raise ValueError(f"{judge!r} judges piano segments; these are of {env_id!r}")
-    env = PianoEnv(*parse_piano_id(env_id))
+    env = PianoEnv(*parse_piano_id(env_id.removeprefix("robopianist:")))
     try:
         out = np.empty(states.shape[:2])
         for i, segment in enumerate(states):
