@@ -8,10 +8,10 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 
 .PHONY: run test docs system-deps bench-venv clean
 
-# Extras per use: the main job needs none; the tests cover the piano and Adroit too.
+# Extras per use: the main job needs none; the tests cover the piano, Adroit, Atari, Ray and the
+# docs site too, so the docs build from the test environment.
 EXTRAS_run :=
 EXTRAS_test := test,piano,docs,adroit,atari,sweep
-EXTRAS_docs := docs
 EXTRAS_bench := bench
 
 $(VENV)/.installed-%: pyproject.toml

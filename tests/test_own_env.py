@@ -155,7 +155,7 @@ def test_check_env_says_what_an_env_supports_and_why_not():
     assert "MuJoCo state" in hopper.why["restorable_state"]
     assert "people can label it" in str(hopper)
 
-    reach = check_env(Reach())  # (never registered, no render mode)
+    reach = check_env(limited(Reach()))  # (never registered, no render mode)
     assert (reach.continuous_actions, reach.restorable_state, reach.rendering,
             reach.success_flag, reach.given) == (True, False, False, True, True)  # fmt: skip
     assert "give its class get_state()" in reach.why["restorable_state"]
@@ -200,3 +200,17 @@ def test_what_needs_a_restorable_state_is_refused_naming_the_env_and_why(tmp_pat
                        "saved state: RFCL starts episodes from demo states"):  # fmt: skip
         train_rfcl(RFCLConfig(env=given.env_id, **rfcl))
     assert not any(tmp_path.iterdir())  # refused before any run directory
+
+
+def test_an_env_object_without_a_time_limit_is_refused_saying_how_to_add_one(tmp_path):
+    """Its evaluation episodes would last until it ended them itself: maybe never."""
+    endless = check_env(Reach())
+    assert not endless.time_limit and endless.copyable
+    assert "wrap it, gymnasium.wrappers.TimeLimit(env, max_episode_steps=N)" in endless.why[
+        "time_limit"]  # fmt: skip
+    assert str(endless).endswith("the learners refuse it until it has a time limit")
+    assert check_env(limited(Reach())).why["time_limit"] == "30 steps an episode"
+    with pytest.raises(ValueError, match=r"^env=Reach .*: it has no time limit, so an evaluation "
+                       r"episode lasts until the env ends it itself"):  # fmt: skip
+        RLLearner(Reach(), steps=100, runs_dir=tmp_path)
+    assert not any(tmp_path.iterdir())

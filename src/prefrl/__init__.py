@@ -99,6 +99,15 @@ _PUBLIC = {  # name -> the module that defines it
     "import_d4rl_demos": "prefrl.demos.imports",
     "import_dapg_demos": "prefrl.demos.imports",
     "import_maniskill2_demos": "prefrl.demos.imports",
+    "EvalResult": "prefrl.training.evaluate",
+    "EnvReport": "prefrl.envs.check",
+    "RatingRun": "prefrl.finetuning.rating_runs",
+    "SegmentRewardConfig": "prefrl.reward.segment_models",
+    "FrameRewardConfig": "prefrl.reward.frames",
+    "IQLConfig": "prefrl.agents.iql",
+    "CPLConfig": "prefrl.agents.cpl",
+    "A2CConfig": "prefrl.agents.a2c",
+    "FramePPOConfig": "prefrl.agents.frame_ppo",
 }
 
 __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
@@ -163,6 +172,15 @@ __all__ = [  # (checked against _PUBLIC by tests/test_api.py)
     "train_rfcl",
     "train_rl",
     "wrap_env",
+    "EvalResult",
+    "EnvReport",
+    "RatingRun",
+    "SegmentRewardConfig",
+    "FrameRewardConfig",
+    "IQLConfig",
+    "CPLConfig",
+    "A2CConfig",
+    "FramePPOConfig",
 ]
 
 

@@ -17,7 +17,7 @@ from prefrl.envs.backends import (
 from prefrl.envs.given import GivenEnv
 from prefrl.envs.objects import qualified_id
 from prefrl.envs.registry import RenderSettings, backend_for, is_pixel_env, make_env
-from prefrl.envs.wrapper import PrefrlEnv, flatten_observation
+from prefrl.envs.wrapper import NO_TIME_LIMIT, PrefrlEnv, flatten_observation, time_limit
 
 ADD_STATE = (
     "give its class get_state() (a flat float array of everything its step reads), "
@@ -50,6 +50,9 @@ class EnvReport:
     given: bool = False
     """An env object that was never registered (no id: the CLI and other processes cannot make
     it; people cannot label it; RFCL, which takes an id, cannot learn it)."""
+    time_limit: bool = True
+    """Its episodes end by a time limit (a TimeLimit wrapper, or the env's own): evaluations
+    end. The learners refuse an env object of yours without one."""
 
     @property
     def learners(self) -> str:
@@ -58,6 +61,8 @@ class EnvReport:
             return "prefrl's state-based learners need continuous actions"
         if not self.copyable:
             return "the learners refuse it until it can be copied"
+        if not self.time_limit:
+            return "the learners refuse it until it has a time limit"
         people = [n for n, ok in (("restorable state", self.restorable_state),
                                   ("rendering", self.rendering)) if not ok]  # fmt: skip
         rfcl = [n for n, ok in (("restorable state", self.restorable_state),
@@ -86,6 +91,7 @@ _ROWS = (
     ("rendering", "rendering"),
     ("success_flag", "success flag"),
     ("copyable", "copies"),
+    ("time_limit", "time limit"),
 )
 
 
@@ -131,7 +137,8 @@ def _check_given(given: GivenEnv, env: gym.Env) -> EnvReport:
         return EnvReport(given.described, continuous, False, False, False, False,
                          {"continuous_actions": actions, "restorable_state": why,
                           "rendering": why, "success_flag": why,
-                          "copyable": given.copy_problem}, given=True)  # fmt: skip
+                          "copyable": given.copy_problem, "time_limit": why},
+                         given=True)  # fmt: skip
     probe = given.copy()
     backend = backend_for(probe, given.env_id, RenderSettings())
     mode = getattr(probe, "render_mode", None)
@@ -173,7 +180,10 @@ def _probe(name: str, raw: gym.Env, backend, no_frames: str | None, copies: str,
             why["restorable_state"] = f"prefrl cannot save and restore it; to add that, {ADD_STATE}"
     finally:
         (own or raw).close()
-    return EnvReport(name, continuous, restorable, rendering, success, True, why, given)
+    limit = time_limit(raw, backend)
+    why["time_limit"] = f"{limit} steps an episode" if limit else NO_TIME_LIMIT
+    return EnvReport(name, continuous, restorable, rendering, success, True, why, given,
+                     limit is not None)  # fmt: skip
 
 
 def _renders(backend) -> tuple[bool, str]:

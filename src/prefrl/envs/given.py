@@ -91,6 +91,8 @@ def not_given(name: str) -> str:
         f"{PREFIX}{name} names an env object of a {name} class that was never registered with "
         "Gymnasium, and this process was not given it: prefrl cannot make one by itself. Give "
         f"the object again in Python (a run of it resumes as e.g. RLLearner({name}(...), "
-        "resume='runs/NAME')), or register the class (gymnasium.register) and use its id, which "
-        "every process can make (the prefrl command, prefrl eval, a labelling server)"
+        "resume='runs/NAME'); before a function that takes a run or a dataset of it, such as "
+        f"collect_dataset, OfflineLearner or collect_rating_run, call prefrl.wrap_env({name}(...)) "
+        "once), or register the class (gymnasium.register) and use its id, which every process "
+        "can make (the prefrl command, prefrl eval, a labelling server)"
     )

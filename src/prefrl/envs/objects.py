@@ -15,7 +15,7 @@ from prefrl.envs.registry import (
     make_env,
     resolve,
 )
-from prefrl.envs.wrapper import PrefrlEnv
+from prefrl.envs.wrapper import NO_TIME_LIMIT, PrefrlEnv
 
 
 def wrap_env(env: gym.Env, seed: int | None = 0) -> PrefrlEnv:
@@ -32,6 +32,8 @@ def wrap_env(env: gym.Env, seed: int | None = 0) -> PrefrlEnv:
         if given.copy_problem:
             raise TypeError(given.copy_problem)
         wrapped = PrefrlEnv(env, given.env_id, backend_for(env, given.env_id, None), seed)
+        if wrapped.max_episode_steps is None:
+            raise ValueError(f"env={given.described}: {NO_TIME_LIMIT}")
         wrapped.given = given
         return wrapped
     family, name = resolve(qualified_id(spec))

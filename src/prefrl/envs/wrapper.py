@@ -84,13 +84,7 @@ class PrefrlEnv(gym.Wrapper):
     @property
     def max_episode_steps(self) -> int | None:
         """The episode time limit in steps (None when the env sets none)."""
-        env = self.env
-        while isinstance(env, gym.Wrapper):
-            if isinstance(env, gym.wrappers.TimeLimit):
-                return int(env._max_episode_steps)
-            env = env.env
-        limit = getattr(self.backend, "max_episode_steps", None)
-        return limit() if limit is not None else None
+        return time_limit(self.env, self.backend)
 
     @property
     def restores_state(self) -> bool:
@@ -146,3 +140,20 @@ def _sample_space(space: gym.Space):
     if isinstance(space, gym.spaces.Dict):
         return {k: np.zeros(s.shape, np.float32) for k, s in space.spaces.items()}
     return np.zeros(space.shape, np.float32)
+
+
+def time_limit(env: gym.Env, backend) -> int | None:
+    """The episode time limit of `env` in steps: its TimeLimit wrapper's, or its backend's own
+    (None: it sets none)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    limit = getattr(backend, "max_episode_steps", None)
+    return limit() if limit is not None else None
+
+
+NO_TIME_LIMIT = (
+    "it has no time limit, so an evaluation episode lasts until the env ends it itself, maybe "
+    "never: wrap it, gymnasium.wrappers.TimeLimit(env, max_episode_steps=N)"
+)

@@ -215,6 +215,9 @@ class RatingRun(NamedTuple):
     segments: Segments
     """The segments put up for rating (with their simulator states)."""
 
+    def __repr__(self) -> str:
+        return f"RatingRun({self.run_dir}, {len(self.segments)} segments)"
+
 
 @python_arguments()
 def collect_rating_run(

@@ -7,11 +7,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prefrl.fielddocs import document_fields
 from prefrl.training.evaluate import EvalResult
 
 KINDS = ("log", "eval", "checkpoint", "fit", "labels")
 
 
+@document_fields
 @dataclass
 class TrainEvent:
     """What a callback (`train(callback=...)`) is called with. A callback that returns False,

@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from prefrl.envs import PrefrlEnv, RenderSettings, make_like
+from prefrl.fielddocs import document_fields
 
 Policy = Callable[[np.ndarray], np.ndarray]
 """Maps a batch of observations (n, obs_dim) to actions (n, action_dim) in [-1, 1]."""
 
 
+@document_fields
 @dataclass(repr=False)
 class EvalResult:
     """Evaluation episodes: per-episode `returns`, `lengths` and (tasks that report it)

@@ -54,6 +54,10 @@ class LoadedPolicy:
     action_scale: np.ndarray | None = None
     """The env's action = the agent's x this (an RFCL run with --demo-action-scale)."""
 
+    def __repr__(self) -> str:
+        kind = type(self.agent).__name__
+        return f"LoadedPolicy({kind} on {getattr(self.config, 'env', '?')}, {self.checkpoint})"
+
     @property
     def sac(self) -> SAC:
         """The SAC agent, for what needs its critics or its tanh-Gaussian actor (CPL, datasets,

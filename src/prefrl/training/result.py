@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from prefrl.fielddocs import document_fields
 from prefrl.training.evaluate import EvalResult, plus_minus
 
 if TYPE_CHECKING:
     from prefrl.training.policies import LoadedPolicy
 
 
+@document_fields
 @dataclass(repr=False)
 class TrainResult:
     """What `train()` of every learner returns (RL, preferences, offline, CPL, RFCL, frames):
