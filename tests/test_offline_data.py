@@ -222,7 +222,8 @@ def test_offline_steps_are_one_setting_and_eval_names_what_it_takes(tmp_path, ca
     ckpt.mkdir(parents=True)
     (ckpt / "agent.msgpack").write_bytes(b"")
     (tmp_path / "run" / "config.json").write_text(json.dumps({"dataset": "d"}))
-    with pytest.raises(ValueError, match="offline \\(IQL\\) run's checkpoint: prefrl eval"):
+    with pytest.raises(ValueError,
+                       match=r"offline \(IQL\) run's checkpoint: load_policy \(and prefrl eval"):  # fmt: skip
         load_policy(ckpt)
 
 

@@ -20,10 +20,12 @@ from prefrl.feedback.store.schema import MIGRATIONS, SCHEMA_VERSION, Base, MetaR
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
     cur = dbapi_connection.cursor()
+    # First: switching a new file to WAL waits for the other processes opening it at once, and
+    # before this it would wait pysqlite's 5 s at most ("database is locked" on a loaded machine).
+    cur.execute("PRAGMA busy_timeout=30000")
     cur.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
     cur.execute("PRAGMA synchronous=FULL")  # a committed label survives a power cut
     cur.execute("PRAGMA foreign_keys=ON")
-    cur.execute("PRAGMA busy_timeout=30000")
     cur.close()
 
 
