@@ -42,7 +42,10 @@ DONE = "finished.json"
 # Both methods: SAC's defaults, 1k random steps, an evaluation of 5 episodes every 10k steps. The
 # preference side is examples/backflip.py's `teach`: pebble-walker-1000's schedule (sessions of
 # 100 labels every 20k steps after 9k unsupervised steps; the 1000 labels spent by 190k).
-METHODS = {"pref": "PEBBLE on the rule's preferences", "rule-reward": "SAC on the rule (x100) as reward"}
+METHODS = {
+    "pref": "PEBBLE on the rule's preferences",
+    "rule-reward": "SAC on the rule (x100) as reward",
+}
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -73,8 +76,9 @@ def curve(run_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if "eval/return_mean" in row:
             rows[row["step"]] = row
     steps = np.array(sorted(rows))
-    score = np.array([rows[s].get("eval/rule_score_mean", rows[s]["eval/return_mean"])
-                      for s in steps])  # (the scaled env's return is 100x the rule's score)
+    score = np.array(
+        [rows[s].get("eval/rule_score_mean", rows[s]["eval/return_mean"]) for s in steps]
+    )  # (the scaled env's return is 100x the rule's score)
     flips = np.array([rows[s].get("eval/landed_flips_mean", np.nan) for s in steps])
     return steps, score, flips
 

@@ -124,9 +124,7 @@ class MLPRewardEnsemble(RewardModel):
                 pseudo = confident.mean()
             return per_member.sum(), (per_member, logits, pseudo)
 
-        (_, (per_member, logits, pseudo)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params
-        )
+        (_, (per_member, logits, pseudo)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt_state = self.tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         decided = (target != 0.5) & (weight.sum(0) > 0)  # (B,)
