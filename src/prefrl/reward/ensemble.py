@@ -178,9 +178,12 @@ class MLPRewardEnsemble(RewardModel):
         )
         cfg = self.config
         rng = np.random.default_rng([self.seed, 3, self.fits])
-        pseudo = None
+        pseudo, n_unlabelled = None, 0
         if cfg.pseudo_label_threshold is not None and unlabelled is not None:
-            pseudo = tuple(jnp.asarray(unlabelled[k]) for k in
+            # Padded to a power of two like the labels: one compile, not one per fit.
+            n_unlabelled = len(unlabelled["obs_left"])
+            rows_pad = ((0, _bucket(n_unlabelled) - n_unlabelled), (0, 0), (0, 0))
+            pseudo = tuple(jnp.asarray(np.pad(unlabelled[k], rows_pad)) for k in
                            ("obs_left", "action_left", "obs_right", "action_right"))  # fmt: skip
         base_key = jax.random.key(self.seed)
         # Fewer labels than a batch: a smaller padded batch (one compile per power of two).
@@ -203,7 +206,7 @@ class MLPRewardEnsemble(RewardModel):
                 key = jax.random.fold_in(base_key, self.steps)
                 extra = {}
                 if pseudo is not None:  # (a fresh draw of unlabelled pairs for every batch)
-                    rows = rng.integers(0, len(pseudo[0]), b * cfg.pseudo_label_ratio)
+                    rows = rng.integers(0, n_unlabelled, b * cfg.pseudo_label_ratio)
                     extra = {"unlabelled": (pseudo, rows)}
                 self.params, self.opt_state, per_member, correct, decided, confident = (
                     self._train_step(self.params, self.opt_state, device_data, idx,
