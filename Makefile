@@ -13,11 +13,15 @@ export XLA_PYTHON_CLIENT_PREALLOCATE ?= false
 EXTRAS_run :=
 EXTRAS_test := test,piano,docs,adroit,atari,sweep
 EXTRAS_bench := bench
+# MetaWorld pins MuJoCo 3.3.0 and prefrl runs it on 3.17 (tools/metaworld_check.py): installed
+# without its dependencies, which the test install already holds (packaging: imported, undeclared).
+METAWORLD := metaworld==3.1.1 packaging
 
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.$(if $(EXTRAS_$*),[$(EXTRAS_$*)])'
+	$(if $(filter test,$*),$(BIN)/python -m pip install -q --no-deps $(METAWORLD))
 	touch $@
 
 # A short preference run (scripted Oracle teacher): prints learned-vs-true agreement, the final

@@ -4,6 +4,7 @@ crash and resume, damaged runs recover or say exactly what is damaged."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import threading
@@ -32,6 +33,12 @@ FAMILIES = [
     "Hopper-v5",  # Gymnasium MuJoCo
     "dmc:cartpole-swingup",  # DeepMind Control
     "toy:point-reach",  # prefrl's own
+    pytest.param(
+        "metaworld:reach",
+        marks=pytest.mark.skipif(
+            importlib.util.find_spec("metaworld") is None, reason="metaworld is not installed"
+        ),
+    ),
 ]
 
 

@@ -272,6 +272,22 @@ RFCL_PRESETS: dict[str, Preset] = {
             **{**_RFCL_ADROIT, "reverse_time_divisor": 1},
         ),
     ),
+    "rfcl-metaworld-cpu": Preset(
+        "MetaWorld on a 2-core CPU (metaworld:stick-pull by default; demos from "
+        "`prefrl demos script`): delta 8, streak 3, time limit 16 + steps left, critics 3x128, "
+        "an update every other env step, 500k steps",
+        RFCLConfig(
+            env="metaworld:stick-pull",
+            demos=Path("demos/stick-pull"),
+            steps=500_000,
+            eval_interval=20_000,
+            checkpoint_interval=25_000,
+            update_every=2,
+            reverse_delta=8,
+            reverse_streak=3,
+            sac=_RFCL_CPU_SAC,
+        ),
+    ),
 }
 
 

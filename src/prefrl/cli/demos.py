@@ -13,10 +13,11 @@ import tyro
 
 @dataclass(frozen=True)
 class ScriptArgs:
-    """Scripted demos of a built-in maze (shortest path, then held at the goal)."""
+    """Scripted demos of a built-in maze (shortest path, then held at the goal) or of a
+    MetaWorld task (MetaWorld's own scripted policy)."""
 
     env: str = "toy:maze"
-    """toy:maze, toy:maze-open or toy:maze-medium."""
+    """toy:maze, toy:maze-open, toy:maze-medium or metaworld:<task> (e.g. metaworld:stick-push)."""
     episodes: int = 5
     out: Path = Path("demos/maze")
     """The Minari dataset directory to write."""

@@ -1,7 +1,7 @@
 """Making and checking demonstrations (`prefrl demos ...`).
 
 - `script_demos`: the built-in mazes' scripted controller (shortest path of cells, then held at
-  the goal);
+  the goal) and MetaWorld's scripted policies;
 - `record_demos`: any prefrl policy (e.g. a SAC expert trained on a dense reward), keeping the
   episodes that reach a stable success;
 - `check_demos`: replay each demo's actions from its first state and say which still succeed
@@ -108,42 +108,59 @@ def save_demos(demos: DemoSet, out: str | Path | None, replace: bool) -> DemoSet
     return demos
 
 
+def _scripted_controller(env_id: str, env: PrefrlEnv):
+    """A function giving a new `act(obs) -> action` for each episode: the built-in mazes'
+    shortest path of cells, or MetaWorld's own scripted policy of the task."""
+    from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
+
+    if env_id.startswith("metaworld:"):
+        from prefrl.envs.metaworld import scripted_policy
+
+        policy = scripted_policy(env_id.split(":", 1)[1])
+        return lambda: policy.get_action
+    maze = env.unwrapped
+    if not isinstance(maze, PointMaze):
+        raise ValueError(  # noqa: TRY004 (a bad --env, reported like other bad ids)
+            f"scripted demos exist for the built-in mazes (toy:maze*) and the MetaWorld tasks "
+            f"(metaworld:*), not {env_id}"
+        )
+    waypoints = [maze.centre(c) for c in shortest_path(maze)]
+
+    def new_episode():
+        state = {"index": 0}
+
+        def act(obs):
+            action, state["index"] = scripted_action(maze, waypoints, state["index"])
+            return action
+
+        return act
+
+    return new_episode
+
+
 @python_arguments()
 def script_demos(env: str = "toy:maze", episodes: int = 5, *, out: str | Path | None = None,
                  replace: bool = False, seed: int = 0, hold: int = 20,
                  settle: int = 0) -> DemoSet:  # fmt: skip
-    """Scripted demos of a built-in maze (`toy:maze`, `toy:maze-open`, `toy:maze-medium`;
-    `prefrl demos script`): the shortest path of cells, then held at the goal, from reset seeds
-    `seed`, `seed + 1`, ...; written to `out` (a demo folder) where given (`replace`: over the
-    demos there, once the new ones are made). `hold`, `settle`: where each demo is cut (the
+    """Scripted demos (`prefrl demos script`) of a built-in maze (`toy:maze`, `toy:maze-open`,
+    `toy:maze-medium`: the shortest path of cells, then held at the goal) or of a MetaWorld
+    task (`metaworld:door-open`, ...: MetaWorld's own scripted policy of the task), from reset
+    seeds `seed`, `seed + 1`, ...; written to `out` (a demo folder) where given (`replace`: over
+    the demos there, once the new ones are made). `hold`, `settle`: where each demo is cut (the
     module's docstring)."""
-    from prefrl.envs.maze import PointMaze, scripted_action, shortest_path
-
     check_out(out, replace)
-    maze_env = make_env(env, seed=seed)
-    maze = maze_env.unwrapped
-    if not isinstance(maze, PointMaze):
-        maze_env.close()
-        raise ValueError(  # noqa: TRY004 (a bad --env, reported like other bad ids)
-            f"scripted demos exist for the built-in mazes (toy:maze*), not {env}"
-        )
+    made = make_env(env, seed=seed)
     demos, tried = [], 0
     try:
-        waypoints = [maze.centre(c) for c in shortest_path(maze)]
+        controller = _scripted_controller(env, made)
         while len(demos) < episodes and tried < 10 * episodes:
-            state = {"index": 0}
-
-            def act(obs, state=state):
-                action, state["index"] = scripted_action(maze, waypoints, state["index"])
-                return action
-
-            demo = rollout_demo(maze_env, act, seed + tried, hold,
+            demo = rollout_demo(made, controller(), seed + tried, hold,
                                 {"source": "scripted", "seed": seed + tried}, settle)  # fmt: skip
             tried += 1
             if demo is not None:
                 demos.append(demo)
     finally:
-        maze_env.close()
+        made.close()
     if len(demos) < episodes:
         raise RuntimeError(f"the scripted controller solved {len(demos)} of {tried} episodes")
     return save_demos(DemoSet(env, demos, {"source": "scripted", "seed": seed, "hold": hold,

@@ -23,7 +23,7 @@ class RFCLConfig:
 
     env: str = "toy:maze"
     """A task with a success flag and exact state save/restore: toy:maze*, adroit:door|pen|
-    relocate|hammer, sparse:pusher."""
+    relocate|hammer, metaworld:<task>, sparse:pusher."""
     demos: Path = Path("demos/maze")
     """A demo folder with simulator states (`prefrl demos plan|script|record`, or
     `import-d4rl|import-dapg|import-maniskill2`)."""

@@ -93,7 +93,11 @@ class SparseSuccess(gym.Wrapper):
         return base._get_obs(), float(success), False, truncated, {**info, "success": success}
 
 
-def make_adroit(name: str, width: int, height: int, fast: bool, render: bool):
+def ids() -> list[str]:
+    return [f"adroit:{name}" for name in TASKS]
+
+
+def make(name: str, width: int, height: int, fast: bool, render: bool):
     import contextlib
     import io
     import warnings

@@ -13,16 +13,20 @@ from prefrl.envs.backends import (
     FAST_RENDER_OFF,
     NativeBackend,
     get_mujoco_state,
+    prepare_offscreen,
     set_mujoco_state,
 )
 from prefrl.envs.piano_task import (
     JUDGES,
     PianoTask,
+    check_song_file,
     key_press_metrics,
     key_press_steps,
     load_midi,
     parse_piano_id,
+    piano_installed,
     quiet_import,
+    song_ids,
 )
 
 
@@ -271,3 +275,26 @@ def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
     finally:
         env.close()
     return out
+
+
+def ids() -> list[str]:
+    return song_ids()
+
+
+def check(name: str) -> None:
+    """The flags always; the song too when the piano extra is installed. Without it an id is
+    still accepted (configs and presets name piano tasks on machines without the extra), and
+    making the env says how to install it."""
+    song, task = parse_piano_id(name)
+    if piano_installed():
+        load_midi(song, task.stretch, task.shift)
+    else:
+        check_song_file(song)
+
+
+def make(name: str, width: int, height: int, fast: bool, render: bool):
+    song, task = parse_piano_id(name)
+    env = PianoEnv(song, task, width, height, fast)
+    if render:
+        prepare_offscreen(env.physics.model.ptr, width, height, fast)
+    return env, PianoBackend(env)

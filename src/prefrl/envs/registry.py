@@ -192,48 +192,20 @@ def _make_given(name: str, render: RenderSettings | None, given: GivenEnv | None
     return env, backend_for(env, given.env_id, render)
 
 
-def _check_piano(name: str) -> None:
-    """The flags always; the song too when the piano extra is installed. Without it an id is
-    still accepted (configs and presets name piano tasks on machines without the extra), and
-    making the env says how to install it."""
-    from prefrl.envs.piano_task import check_song_file, load_midi, parse_piano_id, piano_installed
+def _suite(module: str, description: str, checks: bool = False) -> Family:
+    """The family of a suite in its own module, `prefrl.envs.<module>`, imported on first use
+    (it may need an extra): its `ids()`, `make(name, width, height, fast, render)` and, with
+    `checks`, `check(name)` for names beyond the listed ids."""
 
-    song, task = parse_piano_id(name)
-    if piano_installed():
-        load_midi(song, task.stretch, task.shift)
-    else:
-        check_song_file(song)
+    def suite():
+        return importlib.import_module(f"prefrl.envs.{module}")
 
+    def make(name: str, render: RenderSettings | None):
+        s = render or RenderSettings()
+        return suite().make(name, s.width, s.height, s.fast, render is not None)
 
-def _make_piano(name: str, render: RenderSettings | None):
-    from prefrl.envs.piano import PianoBackend, PianoEnv
-    from prefrl.envs.piano_task import parse_piano_id
-
-    song, task = parse_piano_id(name)
-    settings = render or RenderSettings()
-    env = PianoEnv(song, task, settings.width, settings.height, settings.fast)
-    if render is not None:
-        prepare_offscreen(env.physics.model.ptr, settings.width, settings.height, settings.fast)
-    return env, PianoBackend(env)
-
-
-def _piano_ids() -> list[str]:
-    from prefrl.envs.piano_task import song_ids
-
-    return song_ids()
-
-
-def _adroit_ids() -> list[str]:
-    from prefrl.envs.adroit import TASKS
-
-    return [f"adroit:{name}" for name in TASKS]
-
-
-def _make_adroit(name: str, render: RenderSettings | None):
-    from prefrl.envs.adroit import make_adroit
-
-    settings = render or RenderSettings()
-    return make_adroit(name, settings.width, settings.height, settings.fast, render is not None)
+    return Family(description, lambda: suite().ids(), make,
+                  (lambda name: suite().check(name)) if checks else None)  # fmt: skip
 
 
 def _make_sparse(name: str, render: RenderSettings | None):
@@ -253,11 +225,16 @@ FAMILIES: dict[str, Family] = {
         _gym_ids,
         _make_gym,
     ),
-    "adroit": Family(
+    "adroit": _suite(
+        "adroit",
         "Adroit hand tasks with a sparse success (prefrl[adroit]): adroit:door, adroit:pen, "
         "adroit:hammer, adroit:relocate",
-        _adroit_ids,
-        _make_adroit,
+    ),
+    "metaworld": _suite(
+        "metaworld",
+        "MetaWorld's v3 Sawyer tasks, goal observable, with a success flag (metaworld 3.1.1 "
+        "installed without its MuJoCo pin), e.g. metaworld:door-open, metaworld:stick-pull",
+        checks=True,
     ),
     "sparse": Family(
         "Gymnasium MuJoCo tasks with a sparse success: sparse:pusher (object within 5 cm of the "
@@ -272,12 +249,11 @@ FAMILIES: dict[str, Family] = {
         _make_given,
         _check_given,
     ),
-    "robopianist": Family(
+    "robopianist": _suite(
+        "piano",
         "RoboPianist (prefrl[piano]): a bundled song or a MIDI file, then task flags, e.g. "
         "'robopianist:debug-TwinkleTwinkleRousseau', 'robopianist:tune.mid --stretch 2'",
-        _piano_ids,
-        _make_piano,
-        _check_piano,
+        checks=True,
     ),
 }
 
@@ -359,7 +335,12 @@ def resolve(env_id: str) -> tuple[str, str]:
                 "(your env's module: run prefrl where it is, or put it on PYTHONPATH)",
             )
         if FAMILIES[prefix].check is not None:
-            FAMILIES[prefix].check(name)
+            try:
+                FAMILIES[prefix].check(name)
+            except UnknownEnvError:
+                raise
+            except ValueError as e:
+                raise UnknownEnvError(str(e)) from None
         elif env_id not in FAMILIES[prefix].ids():
             raise _unknown(env_id, f"no such {prefix} task", family=prefix)
         return prefix, name
