@@ -16,6 +16,8 @@
     python benchmarks/rfcl.py --env adroit:door --demos 5 --dapg door-v0_demos.pickle \
         --preset rfcl-adroit-cpu --reverse-time-divisor 3 --demo-action-scale 1.25 \
         --runs logs/rfcl-bench-dapg-as
+    python benchmarks/rfcl.py --env metaworld:stick-pull --demos 1 --preset rfcl-metaworld-cpu \
+        --methods rfcl sac+demos --seeds 0 1 2 --jobs 2 --runs logs/rfcl-bench-mw
     python benchmarks/rfcl.py --throughput --env toy:maze     # env steps/s of the loop
     python benchmarks/rfcl.py --throughput --env adroit:door --demos 5 --runs logs/gpu \
         --throughput-configs cpu sample-efficient-cpu --throughput-steps 2500
@@ -23,8 +25,8 @@
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
         --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
 
-The demos are made here, once per --runs directory: scripted on the mazes, planned with the
-simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
+The demos are made here, once per --runs directory: scripted on the mazes and on MetaWorld
+(MetaWorld's own scripted policies), planned with the simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
 --runs directory holds one set: another --settle is refused); with --dapg, the first --demos
 of a hand_dapg pickle's people's demos that still succeed when replayed here
 (`prefrl demos import-dapg`). Rows are kept per env, device, demo source, action bound and
@@ -127,7 +129,9 @@ def command_line() -> str:
 
 
 def demo_source(args) -> str:
-    return "dapg-human" if args.dapg else "scripted" if args.env.startswith("toy:") else "planned"
+    if args.dapg:
+        return "dapg-human"
+    return "scripted" if args.env.startswith(("toy:", "metaworld:")) else "planned"
 
 
 def make_demos(args, demo_dir: Path) -> None:
