@@ -36,6 +36,7 @@ test: system-deps $(VENV)/.installed-test
 docs: $(VENV)/.installed-test
 	$(BIN)/python docs/gen_cli.py
 	$(BIN)/python docs/gen_benchmarks.py
+	$(BIN)/python docs/gen_reproductions.py
 	$(BIN)/mkdocs build --strict
 
 # Debian packages the tests use for real: a PostgreSQL server for the store's tests, Chromium

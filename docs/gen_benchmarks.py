@@ -126,10 +126,14 @@ BENCHMARKS = [
     ),
     Benchmark(
         "Demonstrations (RFCL)",
-        ("rfcl", "rfcl_nvidia-h100-80gb-hbm3"),
+        ("rfcl", "rfcl_nvidia-h100-80gb-hbm3", "metaworld_check"),
         "Success at the end of evaluation episodes from the task's own initial states "
         "(deterministic actions) after RFCL's reverse then forward curriculum from a few demos, "
-        "on the maze and Adroit's door, pen and relocate; and RFCL's env steps per second.",
+        "on the maze and Adroit's door, pen and relocate; RFCL's env steps per second; and "
+        "whether MetaWorld's tasks behave on prefrl's MuJoCo 3.17 as on the 3.3.0 MetaWorld "
+        "pins (`metaworld_check`, from `tools/metaworld_check.py`: the largest differences of a "
+        "reset and of a step taken from the same state, in m, and the scripted policy's success "
+        "rates on 3.3.0 and 3.17).",
         "SAC with the demos in half of each batch (`sac+demos`, RLPD-style) and SAC alone "
         "(`sac`), run through RFCL's loop with its curricula off, same settings and seeds; on "
         "the GPU, the paper's 3-task Adroit mean (`published_bar`).",
@@ -138,7 +142,9 @@ BENCHMARKS = [
          "throughput": ("config", "env", "steps_per_s", "no_curriculum_steps_per_s"),
          "preset_throughput": ("config", "env", "steps_per_s", "hours_per_1M_steps"),
          "side_by_side": ("env", "env_steps", "success_at_end", "success_once",
-                          "demos_solved_at_stop", "start_fraction_mean_at_stop", "steps_per_s")},
+                          "demos_solved_at_stop", "start_fraction_mean_at_stop", "steps_per_s"),
+         "tasks": ("task", "agrees", "reset_obs_difference", "step_max_obs_difference",
+                   "step_success_differs", "scripted_success_rate", "differs")},
         plots=("rfcl_*.png",),
         notes=(("RFCL on Adroit's door, pen and relocate", "notes/2026-11-28-rfcl-adroit.md"),
                ("RFCL on the pen, rule by rule", "notes/2026-11-28-rfcl-pen.md")),

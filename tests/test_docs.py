@@ -27,7 +27,7 @@ MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The site as `make docs` builds it, generated pages included."""
-    for script in ("gen_cli.py", "gen_benchmarks.py"):
+    for script in ("gen_cli.py", "gen_benchmarks.py", "gen_reproductions.py"):
         subprocess.run([sys.executable, str(ROOT / "docs" / script)], check=True, cwd=ROOT)
     out_dir = tmp_path_factory.mktemp("site")
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
@@ -79,6 +79,31 @@ def test_the_benchmarks_page_starts_with_the_headline_table_then_a_section_per_b
                 f"results/{png.name}" in part
                 for png in (ROOT / "benchmarks" / "results").glob(pattern)
             ), pattern
+
+
+def test_the_reproductions_page_shows_one_row_per_result_or_what_is_missing():
+    """Each replaced project's results beside prefrl's, each figure from exactly one row of a
+    results file (with the command that made it), each missing one saying what is missing."""
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        import gen_reproductions as gen
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    assert gen.check() == [], "selections matching several rows"
+    page = gen.render()
+    assert re.findall(r"^## (.+)$", page, re.MULTILINE) == [p.name for p in gen.PROJECTS]
+    shown = 0
+    for project in gen.PROJECTS:
+        part = page.split(f"## {project.name}\n", 1)[1].split("\n## ", 1)[0]
+        for result in project.results:
+            line = next(x for x in part.splitlines() if x.startswith(f"| {result.what} |"))
+            row = result.ours.row() if result.ours else None
+            if row is None:
+                assert line.endswith(f"| {result.missing or 'not run'} |"), line
+            else:
+                shown += 1
+                assert result.figure(row) in line and result.ours.command(row) in part
+    assert shown >= 8, "the results already measured (PEBBLE, PT, CPL, RFCL, MovingDot)"
 
 
 # ------------------------------------------------------------------ the Python reference

@@ -305,7 +305,7 @@ def main() -> None:
         "processor": platform.processor() or platform.machine(),
         "agree": sorted(t for t, r in rows.items() if r["agrees"]),
         "differ": sorted(t for t, r in rows.items() if not r["agrees"]),
-        "tasks": rows,
+        "tasks": [{"task": task, **row} for task, row in rows.items()],
     }  # fmt: skip
     Path(args.results).write_text(json.dumps(result, indent=1) + "\n")
     print(f"{len(result['agree'])} of {len(rows)} tasks agree; written to {args.results}")

@@ -1,0 +1,376 @@
+"""Write docs/reproductions.md from benchmarks/results/*.json: for each project prefrl replaces,
+its headline results beside prefrl's, with the baseline from the same grid, the budget, the
+seeds, the command, the plots and videos; a result not yet reproduced says what is missing.
+
+    python docs/gen_reproductions.py       # (`make docs` runs it before building the site)
+
+Each figure comes from one row of a results file, chosen by the fields it must have (its env,
+method, teacher, ... and where those are not enough, the command that made it): result files keep rows of many
+settings, and the page must not quietly show another one. `check()` lists the selections that
+match no row, or more than one (the tests run it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "reproductions.md"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One row of a results file: the row of `table` (a key of the file) with these field
+    values."""
+
+    file: str
+    fields: dict
+    table: str = "results"
+
+    def rows(self) -> list[dict]:
+        path = RESULTS / f"{self.file}.json"
+        if not path.exists():
+            return []
+        rows = json.loads(path.read_text()).get(self.table, [])
+        return [r for r in rows if all(r.get(k) == v for k, v in self.fields.items())]
+
+    def row(self) -> dict | None:
+        rows = self.rows()
+        return rows[0] if len(rows) == 1 else None
+
+    def command(self, row: dict) -> str | None:
+        """The command that made `row`: its own, or else its table's or its file's."""
+        data = json.loads((RESULTS / f"{self.file}.json").read_text())
+        return row.get("command") or data.get(f"{self.table}_command") or data.get("command")
+
+
+@dataclass(frozen=True)
+class Result:
+    """A headline result of a project and prefrl's figure for it."""
+
+    what: str
+    published: str
+    ours: Pick | None
+    figure: Callable[[dict], str] = lambda r: ""
+    baseline: Pick | None = None
+    baseline_figure: Callable[[dict], str] = lambda r: ""
+    met: Callable[[dict, dict | None], bool | None] = lambda r, b: None
+    """Whether prefrl's figure reproduces the published one (None: not a yes-or-no target)."""
+    target: str = ""
+    missing: str = ""
+    """What is missing while `ours` matches no row."""
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    source: str
+    results: tuple[Result, ...]
+    media: tuple[str, ...] = ()
+    """Plots and videos (paths from the repository root) shown under the table, where present."""
+    how: str = ""
+
+
+def _mean_std(mean: str, std: str, seeds: str | None = None) -> Callable[[dict], str]:
+    def text(row: dict) -> str:
+        n = row.get(seeds) if seeds else None
+        count = f" ({len(n) if isinstance(n, list) else n} seeds)" if n else ""
+        return f"{row[mean]:.3g} ± {row[std]:.2g}{count}"
+
+    return text
+
+
+def _value(key: str, digits: int = 2) -> Callable[[dict], str]:
+    return lambda row: f"{row[key]:.{digits}f}"
+
+
+def _rfcl(env: str, method: str, source: str, scale=None) -> Pick:
+    return Pick("rfcl", {"env": env, "method": method, "demo_source": source,
+                         "demo_action_scale": scale, "device": "cpu"})  # fmt: skip
+
+
+_SUCCESS = _mean_std("success_mean", "success_std", "per_seed")
+_METAWORLD_HARD = ("stick-pull", "stick-push", "pick-place-wall")
+
+
+# fmt: off
+PROJECTS = (
+    Project(
+        "PEBBLE and B-Pref (Lee et al. 2021)", "online preferences: `prefrl train`",
+        (
+            Result(
+                "dmc:walker-walk, 1000 Oracle labels, 500k steps: PEBBLE's return against SAC on "
+                "the true reward", "≈ SAC on the true reward",
+                Pick("label_efficiency", {"env": "dmc:walker-walk", "teacher": "oracle",
+                     "command": "python benchmarks/label_efficiency.py --envs dmc:walker-walk "
+                                "--teacher oracle --variant bpref-script --seeds 0 --resume"}),
+                lambda r: f"{r['pref_return_mean']:.1f} (1 seed)",
+                Pick("label_efficiency", {"env": "dmc:walker-walk", "teacher": "oracle",
+                     "command": "python benchmarks/label_efficiency.py --envs dmc:walker-walk "
+                                "--teacher oracle --variant bpref-script --seeds 0 --resume"}),
+                lambda r: f"SAC on the true reward {r['true_reward_return_mean']:.1f} "
+                          f"({r['ratio']:.2f})",
+                lambda r, b: r["ratio"] >= 0.9, "at least 0.9 of SAC's return",
+            ),
+            Result(
+                "the same with B-Pref's Mistake teacher (10% of answers flipped)",
+                "close to the Oracle's",
+                Pick("label_efficiency", {"env": "dmc:walker-walk", "teacher": "mistake"}),
+                lambda r: f"{r['pref_return_mean']:.1f} (1 seed)",
+                Pick("label_efficiency", {"env": "dmc:walker-walk", "teacher": "mistake"}),
+                lambda r: f"SAC on the true reward {r['true_reward_return_mean']:.1f} "
+                          f"({r['ratio']:.2f})",
+                lambda r, b: r["ratio"] >= 0.9, "at least 0.9 of SAC's return",
+            ),
+        ),
+        how="`python benchmarks/label_efficiency.py`; the online guide has the settings.",
+    ),
+    Project(
+        "Preference Transformer (Kim et al. 2023)", "offline preferences: `prefrl offline`",
+        tuple(
+            Result(
+                f"D4RL {task} medium-replay, 500 Oracle queries, Preference Transformer reward "
+                "+ IQL, 1M steps (normalised score)",
+                published,
+                Pick("offline", {"dataset": f"{task}-v5-medium-replay", "teacher": "oracle",
+                                 "reward": "pt", "iql_steps": 1_000_000,
+                                 "device": "NVIDIA H100 80GB HBM3"}),
+                _mean_std("score_mean", "score_std", "seed_ids"),
+                Pick("offline", {"dataset": f"{task}-v5-medium-replay", "teacher": "none",
+                                 "reward": "true", "iql_steps": 1_000_000,
+                                 "device": "NVIDIA H100 80GB HBM3"}),
+                lambda r: f"IQL on the true reward {r['score_mean']:.1f} (same grid)",
+                lambda r, b: r["score_mean"] >= 0.9 * b["score_mean"],
+                "at least 0.9 of IQL on the true reward, as in the paper",
+            )
+            for task, published in (("Hopper", "84.5 from people's labels (IQL on the true reward 83.1)"),
+                                    ("Walker2d", ("71.3 from people's labels (IQL on the true "
+                                                 "reward 73.1)")))
+        ),
+        how="`python benchmarks/offline.py` (the offline guide); on an H100 through the device tool.",
+    ),
+    Project(
+        "Contrastive Preference Learning (Hejna et al. 2024)", "fine-tuning from ratings: "
+        "`prefrl finetune`",
+        (
+            Result(
+                "Hopper-v5 policy fine-tuned with CPL from 500 rated pairs (return, x its start)",
+                "better than the policy it starts from",
+                Pick("cpl", {"env": "Hopper-v5", "rater": "return", "conservative": True,
+                             "command": "python benchmarks/cpl.py --envs Hopper-v5 --seeds 0 1 2"}),
+                lambda r: f"{r['finetuned_return_mean']:.0f} ± {r['finetuned_return_std']:.0f} "
+                          f"(x{r['ratio']:.2f}, {r['seeds']} seeds)",
+                None, lambda r: "",
+                lambda r, b: r["ratio"] > 1.0, "above the start's return",
+            ),
+            Result(
+                "HalfCheetah-v5 from 500 pairs of a regret rater, conservative, mean only",
+                "better than the policy it starts from",
+                Pick("cpl", {"env": "HalfCheetah-v5", "conservative": True,
+                             "command": "python benchmarks/cpl.py --envs HalfCheetah-v5 --sources "
+                                        "start --noise 0.3 --siblings 10 --pair-within siblings "
+                                        "--bias 1.0 --rater regret:runs/datasets/HalfCheetah-v5_"
+                                        "sac_s0 --eval-episodes 30 --conservative both --mean-only"}),
+                lambda r: f"{r['finetuned_return_mean']:.0f} ± {r['finetuned_return_std']:.0f} "
+                          f"(x{r['ratio']:.2f}, {r['seeds']} seeds)",
+                None, lambda r: "",
+                lambda r, b: r["ratio"] > 1.0, "above the start's return",
+            ),
+        ),
+        how="`python benchmarks/cpl.py` (the fine-tuning guide).",
+    ),
+    Project(
+        "Reverse Forward Curriculum Learning (Tao et al. 2024)", "demonstrations: `prefrl rfcl`",
+        (
+            Result(
+                "toy:maze from 1 demo, 60k steps (success at the end)", "solved from 1 demo",
+                _rfcl("toy:maze", "rfcl", "scripted"), _SUCCESS,
+                _rfcl("toy:maze", "sac", "scripted"), lambda r: f"SAC {r['success_mean']:.2f}",
+                lambda r, b: r["success_mean"] >= 0.9, "success at least 0.9",
+            ),
+            Result(
+                "adroit:door from 5 people's demos (hand_dapg's), actions within 1.25x theirs, "
+                "500k steps", "door ≈ 0.9",
+                _rfcl("adroit:door", "rfcl", "dapg-human", 1.25), _SUCCESS,
+                _rfcl("adroit:door", "sac+demos", "dapg-human", 1.25),
+                lambda r: f"SAC + demos {r['success_mean']:.2f}",
+                lambda r, b: r["success_mean"] >= 0.9, "success at least 0.9",
+            ),
+            Result(
+                "adroit:pen from 5 planned demos, 500k steps", "part of the Adroit mean below",
+                _rfcl("adroit:pen", "rfcl", "planned"), _SUCCESS,
+                _rfcl("adroit:pen", "sac+demos", "planned"),
+                lambda r: f"SAC + demos {r['success_mean']:.2f}",
+                lambda r, b: r["success_mean"] >= b["success_mean"], "at least SAC + demos",
+            ),
+            Result(
+                "adroit:relocate from 5 planned demos (--settle 17), 500k steps",
+                "part of the Adroit mean below",
+                _rfcl("adroit:relocate", "rfcl", "planned"), _SUCCESS,
+                _rfcl("adroit:relocate", "sac+demos", "planned"),
+                lambda r: f"SAC + demos {r['success_mean']:.2f}",
+                lambda r, b: r["success_mean"] > b["success_mean"], "above SAC + demos",
+            ),
+            *(
+                Result(
+                    f"metaworld:{task} from 1 scripted demo, 500k steps", "most hard MetaWorld "
+                    "tasks solved from 1 demo (15 tasks ≈ 78% at 400k)",
+                    _rfcl(f"metaworld:{task}", "rfcl", "scripted"), _SUCCESS,
+                    _rfcl(f"metaworld:{task}", "sac+demos", "scripted"),
+                    lambda r: f"SAC + demos {r['success_mean']:.2f}",
+                    lambda r, b: r["success_mean"] >= b["success_mean"], "at least SAC + demos",
+                    "the grid has not run yet (benchmarks/QUEUE.md)",
+                )
+                for task in _METAWORLD_HARD
+            ),
+        ),
+        media=("benchmarks/results/rfcl_adroit-door-dapg-as1.25.png",
+               *(f"benchmarks/results/rfcl_metaworld-{t}.png" for t in _METAWORLD_HARD)),
+        how="`python benchmarks/rfcl.py` (the demonstrations guide). The paper's Adroit figure is "
+            "the mean of door, pen and relocate: ≈ 0.50 at 400k steps, ≈ 0.62 at 1M (RLPD ≈ 0.49 "
+            "/ 0.57); prefrl's mean of its door, pen and relocate rows is the table's first line.",
+    ),
+    Project(
+        "learning-from-human-preferences (Christiano et al. 2017; mrahtz)", "pixels: "
+        "`prefrl frames`",
+        (
+            Result(
+                "MovingDot from 1500 synthetic preferences, 150k agent steps (return)",
+                "learns the dot's task (the seed's test env)",
+                Pick("pixels", {"env": "movingdot", "method": "prefs"}, table="movingdot"),
+                _mean_std("return_mean", "return_std", "seeds"),
+                Pick("pixels", {"env": "movingdot", "method": "true"}, table="movingdot"),
+                lambda r: f"true reward {r['return_mean']:.1f}",
+                lambda r, b: r["return_mean"] >= 0.9 * b["return_mean"],
+                "at least 0.9 of the true reward's return",
+            ),
+            Result(
+                "Pong from synthetic preferences (mean of the last 10 evaluation episodes, 3 "
+                "seeds, 20M frames)", "+15 or more (the score's agent: +21)",
+                Pick("atari", {"env": "atari:Pong", "method": "prefs"}), _mean_std(
+                    "return_mean", "return_std", "seeds"),
+                Pick("atari", {"env": "atari:Pong", "method": "score"}),
+                lambda r: f"on the score {r['return_mean']:.1f}",
+                lambda r, b: r["return_mean"] >= 15, "at least +15",
+                "not run yet: 5M agent steps a seed take 7-14 h on this CPU (benchmarks/QUEUE.md)",
+            ),
+            Result(
+                "Enduro from synthetic preferences (time-limited, 2 seeds, 20M frames)",
+                "about the score's agent",
+                Pick("atari", {"env": "atari:Enduro", "method": "prefs"}), _mean_std(
+                    "return_mean", "return_std", "seeds"),
+                Pick("atari", {"env": "atari:Enduro", "method": "score"}),
+                lambda r: f"on the score {r['return_mean']:.1f}",
+                missing="not run yet (after Pong)",
+            ),
+        ),
+        how="`python benchmarks/movingdot.py` (the pixels guide).",
+    ),
+    Project(
+        "rl-teacher (Christiano et al. 2017; OpenAI)", "a behaviour with no reward: "
+        "`examples/backflip.py`",
+        (
+            Result(
+                "Hopper-v5 backflips from at most 1000 answers of a rule teacher (landed flips "
+                "an episode)", "a backflip from about 900 labels",
+                Pick("backflip", {"method": "pref"}),
+                lambda r: f"{r['landed_flips_mean']:.1f} landed flips an episode, the rule's "
+                          f"score {r['rule_score_mean']:.1f} ({len(r['seeds'])} seed)",
+                Pick("backflip", {"method": "rule-reward"}),
+                lambda r: f"SAC on the rule x100: {r['landed_flips_mean']:.1f} landed",
+                lambda r, b: r["landed_flips_mean"] >= 1.0, "at least one landed flip an episode",
+                "running (benchmarks/QUEUE.md rows 1-3)",
+            ),
+        ),
+        media=("benchmarks/results/backflip.png", "docs/img/backflip.mp4"),
+        how="`python benchmarks/backflip.py`; the rule is `examples/backflip.py`'s teacher.",
+    ),
+)
+# fmt: on
+
+
+def _adroit_mean() -> str:
+    rows = [_rfcl("adroit:door", "rfcl", "dapg-human", 1.25).row(),
+            _rfcl("adroit:pen", "rfcl", "planned").row(),
+            _rfcl("adroit:relocate", "rfcl", "planned").row()]  # fmt: skip
+    if any(r is None for r in rows):
+        return ""
+    mean = sum(r["success_mean"] for r in rows) / 3
+    verdict = "met" if mean >= 0.5 else f"not met, {0.5 - mean:.2f} short"
+    return (f"| the Adroit mean of door, pen and relocate (the three rows below), 500k steps | "
+            f"≈ 0.50 at 400k | {mean:.2f} | | ≥ 0.5: {verdict} |")  # fmt: skip
+
+
+def _row(result: Result) -> str:
+    row = result.ours.row() if result.ours else None
+    if row is None:
+        return f"| {result.what} | {result.published} | — | | {result.missing or 'not run'} |"
+    base = result.baseline.row() if result.baseline else None
+    met = result.met(row, base)
+    verdict = "" if met is None else ("met" if met else "not met")
+    target = f"{result.target}: {verdict}" if result.target else verdict
+    return (f"| {result.what} | {result.published} | {result.figure(row)} | "
+            f"{result.baseline_figure(base) if base else ''} | {target} |")  # fmt: skip
+
+
+def _commands(project: Project) -> list[str]:
+    seen = []
+    for result in project.results:
+        row = result.ours.row() if result.ours else None
+        command = result.ours.command(row) if row else None
+        if command and command not in seen:
+            seen.append(command)
+    return seen
+
+
+def render() -> str:
+    lines = [
+        "# Reproductions",
+        "",
+        (
+            "The headline results of the projects prefrl replaces, beside prefrl's, each with the "
+            "baseline measured in the same grid. Generated from `benchmarks/results/*.json` by "
+            "`docs/gen_reproductions.py`; the [benchmarks page](benchmarks.md) has every figure of "
+            "every file. A row without a figure says what is missing."
+        ),
+    ]
+    for project in PROJECTS:
+        lines += ["", f"## {project.name}", "", f"In prefrl: {project.source}. {project.how}", "",
+                  "| result | published | prefrl | baseline, same grid | target |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        if project.name.startswith("Reverse Forward") and (mean := _adroit_mean()):
+            lines.append(mean)
+        lines += [_row(result) for result in project.results]
+        commands = _commands(project)
+        if commands:
+            lines += ["", "Commands:", "", "```bash", *commands, "```"]
+        for media in project.media:
+            path = ROOT / media
+            if path.exists():
+                # (docs/gen_benchmarks.py copies benchmarks/results/*.png to docs/results/)
+                link = media.replace("benchmarks/", "", 1).replace("docs/", "", 1)
+                label = "video" if media.endswith(".mp4") else "plot"
+                lines += ["", f"[{label}: {path.name}]({link})" if label == "video"
+                          else f"![{path.name}]({link})"]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def check() -> list[str]:
+    """Selections that match more than one row (a row that matches none is a result not yet
+    run, and says so on the page)."""
+    picks = [p for project in PROJECTS for r in project.results for p in (r.ours, r.baseline)
+             if p is not None]  # fmt: skip
+    return [f"{p.file}: {p.fields}" for p in picks if len(p.rows()) > 1]
+
+
+if __name__ == "__main__":
+    bad = check()
+    if bad:
+        sys.exit("selections matching more than one row:\n" + "\n".join(bad))
+    PAGE.write_text(render())
+    print(f"wrote {PAGE.relative_to(ROOT)}")
