@@ -336,7 +336,9 @@ def render() -> str:
             "The headline results of the projects prefrl replaces, beside prefrl's, each with the "
             "baseline measured in the same grid. Generated from `benchmarks/results/*.json` by "
             "`docs/gen_reproductions.py`; the [benchmarks page](benchmarks.md) has every figure of "
-            "every file. A row without a figure says what is missing."
+            "every file. A row without a figure says what is missing. The rows that need a GPU (Pong at "
+            "the paper's budget, RFCL's wall-time config on Adroit) run with one command on a machine "
+            "with one: `python benchmarks/gpu_rows.py` (resumable, in chunks of at most 9 minutes)."
         ),
     ]
     for project in PROJECTS:

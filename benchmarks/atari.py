@@ -1,0 +1,102 @@
+"""An Atari game from synthetic preferences against the same agent on the game's score, in one
+grid (learning-from-human-preferences' headline: Pong, and Enduro):
+
+- `prefs`: `prefrl frames --preset pong` (the seed's reward CNN, 500 random-policy labels to
+  pre-train it, labels from a scripted teacher comparing the clips' clipped scores while the
+  agent trains on the learned reward), for `--steps` agent steps (4 frames each);
+- `score`: `prefrl rl --env <game> --algo a2c` with the same A2C settings and budget, on the
+  game's own (clipped) score.
+
+    python benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2
+    python benchmarks/atari.py --env atari:Enduro --seeds 0 1 --jobs 2
+
+A2C rather than PPO: it is the seed's agent, and on this 2-core CPU it trains 2.2x as many agent
+steps a second on Pong (1026 against 456, benchmarks/pixels_agent_speed.py), while published
+learning curves of the two reach Pong's top score in about the same frames.
+
+The grid (2 methods x seeds) runs as a sweep on Ray: --jobs N trains N runs side by side, and
+each run is a run directory under --runs (logs/atari-bench by default)/runs: stop the script and
+start it again with the same arguments; finished runs are skipped, stopped ones resume from their
+checkpoints. Writes the game's rows in benchmarks/results/atari.json: each method's return in its
+last evaluation (10 episodes of the true game score, actions sampled) per seed, their mean, and
+each run's training hours.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+import numpy as np
+from movingdot import training_seconds
+from sweep_grid import add_grid_flags, run_grid
+
+from prefrl.presets import FRAME_PRESETS
+from prefrl.rl.config import RLConfig
+from prefrl.rundir.metrics import read_metrics
+
+RESULTS = Path(__file__).parent / "results" / "atari.json"
+EVAL_EPISODES = 10
+"""The target is judged on the last 10 evaluation episodes."""
+
+
+def configs(env: str, steps: int, labels: int) -> dict:
+    game = env.split(":", 1)[1].lower()
+    prefs = dataclasses.replace(FRAME_PRESETS["pong"].config, env=env, steps=steps, labels=labels,
+                                eval_episodes=EVAL_EPISODES, video=False)  # fmt: skip
+    score = RLConfig(env=env, algo="a2c", steps=steps, a2c=prefs.a2c,
+                     eval_interval=prefs.eval_interval, eval_episodes=EVAL_EPISODES,
+                     checkpoint_interval=prefs.checkpoint_interval,
+                     log_interval=prefs.log_interval, video=False)  # fmt: skip
+    assert score.a2c == prefs.a2c, "both methods train the same A2C"
+    return {f"{game}_prefs": prefs, f"{game}_score": score}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="atari:Pong", help="atari:Pong, atari:Enduro, ...")
+    parser.add_argument("--steps", type=int, default=5_000_000,
+                        help="agent steps a run (4 frames each; 5M = 20M frames)")  # fmt: skip
+    parser.add_argument("--labels", type=int, default=FRAME_PRESETS["pong"].config.labels)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
+    add_grid_flags(parser)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    if not args.env.startswith("atari:"):
+        parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
+
+    grid = configs(args.env, args.steps, args.labels)
+    sweep = run_grid(grid, args.seeds, args.runs, args)
+    rows = []
+    for label in grid:
+        runs = [sweep.run_dir(label, seed) for seed in args.seeds]
+        finals = [[r for r in read_metrics(run) if "eval/return_mean" in r][-1] for run in runs]
+        returns = [f["eval/return_mean"] for f in finals]
+        rows.append({
+            "env": args.env, "method": label.rsplit("_", 1)[1], "agent_steps": args.steps,
+            "frames": 4 * args.steps, "seeds": args.seeds,
+            "return_mean": float(np.mean(returns)),
+            "return_std": float(np.std(returns, ddof=1)) if len(returns) > 1 else None,
+            "per_seed": returns, "eval_step": [f["step"] for f in finals],
+            "eval_episodes": EVAL_EPISODES,
+            "hours_per_seed": [training_seconds(run) / 3600 for run in runs],
+            **({"labels": args.labels} if label.endswith("prefs") else {}),
+            "device": "cpu", "command": "python benchmarks/atari.py " + " ".join(sys.argv[1:]),
+        })  # fmt: skip
+        print(json.dumps(rows[-1]), flush=True)
+    old = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
+    old["results"] = [r for r in old["results"] if r["env"] != args.env] + rows
+    old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    args.out.write_text(json.dumps(old, indent=1) + "\n")
+    print(f"wrote {args.out}; the sweep's table: {args.runs / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
