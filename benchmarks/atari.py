@@ -45,10 +45,11 @@ EVAL_EPISODES = 10
 """The target is judged on the last 10 evaluation episodes."""
 
 
-def configs(env: str, steps: int, labels: int) -> dict:
+def configs(env: str, steps: int, labels: int, pretrain_steps: int) -> dict:
     game = env.split(":", 1)[1].lower()
     prefs = dataclasses.replace(FRAME_PRESETS["pong"].config, env=env, steps=steps, labels=labels,
-                                eval_episodes=EVAL_EPISODES, video=False)  # fmt: skip
+                                pretrain_steps=pretrain_steps, eval_episodes=EVAL_EPISODES,
+                                video=False)  # fmt: skip
     score = RLConfig(env=env, algo="a2c", steps=steps, a2c=prefs.a2c,
                      eval_interval=prefs.eval_interval, eval_episodes=EVAL_EPISODES,
                      checkpoint_interval=prefs.checkpoint_interval,
@@ -63,6 +64,9 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=5_000_000,
                         help="agent steps a run (4 frames each; 5M = 20M frames)")  # fmt: skip
     parser.add_argument("--labels", type=int, default=FRAME_PRESETS["pong"].config.labels)
+    parser.add_argument("--pretrain-steps", type=int,
+                        default=FRAME_PRESETS["pong"].config.pretrain_steps,
+                        help="the reward CNN's steps on the first labels, before the agent")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
     add_grid_flags(parser)
@@ -71,7 +75,7 @@ def main() -> int:
     if not args.env.startswith("atari:"):
         parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
 
-    grid = configs(args.env, args.steps, args.labels)
+    grid = configs(args.env, args.steps, args.labels, args.pretrain_steps)
     sweep = run_grid(grid, args.seeds, args.runs, args)
     rows = []
     for label in grid:
