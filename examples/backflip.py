@@ -56,6 +56,11 @@ class BackflipTeacher(Teacher):
     """Answers each pair by the rule, from the clips' observations alone (Hopper's observation
     holds the torso's height, angle and vertical speed: entries 0, 1 and 6)."""
 
+    def check_env(self, env):
+        if env.obs_dim != 11 or "Hopper" not in type(env.unwrapped).__name__:
+            raise ValueError(f"the backflip rule judges a Hopper's torso (entries 0, 1 and 6 of "
+                             f"Hopper-v5's 11 observations): {env.env_id} is not a Hopper")  # fmt: skip
+
     def answer(self, left, right):
         diff = rule_score(right.obs) - rule_score(left.obs)
         return np.select([np.abs(diff) < TIE, diff > 0], [Label.EQUAL, Label.RIGHT], Label.LEFT)

@@ -271,6 +271,20 @@ def test_the_configs_built_by_hand_name_a_wrong_type_as_their_argument():
     assert ScheduleConfig(budget=np.int64(10), decay_constant=5).budget == 10  # (numbers all)
 
 
+def test_a_teacher_refuses_an_env_it_cannot_judge_before_anything_is_written(tmp_path):
+    """`Teacher.check_env`: the backflip example's rule reads a Hopper's torso; given Pendulum
+    it says so when the learner is made, and no run directory exists."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import backflip
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    with pytest.raises(ValueError, match="Pendulum-v1 is not a Hopper"):
+        PreferenceLearner("Pendulum-v1", backflip.BackflipTeacher(), runs_dir=tmp_path, **SMALL)
+    assert list(tmp_path.iterdir()) == []
+    PreferenceLearner(backflip.ENV_ID, backflip.BackflipTeacher(), runs_dir=tmp_path, **SMALL)
+
+
 def test_the_examples_run(tmp_path):
     """Each script in examples/ runs as a user would run it (shortened by its argument), and
     its last run ends with the result's one line: how far it got and how it did, in a run

@@ -72,6 +72,9 @@ class Teacher:
     - `needs_true_reward` (default False): True when the answers read the segments' `reward`
       (the scripted teachers): the run then refuses an env without a true reward (such as
       `toy:point-free`, whose reward is always 0) instead of having them judge zeros.
+    - `check_env(env)` (optional): called with the run's env (a `PrefrlEnv`: `env_id`,
+      `obs_dim`, `unwrapped`) when the learner is made, before anything is written; raise a
+      `ValueError` saying what the teacher needs to refuse an env it cannot judge.
     - `observe_episode(episode_return, length)`: the run reports every finished training
       episode (its true return and length); it does nothing unless overridden. The scripted
       teachers scale their skip and equal thresholds by the recent returns.

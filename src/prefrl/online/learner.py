@@ -81,6 +81,8 @@ def check_env(config: OnlineConfig, env: PrefrlEnv, human: bool, teacher=None) -
                else f"teacher={teacher!r} (needs_true_reward)")  # fmt: skip
         raise ValueError(f"{config.env} has no true reward, so {who} cannot label it; label it "
                          "yourself (human teacher) or give a teacher of your own")  # fmt: skip
+    if teacher is not None and callable(getattr(teacher, "check_env", None)):
+        teacher.check_env(env)
 
 
 class PreferenceLearner:
