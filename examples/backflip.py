@@ -1,8 +1,9 @@
 """Teach the Hopper a backflip from preferences: a behaviour no Gymnasium env has a reward for.
 
-The teacher is a rule of our own, not the env's reward: of two clips it prefers the one in which
-the torso turns further backwards, with a little extra for time spent on its feet (so a flip
-that lands beats one that ends on its back). The agent never sees the rule, only the answers.
+The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
+who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
+backwards while off the ground, with a little extra for time spent on its feet (so a flip that
+lands beats one that ends on its back). The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -32,6 +33,12 @@ flips' worth, SAC given the rule as its reward settled on standing still: 1.88 f
 on, no flip landed.)"""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
+AIR_HEIGHT = 0.9
+"""Turns count only while the torso is above this (m): standing it is at 1.25. The first rule
+counted every backward turn, and both methods learned to roll over on the floor instead (three
+quarters of their turns with the torso under 0.8): docs/notes/2026-11-29-backflip.md."""
+SEGMENT_LENGTH = 190
+"""Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
 
@@ -42,14 +49,20 @@ def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray) -> np.nda
     return (height > 0.7) & (np.cos(angle) > 0.8) & (np.abs(rising) < 1.0)
 
 
+def air_turns(height: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """Backward turns of the torso over the steps (axis -1) it starts and ends above
+    `AIR_HEIGHT`. (The torso's hinge angle grows as it leans forward, so a backflip decreases
+    it by 2π.)"""
+    high = (height[..., 1:] > AIR_HEIGHT) & (height[..., :-1] > AIR_HEIGHT)
+    return -(np.diff(angle, axis=-1) * high).sum(-1) / TURN
+
+
 def rule_score(obs: np.ndarray) -> np.ndarray:
     """The rule's score of Hopper observations in time order (axis -2): backward turns of the
-    torso from the first to the last, plus the on-feet bonus for every one after the first.
-    (The torso's hinge angle grows as it leans forward, so a backflip decreases it by 2π.)"""
+    torso off the ground, plus the on-feet bonus for every step after the first."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
-    backward_turns = -(angle[..., -1] - angle[..., 0]) / TURN
     feet = on_feet(height[..., 1:], angle[..., 1:], rising[..., 1:])
-    return backward_turns + ON_FEET_BONUS * feet.sum(-1)
+    return air_turns(height, angle) + ON_FEET_BONUS * feet.sum(-1)
 
 
 class BackflipTeacher(Teacher):
@@ -69,8 +82,8 @@ class BackflipTeacher(Teacher):
 class HopperBackflip(HopperEnv):
     """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
     step, so that the sum of its rewards over any stretch is that stretch's rule score. It
-    counts the backflips it lands (a whole backward turn between two times its foot stands on
-    the floor with the torso upright) and the rule's score so far in `info["episode_metrics"]`,
+    counts the backflips it lands (a whole backward turn off the ground between two times it is
+    on its feet, as the rule defines them) and the rule's score so far in `info["episode_metrics"]`,
     which evaluations log as `eval/landed_flips_mean` and `eval/rule_score_mean`.
     `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
     during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
@@ -81,27 +94,23 @@ class HopperBackflip(HopperEnv):
 
     def reset_model(self):
         obs = super().reset_model()
-        self._last_on_feet, self._landed, self._score = float(self.data.qpos[2]), 0, 0.0
+        self._turns_in_air, self._landed, self._score = 0.0, 0, 0.0
         return obs
 
     def step(self, action):
         before = self._get_obs()
         obs, _, terminated, truncated, info = super().step(action)
-        score = float(rule_score(np.stack([before, obs])))
+        pair = np.stack([before, obs])
+        score = float(rule_score(pair))
         self._score += score
-        angle = float(self.data.qpos[2])
-        if self._standing() and np.cos(angle) > 0.8:
-            # On its feet again: every whole backward turn since it last was is a landed flip.
-            self._landed += max(0, round((self._last_on_feet - angle) / TURN))
-            self._last_on_feet = float(angle)
+        self._turns_in_air += float(air_turns(pair[:, 0], pair[:, 1]))
+        if on_feet(obs[0], obs[1], obs[6]):
+            # On its feet again: every whole backward turn made off the ground since it last
+            # was is a landed flip.
+            self._landed += max(0, round(self._turns_in_air))
+            self._turns_in_air = 0.0
         info["episode_metrics"] = {"landed_flips": self._landed, "rule_score": self._score}
         return obs, self.reward_scale * score, terminated, truncated, info
-
-    def _standing(self) -> bool:
-        """The foot touches the floor."""
-        contacts = self.data.contact[: self.data.ncon]
-        foot, floor = (self.model.geom(name).id for name in ("foot_geom", "floor"))
-        return any({c.geom1, c.geom2} == {foot, floor} for c in contacts)
 
 
 if "HopperBackflip-v0" not in gym.registry:
@@ -123,7 +132,8 @@ def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, **sett
         warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
         schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
                                 interval=max(1, min(20_000, steps // (sessions + 1)))),
-        reward=RewardConfig(max_epochs=50), eval_interval=min(10_000, steps), eval_episodes=5,
+        segment_length=SEGMENT_LENGTH, reward=RewardConfig(max_epochs=50),
+        eval_interval=min(10_000, steps), eval_episodes=5,
         **settings,
     )  # fmt: skip
     return learner.train()
