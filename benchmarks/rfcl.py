@@ -25,7 +25,8 @@
     python benchmarks/rfcl.py --env adroit:door --demos 5 --preset rfcl-adroit \
         --reverse-time-divisor 1 --env-workers 8 --runs logs/rfcl-bench-gpu
 
-The demos are made here, once per --runs directory: scripted on the mazes and on MetaWorld
+The demos are made here, once per --runs directory (or, with --demos-from, taken from a demo
+folder of yours, e.g. recorded from a trained policy with `prefrl demos record`): scripted on the mazes and on MetaWorld
 (MetaWorld's own scripted policies), planned with the simulator on Adroit (`prefrl demos plan`, reset seeds from 1000), with --settle as given (a
 --runs directory holds one set: another --settle is refused); with --dapg, the first --demos
 of a hand_dapg pickle's people's demos that still succeed when replayed here
@@ -94,6 +95,8 @@ def label(args, method: str) -> str:
 
 def source_suffix(args) -> str:
     """What run, demo and figure names add for people's demos (planned ones add nothing)."""
+    if args.demos_from:
+        return f"-{args.demos_from.name}"
     return "-dapg" if args.dapg else ""
 
 
@@ -129,13 +132,22 @@ def command_line() -> str:
 
 
 def demo_source(args) -> str:
+    if args.demos_from:
+        return DemoSet.load(args.demos_from).info.get("source", "given")
     if args.dapg:
         return "dapg-human"
     return "scripted" if args.env.startswith(("toy:", "metaworld:")) else "planned"
 
 
 def make_demos(args, demo_dir: Path) -> None:
-    if args.dapg:
+    if args.demos_from:
+        demos = DemoSet.load(args.demos_from)
+        if demos.env_id != args.env or len(demos) < args.demos:
+            raise SystemExit(f"--demos-from {args.demos_from}: {len(demos)} demos of "
+                             f"{demos.env_id}; --env {args.env} --demos {args.demos} needs at "
+                             "least that many of that env")  # fmt: skip
+        DemoSet(demos.env_id, demos.demos[: args.demos], demos.info).save(demo_dir)
+    elif args.dapg:
         demos = import_dapg_demos(args.dapg, args.env, settle=args.settle)
         if len(demos) < args.demos:
             raise SystemExit(f"--demos {args.demos}: {args.dapg} has {len(demos)} that succeed "
@@ -247,6 +259,9 @@ def main() -> int:
     parser.add_argument("--dapg", type=Path,
                         help="hand_dapg's demo pickle of --env: people's demos, replayed here, "
                         "instead of planned ones (use a --runs of their own)")  # fmt: skip
+    parser.add_argument("--demos-from", type=Path,
+                        help="a demo folder of --env to take the first --demos from (e.g. "
+                        "`prefrl demos record` of a trained policy; use a --runs of their own)")  # fmt: skip
     parser.add_argument("--demo-action-scale", type=float,
                         help="bound every method's actions to this multiple of the demos' "
                         "largest (RFCL's data_action_scale; default: unbounded)")  # fmt: skip

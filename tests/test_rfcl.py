@@ -337,6 +337,36 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert other.returncode != 0 and "made with --settle 0, not 5: move it aside" in other.stderr
 
 
+def test_the_benchmark_takes_demos_from_a_folder_of_yours(tmp_path):
+    """benchmarks/rfcl.py --demos-from: the first --demos of a demo folder (here "recorded"),
+    its row and run names saying where they came from; too few, or another env's, refused."""
+    import subprocess
+    import sys
+
+    from prefrl.data.demos import DemoSet
+    from prefrl.demos.make import script_demos
+
+    root = Path(__file__).parent.parent
+    made = script_demos("toy:maze-open", 2)
+    DemoSet(made.env_id, made.demos, {"source": "recorded"}).save(tmp_path / "mine")
+    out = tmp_path / "rfcl.json"
+
+    def bench(demos: int, env: str = "toy:maze-open") -> subprocess.CompletedProcess:
+        return subprocess.run([
+            sys.executable, "benchmarks/rfcl.py", "--env", env, "--demos-from",
+            str(tmp_path / "mine"), "--demos", str(demos), "--methods", "rfcl", "--steps", "1000",
+            "--seeds", "0", "--hidden", "16", "16", "--eval-episodes", "1", "--runs",
+            str(tmp_path / "bench"), "--out", str(out), "--keep", str(tmp_path / "kept"),
+        ], cwd=root, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+
+    assert bench(2).returncode == 0
+    (row,) = json.loads(out.read_text())["results"]
+    assert row["demo_source"] == "recorded" and row["demos"] == 2
+    assert (tmp_path / "bench/runs/toy-maze-open_rfcl_d2-mine_s0").is_dir()
+    assert "needs at least that many" in bench(3).stderr
+    assert "2 demos of toy:maze-open; --env toy:maze" in bench(2, "toy:maze").stderr
+
+
 def test_the_benchmark_runs_from_peoples_demos_beside_the_planned_rows(tmp_path):
     """benchmarks/rfcl.py --dapg: the demos come from a hand_dapg pickle, replayed; its row says
     so, and a planned-demo row of the same env stays; with --demo-action-scale, the row and the
