@@ -129,6 +129,24 @@ def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, 
     assert "steps/s, eval success 0.85" in capsys.readouterr().out
 
 
+def test_no_progress_prints_plain_lines_at_the_log_interval_on_a_terminal_too(capsys,
+                                                                              monkeypatch):
+    """--no-progress turns the bar off, not the progress: plain lines at each logged step, as
+    where the output is not a terminal."""
+    from types import SimpleNamespace
+
+    from prefrl.rundir import progress
+
+    monkeypatch.setattr(progress, "Console", lambda: SimpleNamespace(is_terminal=True))
+    with progress.TrainingProgress(1000, 0, enabled=False) as bar:
+        bar.print_at_logs()
+        bar.logged(500, 25.0)
+        bar.update(1000, last_eval=3.5)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "step 500/1,000 (50%), 25 steps/s, eval return (none yet)"
+    assert lines[-1].startswith("step 1,000/1,000 (100%)") and "eval return 3.5" in lines[-1]
+
+
 def test_progress_eta_counts_all_the_time_the_session_spent(monkeypatch):
     """The time left at the session's pace so far, reward fits and evaluations included (not a
     window of recent steps between them)."""

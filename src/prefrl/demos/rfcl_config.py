@@ -98,7 +98,8 @@ class RFCLConfig:
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every --log-interval env steps
+    instead (as where the output is not a terminal)."""
     sac: SACConfig = RFCL_SAC
     """SAC's settings (RFCL's by default: 10 critics, a target entropy of -|A|/2, ...)."""
 

@@ -61,7 +61,8 @@ class CPLRun:
     runs_dir: Path = Path("runs")
     """The folder run directories are made in."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every 30 s instead (as where the
+    output is not a terminal)."""
 
     def __post_init__(self) -> None:
         check_fields(self, self.checks(), "--")

@@ -97,7 +97,8 @@ class OfflineConfig:
     """Continue the run in this directory from its latest checkpoint (a reward model already fitted
     is reused)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every --steps-per-call steps instead (as
+    where the output is not a terminal)."""
 
     def __post_init__(self) -> None:
         check_fields(self, {"reward": (self.reward in REWARDS, f"one of {REWARDS}")}, "--")

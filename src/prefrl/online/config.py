@@ -139,7 +139,8 @@ class OnlineConfig:
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every --log-interval env steps
+    instead (as where the output is not a terminal)."""
 
     def __post_init__(self) -> None:
         resolve(self.env)

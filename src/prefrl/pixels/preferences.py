@@ -126,7 +126,8 @@ class FramePreferenceConfig:
     resume: Path | None = None
     """Continue the run in this directory from its latest checkpoint."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every --log-interval agent steps
+    instead (as where the output is not a terminal)."""
 
     @property
     def agent(self) -> A2CConfig | FramePPOConfig:

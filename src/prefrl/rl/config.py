@@ -76,7 +76,8 @@ class RLConfig:
     """Continue the run in this directory from its latest checkpoint (other flags given on the
     command line override its stored config, e.g. --steps to extend it)."""
     progress: bool = True
-    """Show a progress bar."""
+    """Show a progress bar; --no-progress: a plain line every --log-interval env steps
+    instead (as where the output is not a terminal)."""
     sac: SACConfig = dataclasses.field(default_factory=SACConfig)
     """SAC's settings (--algo sac)."""
     ppo: PPOConfig = dataclasses.field(default_factory=PPOConfig)

@@ -1,6 +1,6 @@
 """A rich progress bar for training: steps, steps/s, last evaluation return. Where the output is
 not a terminal (a log file, a job scheduler), a bar would show nothing until the end: plain
-lines are printed instead, every `PLAIN_EVERY_S` seconds, or at the steps training metrics are
+lines are printed instead (and where the bar is turned off, `--no-progress`), every `PLAIN_EVERY_S` seconds, or at the steps training metrics are
 logged at (`print_at_logs`), with the same rate as the metrics' `train/steps_per_s`."""
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ class TrainingProgress:
     ):  # fmt: skip
         """`eval_label`, `eval_digits`: what the evaluations' mean is called and how it is shown
         (RFCL's is a success rate: "eval success", 2; None: no evaluations). `unit`: what is
-        counted ("agent steps" on frames, "gradient steps"); `title`: of what."""
-        self.enabled = enabled
+        counted ("agent steps" on frames, "gradient steps"); `title`: of what. `enabled`:
+        the bar; without it, plain lines as where the output is not a terminal."""
         self._label, self._digits, self._unit, self._title = eval_label, eval_digits, unit, title
         self.total = total
-        self.plain = enabled and not Console().is_terminal
+        self.plain = not enabled or not Console().is_terminal
         evals = [TextColumn(eval_label + " {task.fields[eval]}")] if eval_label else []
         self._progress = Progress(
             TextColumn(f"[bold]{title}"),
@@ -48,7 +48,7 @@ class TrainingProgress:
             TextColumn("{task.fields[info]}"),
             TimeElapsedColumn(),
             TextColumn("eta {task.fields[eta]}"),
-            disable=not enabled or self.plain,
+            disable=self.plain,
         )
         self._task = self._progress.add_task(
             "train", total=total, completed=start, rate="-", eval=self._fmt(last_eval), info="",
@@ -82,16 +82,12 @@ class TrainingProgress:
         """Training metrics were logged at `step`, their rate `rate` (per second): the bar
         shows it, and a plain line says it."""
         self._rate = rate if rate is not None else self._rate
-        if not self.enabled:
-            return
         if self.plain:
             self._plain_line(step, None, None, logged=True)
             return
         self.update(step)
 
     def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
-        if not self.enabled:
-            return
         if self.plain:
             self._plain_line(step, last_eval, info)
             return
