@@ -95,10 +95,10 @@ def test_a_person_is_not_waited_for_when_loaded_labels_are_there(source_run, tmp
     target = _fresh_run(tmp_path)
     with FeedbackStore(target) as store:
         channel = StoreChannel(store, run_uid(target), target, "toy:point-reach", scripted=None)
-        assert channel.is_human and not channel.has_unseen_labels()
+        assert channel.is_human and not channel.has_loaded_labels()
         import_labels(store, run_uid(target), target, _doc(source_run), OBS, ACT)
-        assert channel.has_unseen_labels()  # the trainer fits on these instead of waiting
-        assert len(channel.poll().labels) == 40 and not channel.has_unseen_labels()
+        assert channel.has_loaded_labels()  # the trainer fits on these instead of waiting
+        assert len(channel.poll().labels) == 40 and not channel.has_loaded_labels()
         assert channel.unanswered() == 0 and channel.asked() == 0
 
 
@@ -170,6 +170,20 @@ def test_bad_documents_are_named_and_nothing_is_stored(source_run, tmp_path):
         read_labels(tmp_path / "other.json")
     with pytest.raises(FileNotFoundError, match="expected a run directory or a labels .json"):
         read_labels(tmp_path / "missing.json")
+
+
+def test_cli_train_counts_loaded_labels_apart_from_its_teachers(source_run, tmp_path, capsys):
+    code = main(["train", "--env", "toy:point-reach", "--steps", "600", "--warmstart-steps",
+                 "300", "--segment-length", "10", "--schedule.budget", "20",
+                 "--schedule.session-size", "20", "--schedule.interval", "300",
+                 "--reward.hidden-dims", "32", "32", "--reward.max-epochs", "5",
+                 "--sac.hidden-dims", "32", "32", "--eval-episodes", "2", "--no-video",
+                 "--load-labels", str(source_run), "--runs-dir", str(tmp_path), "--name", "cli",
+                 "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert (f"labels: 60, 40 of them loaded from {source_run} (--load-labels) and 20 from the "
+            "oracle teacher; learned vs true reward") in out  # fmt: skip
 
 
 def test_load_labels_of_another_env_fails_before_the_run_starts(source_run, tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 from prefrl.cli.common import parse_config, pop_option, print_cpl_end
@@ -61,7 +62,7 @@ def cmd_train(args: list[str]) -> int:
     result = train_online(config)
     if result.final_eval is not None and not result.interrupted:
         m = {k.split("/")[-1]: v for k, v in result.details["reward_metrics"].items()}
-        print(f"labels: {result.labels} from the {config.teacher.preset} teacher; learned vs true "
+        print(f"labels: {_label_origins(result, config)}; learned vs true "
               f"reward: validation accuracy {m.get('val_accuracy', float('nan')):.2f}, "
               f"correlation of segment returns "
               f"{m.get('segment_return_corr', float('nan')):.2f}")  # fmt: skip
@@ -69,6 +70,21 @@ def cmd_train(args: list[str]) -> int:
         if learned is not None:
             print(f"final return: true {result.final_eval.mean:.1f}, learned {learned.mean():.1f}")
     return _report(result, "prefrl train")
+
+
+def _label_origins(result, config) -> str:
+    """How many labels the run trained on, and who gave them: those loaded from other runs
+    (`--load-labels`, `prefrl labels import`) are not its teacher's."""
+    from prefrl.feedback.run_labels import imported_label_count
+
+    teacher = f"the {config.teacher.preset} teacher"
+    loaded = imported_label_count(result.run_dir, config.store)
+    if not loaded:
+        return f"{result.labels} from {teacher}"
+    stored = json.loads((result.run_dir / "config.json").read_text()).get("load_labels")
+    where = f"from {stored} (--load-labels)" if stored else "from other runs (prefrl labels import)"
+    return (f"{result.labels}, {loaded} of them loaded {where} and {result.labels - loaded} "
+            f"from {teacher}")  # fmt: skip
 
 
 def cmd_offline(args: list[str]) -> int:

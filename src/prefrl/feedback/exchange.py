@@ -27,6 +27,8 @@ from prefrl.feedback.store import FeedbackStore, run_info
 FORMAT = "prefrl-labels"
 VERSION = 1
 _ARRAYS = ("obs", "action", "reward", "state")
+IMPORTED = "import:"
+"""How the source of an imported label starts (then who gave it in its own run)."""
 
 
 def _encode(a: np.ndarray) -> dict:
@@ -214,6 +216,6 @@ def import_labels(
         return 0
     labels = [Label.parse(x.get("label")) for x in entries]  # names a bad value before storing
     left, right = _pairs(doc, obs_dim, action_dim, frames)
-    sources = [f"import:{x.get('annotator') or x.get('source') or origin}" for x in entries]
+    sources = [f"{IMPORTED}{x.get('annotator') or x.get('source') or origin}" for x in entries]
     ms = [x.get("response_ms") for x in entries]
     return store.add_imported_pairs(run_id, run_dir, left, right, labels, sources, ms, origin)

@@ -9,6 +9,7 @@ from pathlib import Path
 from prefrl.envs import is_pixel_env, make_env
 from prefrl.envs.frames import FRAME_SIZE
 from prefrl.feedback.exchange import (
+    IMPORTED,
     document_origin,
     export_labels,
     import_labels,
@@ -65,3 +66,12 @@ def import_run_labels(source: str | Path, run_dir: str | Path,
     if document_origin(doc) == run.uid:
         return Imported(0, "these are the run's own labels")
     return Imported(0, f"the labels of {doc.get('run')!r} were imported before")
+
+
+def imported_label_count(run_dir: str | Path, store: str | None = None) -> int:
+    """How many of a run's labels came from other runs (`--load-labels`, `prefrl labels
+    import`) rather than from its own teacher."""
+    run = run_info(run_dir, store)
+    with FeedbackStore(run.store, create=False) as feedback:
+        labels = feedback.labels(feedback.run_id(run.uid, create=False))
+    return sum(x.source.startswith(IMPORTED) for x in labels)
