@@ -463,6 +463,7 @@ def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
     said = capsys.readouterr().out
     assert f"ratings of {out}: local 3; left out (not among the raters chosen): " in said
     assert "scripted:return 6" in said and "CPL on 3 pairs" in said
+    assert ", 3 ratings (3 pairs); " in said  # (not "3 labels": 3 ratings of single clips)
     summary = json.loads((tmp_path / "local-only" / "summary.json").read_text())
     assert summary["raters"] == ["local"] and summary["ratings_by_rater"] == {"local": 3}
     assert main([*cli_cpl, "--name", "nobody", "--raters", "local", "nope"]) == 2

@@ -259,7 +259,8 @@ def _finetune(config, loaded, run_dir, metrics, left, right, labels, provenance,
         result = TrainResult(
             run_dir, done, interrupted=callbacks.stopped, labels=provenance["ratings"],
             title=f"CPL fine-tuning on {loaded.config.env}",
-            details={"start_eval": start_eval, "pairs": len(train) + len(val)},
+            details={"start_eval": start_eval, "pairs": len(train) + len(val),
+                     "labels_are": "ratings"},
         )  # fmt: skip
         if callbacks.stopped:  # (the actor as it is, without its final evaluation)
             callbacks("checkpoint", done, checkpoint=save_actor(run_dir, loaded, params, done))

@@ -55,8 +55,9 @@ class TrainResult:
     """The workflow's own figures: `reward_metrics` (the last reward fit's: held-out accuracy,
     correlations), `unanswered` and `notes` (preferences: pairs never answered, what the run
     said of its labels), `stage`, `demos_solved`, `success_once` (RFCL), `start_eval` (CPL:
-    the starting policy's evaluation), `pairs` and `metrics` (CPL), `score_mean`/`score_std`
-    (offline: the D4RL-normalised score)."""
+    the starting policy's evaluation), `pairs` and `metrics` (CPL), `labels_are` ("ratings":
+    CPL fine-tuning's, of single clips, paired), `score_mean`/`score_std` (offline: the
+    D4RL-normalised score)."""
 
     @functools.cached_property
     def policy(self) -> LoadedPolicy:
@@ -85,7 +86,9 @@ class TrainResult:
         start = self.details.get("start_eval")
         if isinstance(start, EvalResult):
             parts[0] += f" (from {plus_minus(start.mean, start.std)})"
-        if self.labels is not None:
+        if self.labels is not None and self.details.get("labels_are") == "ratings":
+            parts.append(f"{self.labels:,} ratings ({self.details['pairs']:,} pairs)")
+        elif self.labels is not None:
             parts.append(f"{self.labels:,} labels")
         if self.agreement is not None:
             parts.append(f"learned vs true reward {self.agreement:.2f}")
