@@ -298,12 +298,16 @@ def test_annotator_links_point_where_the_run_is_served(tmp_path, capsys):
     assert "no annotators yet: prefrl annotators add NAME" in capsys.readouterr().out
     assert main(["annotators", "add", "alice", "--run-dir", str(tmp_path)]) == 0
     assert "http://127.0.0.1:8000/compare?token=" in capsys.readouterr().out
+    assert main(["annotators", "add", "bob", "--run-dir", str(tmp_path), "--url",
+                 "http://myhost:8000"]) == 0  # fmt: skip
+    assert "bob: http://myhost:8000/compare?token=" in capsys.readouterr().out
     record_address(tmp_path, "http://127.0.0.1:8123")  # what `prefrl serve --port 8123` does
     with FeedbackStore(tmp_path) as store:
         store.add_annotator("local")  # (what the server makes for its own page)
     assert main(["annotators", "list", "--run-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "alice: http://127.0.0.1:8123/compare?token=" in out
+    assert "bob: http://myhost:8000/compare?token=" in out  # (the link bob was given)
     assert "local: whoever labels on the page served on 127.0.0.1 (no link)" in out
     assert "local: http" not in out
     rating_run = tmp_path / "ratings"  # (a rating run's page is /rate)

@@ -122,24 +122,42 @@ class AnnotatorArgs:
     """Feedback store URL (default: the one in the run's config, else its SQLite file)."""
     url: str | None = None
     """Where the web app is reached, for the printed link (default: where `prefrl serve` of
-    this run last said it serves, else http://127.0.0.1:8000)."""
+    this run last said it serves, else http://127.0.0.1:8000). `list` shows an annotator added
+    with --url on that address, whatever served since."""
+
+
+LINKS_FILE = "annotator_links.json"
+"""In the run directory: the --url each annotator was added with (name -> base)."""
+
+
+def _link_bases(run_dir: Path) -> dict[str, str]:
+    try:
+        return dict(json.loads((Path(run_dir) / LINKS_FILE).read_text()))
+    except (OSError, ValueError, TypeError):
+        return {}
 
 
 def cmd_annotators(args: list[str]) -> int:
     from prefrl.feedback.store import FeedbackStore, run_info
     from prefrl.feedback.waiting import run_kind
+    from prefrl.rundir.atomic import atomic_write
     from prefrl.web.app import LOCAL_ANNOTATOR, served_at
 
     opts = tyro.cli(AnnotatorArgs, args=args, prog="prefrl annotators")
     run = run_info(opts.run_dir, opts.store)
     url = opts.url or served_at(run.run_dir) or "http://127.0.0.1:8000"
+    bases = _link_bases(run.run_dir)  # (kept: a later local serve is not where they label)
     # (a rating run's clips are rated one by one on /rate; other runs' pairs compared)
     page = "rate" if run_kind(run.run_dir).get("kind") == "ratings" else "compare"
     with FeedbackStore(run.store, create=False) as store:
         if opts.action == "add":
             if not opts.name:
                 raise ValueError("prefrl annotators add NAME: the NAME is missing")
-            print(f"{opts.name}: {url}/{page}?token={store.add_annotator(opts.name)}")
+            token = store.add_annotator(opts.name)
+            if opts.url:
+                with atomic_write(run.run_dir / LINKS_FILE, "w") as f:
+                    json.dump({**bases, opts.name: opts.url}, f)
+            print(f"{opts.name}: {url}/{page}?token={token}")
         else:  # list
             annotators = store.annotators()
             if not annotators:
@@ -148,7 +166,7 @@ def cmd_annotators(args: list[str]) -> int:
                 if name == LOCAL_ANNOTATOR:  # (made by the server: nobody was given its link)
                     print(f"{name}: whoever labels on the page served on 127.0.0.1 (no link)")
                 else:
-                    print(f"{name}: {url}/{page}?token={token}")
+                    print(f"{name}: {opts.url or bases.get(name, url)}/{page}?token={token}")
     return 0
 
 
