@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from conftest import free_port
 from test_online import _config
 
+from prefrl.cli import main
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.online.learner import train_online
@@ -72,6 +74,50 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
     # The first fit happened at the first query step: nothing trained on an unfitted reward.
     assert fits[0]["step"] == config.first_query_step
     assert fits[-1]["feedback/labels"] == 40
+
+
+def test_a_restart_from_step_0_waits_for_the_rest_of_the_first_session(tmp_path, capsys):
+    """A run killed with 12 of its first 20 labels in, before its first checkpoint, starts again
+    from step 0: it waits for the other 8 (the one wait is for the whole first session), not
+    training on the 12 as if the wait were over."""
+    kw = {"teacher": TeacherConfig("terminal"), "poll_seconds": 0.05, "steps": 400,
+          "first_labels_timeout": 1.0,
+          "schedule": ScheduleConfig(budget=40, session_size=20, interval=300)}  # fmt: skip
+    run_dir = train_online(_config(tmp_path, **kw)).run_dir  # (nobody labels: it goes on)
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id(run_uid(run_dir))
+        first = store.open_queries(run_id)
+        assert len(first) == 20
+        store.add_labels([q.id for q in first[:12]], ["left"] * 12, "terminal")
+    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first checkpoint
+    capsys.readouterr()
+    train_online(_config(tmp_path, resume=run_dir, **kw))
+    out = capsys.readouterr().out
+    assert "no checkpoint yet" in out
+    assert "Waiting for your first 20 labels (12 in)" in out and "waiting: 8 label(s) to go" in out
+    assert "No first labels after 1 s (first_labels_timeout)" in out
+
+
+def test_a_stop_at_the_last_step_finishes_and_a_resume_with_nothing_to_train_serves_nothing(
+    tmp_path, capsys
+):
+    """Ctrl-C (here a callback's stop) at the last step: the run has finished, and says how to
+    train it further, not to resume it; resuming it without a larger --steps starts no
+    labelling server for labels it would never train on."""
+
+    def stop_at_the_end(event):
+        return not (event.kind == "eval" and event.step == 600)
+
+    result = train_online(_config(tmp_path, steps=600, eval_interval=300), stop_at_the_end)
+    out = " ".join(capsys.readouterr().out.split())  # (said above the bar: wrapped)
+    assert not result.interrupted and result.steps == 600 and result.final_eval is not None
+    assert ("stopped at step 600, the run's last: it has finished. To train it further, "
+            "resume it with a larger --steps (the total to reach)") in out  # fmt: skip
+    code = main(["train", "--resume", str(result.run_dir), "--teacher", "web", "--web-port",
+                 str(free_port()), "--no-progress"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "--steps 600 leaves nothing to train" in out
+    assert "label at" not in out and "nothing left to train" in out
 
 
 def _children(pid: int) -> list[int]:

@@ -264,7 +264,7 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
     assert store.assign_queries(run_id, bob, n=3) == []
     said = no_pair_message(store, run_id, run_dir, bob)
     assert "3 open pair(s) are being labelled by alice" in said and "5 min" in said
-    assert "3 on alice's screen" in first_labels_status(store, run_id, run_dir)
+    assert "3 on alice's screen" in first_labels_status(store, run_id, run_dir, 3)
     assert store.release_queries(run_id, alice) == 3  # alice closed her page
     assert len(store.assign_queries(run_id, bob, n=3)) == 3
     for q in ids:
@@ -282,6 +282,30 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
         f"`prefrl eval {run_dir}`, or train it further (and be asked for more): "
         f"`prefrl train --resume {run_dir} --steps 2000`."
     )
+    store.close()
+
+
+def test_a_waiting_trainer_says_to_start_a_labeller_while_nothing_renders(tmp_path):
+    """`--teacher terminal`: nothing renders the clips until someone starts `prefrl label`;
+    the trainer's wait says so, not that they are being rendered."""
+    run_dir, store, run_id, _ = _labelling_run(tmp_path, {"steps": 1000})
+    segs = make_segments(4)
+    segs.id += 100  # (other segments than the first three pairs')
+    store.add_queries(run_id, run_dir, range(3, 5), segs[:2], segs[2:])  # (no clips yet)
+    said = first_labels_status(store, run_id, run_dir, 5)
+    assert said == (f"5 label(s) to go; their clips are made once you label: start `prefrl label "
+                    f"{run_dir}` (or `prefrl serve {run_dir}` for the browser) in another "
+                    "terminal")  # fmt: skip
+    # A trainer that started a labelling server (--teacher web), or a labeller's renderer.
+    assert "2 pair(s) still being rendered" in first_labels_status(store, run_id, run_dir, 5,
+                                                                    serving=True)  # fmt: skip
+    renderer = workers.hold(run_dir, workers.RENDERER_LOCK)
+    assert workers.renderer_running(run_dir)
+    assert first_labels_status(store, run_id, run_dir, 5) == (
+        "5 label(s) to go; 2 pair(s) still being rendered"
+    )
+    renderer.close()
+    assert workers.renderer_running(run_dir) is False
     store.close()
 
 

@@ -35,13 +35,13 @@ class FeedbackChannel(Protocol):
 
     def submit(self, query: Query) -> None: ...
     def poll(self) -> LabelledPairs | None: ...
-    def has_unseen_labels(self) -> bool: ...
+    def has_loaded_labels(self) -> bool: ...
     def observe_episode(self, episode_return: float, length: int) -> None: ...
     def asked(self) -> int: ...
     def asked_pairs(self) -> set[tuple[int, int]]: ...
     def next_query_id(self) -> int: ...
     def next_segment_id(self) -> int: ...
-    def unanswered(self) -> int: ...
+    def unanswered(self, first: int | None = None) -> int: ...
     def state_dict(self) -> dict: ...
     def load_state_dict(self, state: dict) -> None: ...
     def close(self) -> None: ...
@@ -97,9 +97,10 @@ class StoreChannel:
         self.cursor = new[-1].id
         return LabelledPairs(left, right, [x.label for x in new], [x.source for x in new])
 
-    def has_unseen_labels(self) -> bool:
-        self._store_answers()
-        return bool(self.store.labels(self.run_id, after_id=self.cursor))
+    def has_loaded_labels(self) -> bool:
+        """Labels not taken yet of pairs another run asked (`--load-labels`, `prefrl labels
+        import`): a reward model can be fitted on them without waiting for a person."""
+        return any(x.query_key < 0 for x in self.store.labels(self.run_id, after_id=self.cursor))
 
     def observe_episode(self, episode_return: float, length: int) -> None:
         _observe(self.scripted, episode_return, length)
@@ -118,9 +119,10 @@ class StoreChannel:
     def next_segment_id(self) -> int:
         return self.store.next_segment_key(self.run_id)
 
-    def unanswered(self) -> int:
+    def unanswered(self, first: int | None = None) -> int:
+        """Pairs asked and not answered (of the run's `first` pairs asked, where given)."""
         self._store_answers()
-        return self.store.query_count(self.run_id, status="open")
+        return self.store.query_count(self.run_id, status="open", below_key=first)
 
     def state_dict(self) -> dict:
         saved = getattr(self.scripted, "state_dict", None)
@@ -172,9 +174,8 @@ class InMemoryChannel:
             [type(self.teacher).__name__] * len(arrived),
         )
 
-    def has_unseen_labels(self) -> bool:
-        self._receive()
-        return bool(self.arrived)
+    def has_loaded_labels(self) -> bool:
+        return False  # (only a store holds labels of other runs)
 
     def observe_episode(self, episode_return: float, length: int) -> None:
         _observe(self.teacher, episode_return, length)
@@ -191,9 +192,9 @@ class InMemoryChannel:
     def next_segment_id(self) -> int:
         return 0
 
-    def unanswered(self) -> int:
+    def unanswered(self, first: int | None = None) -> int:
         self._receive()
-        return len(self.waiting)
+        return sum(first is None or key < first for key in self.waiting)
 
     def state_dict(self) -> dict:
         saved = getattr(self.teacher, "state_dict", None)

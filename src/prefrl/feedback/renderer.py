@@ -43,6 +43,7 @@ def run_renderer(
     # nobody reads, and the renderer would outlive the `terminate` of whoever started it.
     os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")
     parent = parent or os.getppid()
+    lock = workers.hold(run_dir, workers.RENDERER_LOCK)  # (a waiting trainer: clips come)
     try:
         with FeedbackStore(store_target, create=False) as store:
             run_id = store.run_id(run_uid, create=False)
@@ -64,6 +65,9 @@ def run_renderer(
         error = f"{type(e).__name__}: {e}".splitlines()[0]
         workers.report(run_dir, NAME, "failed", error, traceback.format_exc(), restarts)
         raise
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 def _renderer_process(*args, **kwargs) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prefrl.feedback.store import FeedbackStore
 from prefrl.rundir.metrics import read_metrics
-from prefrl.rundir.workers import failures, trainer_running
+from prefrl.rundir.workers import failures, renderer_running, trainer_running
 
 
 def _minutes(seconds: float) -> str:
@@ -98,15 +98,21 @@ def resume_notice(run_dir: Path) -> str | None:
             f"{run_dir}`.")  # fmt: skip
 
 
-def first_labels_status(store: FeedbackStore, run_id: int, run_dir: Path) -> str:
-    """What a trainer waiting for its first labels waits for, for its console."""
+def first_labels_status(
+    store: FeedbackStore, run_id: int, run_dir: Path, to_go: int, serving: bool = False
+) -> str:
+    """What a trainer waiting for its first `to_go` labels waits for, for its console.
+    `serving`: the trainer started a labelling server, whose renderer makes the clips."""
     broken = failures(run_dir)
     if broken:
         return "; ".join(s.describe() for s in broken)
     open_ = store.open_query_summary(run_id)
-    parts = [f"{open_.total} label(s) to go"]
-    if open_.without_clips:
+    parts = [f"{to_go} label(s) to go"]
+    if open_.without_clips and (serving or renderer_running(run_dir) is not False):
         parts.append(f"{open_.without_clips} pair(s) still being rendered")
+    elif open_.without_clips:
+        parts.append(f"their clips are made once you label: start `prefrl label {run_dir}` (or "
+                     f"`prefrl serve {run_dir}` for the browser) in another terminal")  # fmt: skip
     if open_.held_by_others:
         when = (
             f", back to the others in {_minutes(open_.free_in_seconds)} unless answered"

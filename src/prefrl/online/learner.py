@@ -222,6 +222,8 @@ class PreferenceLearner:
             if stop.requested:
                 print(f"stopped before training, at step {run.step:,}", flush=True)
                 return online_result(run, interrupted=True)
+            if run.step >= cfg.steps:  # (`start_run` said so: no labelling server, no loop)
+                return online_result(run)
             if cfg.teacher.preset == "web" and self.teacher is None:
                 server = LabellingServer(run.run_dir, cfg.web_port, cfg.store)  # (says where)
             return pebble_loop(run, metrics, server)
@@ -312,9 +314,9 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
                 if (
                     not run.ask_due
                     and not run.fitted
-                    and run.feedback.unanswered() > 0
-                    and not run.feedback.has_unseen_labels()
-                ):  # (e.g. loaded ones)
+                    and run.first_session_unanswered() > 0
+                    and not run.feedback.has_loaded_labels()  # (a model is fitted on those)
+                ):
                     with stop.meanwhile("the wait for the first labels ends, then a checkpoint"):
                         run.wait_for_first_labels(progress, stop, server)
             # 4. fit on the answers that arrived (looked for every 100 steps)

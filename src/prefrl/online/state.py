@@ -209,30 +209,39 @@ class OnlineRun(TrainingLoop):
         self.reward_metrics = metrics
         return metrics
 
+    def first_session_unanswered(self) -> int:
+        """Pairs of the first session (the run's first `schedule.initial_labels` asked) still
+        unanswered: the one wait is for all of them, also after a restart from step 0 that
+        finds some answered in the store."""
+        return self.feedback.unanswered(first=self.config.schedule.initial_labels)
+
     def wait_for_first_labels(self, progress, stop, server: LabellingServer | None) -> None:
         """The one place the trainer waits for its teacher (a person, or a teacher object that
-        answers late): no reward model can be trusted before the first labels. Later labels
-        are picked up while training goes on. What it waits for (pairs on someone's screen,
-        clips being rendered, a helper that died) is said as it changes; with
-        `first_labels_timeout`, training goes on without them after that long."""
-        asked, timeout = self.feedback.unanswered(), self.config.first_labels_timeout
-        human = self.feedback.is_human
+        answers late): no reward model can be trusted before the first session's labels.
+        Later labels are picked up while training goes on. What it waits for (pairs on
+        someone's screen, clips being rendered, a helper that died) is said as it changes;
+        with `first_labels_timeout`, training goes on without them after that long."""
+        first, timeout = self.config.schedule.initial_labels, self.config.first_labels_timeout
+        left, human = self.first_session_unanswered(), self.feedback.is_human
+        some_in = f" ({first - left} in)" if left < first else ""
         progress.say(
-            f"[bold]Waiting for your first {asked} labels[/bold] before training on a learned "
-            f"reward. Label in the browser (prefrl serve {self.run_dir}) or the terminal "
-            f"(prefrl label {self.run_dir}); training goes on as soon as they are in."
+            f"[bold]Waiting for your first {first} labels[/bold]{some_in} before training on a "
+            f"learned reward. Label in the browser (prefrl serve {self.run_dir}) or the "
+            f"terminal (prefrl label {self.run_dir}); training goes on as soon as they are in."
             if human
-            else f"[bold]Waiting for the teacher's first {asked} answers[/bold] before training "
-            "on a learned reward" + (f" (for {timeout:g} s at most)." if timeout else ".")
+            else f"[bold]Waiting for the teacher's first {first} answers[/bold]{some_in} before "
+            "training on a learned reward" + (f" (for {timeout:g} s at most)." if timeout else ".")
         )
         said, start = None, time.monotonic()
-        while (left := self.feedback.unanswered()) > 0 and not stop.requested:
+        while (left := self.first_session_unanswered()) > 0 and not stop.requested:
             if timeout is not None and time.monotonic() - start >= timeout:
                 progress.say(f"No first labels after {timeout:g} s (first_labels_timeout): "
                              "training goes on; labels are taken as they come.")  # fmt: skip
                 return
             news = (server.check() if server else None) or (
-                first_labels_status(self.store, self.feedback.run_id, self.run_dir)
+                first_labels_status(
+                    self.store, self.feedback.run_id, self.run_dir, left, server is not None
+                )
                 if human
                 else f"{left} answer(s) to go"
             )

@@ -6,8 +6,9 @@ Each worker writes `workers/<name>.json` in the run directory (atomically): its 
 ("running" or "failed"), the error that stopped it, how often it was restarted. A worker that
 dies writes its error before it exits; its supervisor restarts it and the file says so.
 
-A trainer holds a lock on `workers/trainer.lock` while it runs: the lock goes with its process,
-however that ends, so whoever labels can be told that no trainer is asking for more.
+A trainer holds a lock on `workers/trainer.lock` while it runs, a renderer one on
+`workers/renderer.lock`: the lock goes with its process, however that ends, so whoever labels
+can be told that no trainer is asking for more, and a waiting trainer that nothing renders.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from prefrl.rundir.atomic import atomic_write
 
 WORKER_DIR = "workers"
 TRAINER_LOCK = "trainer.lock"
+RENDERER_LOCK = "renderer.lock"
 TITLES = {"renderer": "the clip renderer", "server": "the labelling server"}
 
 
@@ -82,18 +84,34 @@ def failures(run_dir: Path) -> list[WorkerStatus]:
 def hold_trainer(run_dir: Path) -> IO | None:
     """Mark the run as trained by this process until the file returned is closed (or the
     process ends)."""
-    if fcntl is None:
-        return None
-    path = Path(run_dir) / WORKER_DIR / TRAINER_LOCK
-    path.parent.mkdir(parents=True, exist_ok=True)
-    f = open(path, "a")  # noqa: SIM115 (held open while the trainer runs)
-    fcntl.flock(f, fcntl.LOCK_SH)  # (shared: a reader's test takes it exclusively, briefly)
-    return f
+    return hold(run_dir, TRAINER_LOCK)
 
 
 def trainer_running(run_dir: Path) -> bool | None:
     """Whether a trainer runs on the run now (None where that cannot be told)."""
-    path = Path(run_dir) / WORKER_DIR / TRAINER_LOCK
+    return held(run_dir, TRAINER_LOCK)
+
+
+def renderer_running(run_dir: Path) -> bool | None:
+    """Whether a clip renderer (of `prefrl serve` or `prefrl label`) runs on the run now."""
+    return held(run_dir, RENDERER_LOCK)
+
+
+def hold(run_dir: Path, lock: str) -> IO | None:
+    """Hold `workers/<lock>` (shared with others doing the same) until the file returned is
+    closed or the process ends, however it ends."""
+    if fcntl is None:
+        return None
+    path = Path(run_dir) / WORKER_DIR / lock
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a")  # noqa: SIM115 (held open while the process runs)
+    fcntl.flock(f, fcntl.LOCK_SH)  # (shared: a reader's test takes it exclusively, briefly)
+    return f
+
+
+def held(run_dir: Path, lock: str) -> bool | None:
+    """Whether a process holds `workers/<lock>` now (None where that cannot be told)."""
+    path = Path(run_dir) / WORKER_DIR / lock
     if fcntl is None:
         return None
     try:

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import json
+import math
 import time
 from pathlib import Path
 
@@ -101,7 +102,8 @@ def stoppable(loop: TrainingLoop, progress):
     """The progress display and Ctrl-C / SIGTERM handling around a step loop: the body checks
     `stop.requested` between steps; a requested stop saves a checkpoint to resume from (no
     signal cuts that short), and a second Ctrl-C before it (KeyboardInterrupt) leaves the latest
-    checkpoint as the one to resume. Each is acknowledged at once, above the bar."""
+    checkpoint as the one to resume. Each is acknowledged at once, above the bar. A stop that
+    comes at the last step is no stop: the run has finished (and says how to go further)."""
     with progress, graceful_stop(say=progress.say) as stop:
         loop.callbacks.request = stop  # (a callback's stop is this one)
         try:
@@ -110,7 +112,13 @@ def stoppable(loop: TrainingLoop, progress):
                 progress.update(loop.step)
                 stop.saving = True
                 ckpt = loop.save()
-                progress.say(f"stopped at step {loop.step:,}: its checkpoint is written")
+                if loop.step >= getattr(loop.config, "steps", math.inf):  # (nothing to resume)
+                    stop.requested = False
+                    progress.say(f"stopped at step {loop.step:,}, the run's last: it has "
+                                 "finished. To train it further, resume it with a larger "
+                                 "--steps (the total to reach)")  # fmt: skip
+                else:
+                    progress.say(f"stopped at step {loop.step:,}: its checkpoint is written")
                 loop.callbacks("checkpoint", loop.step, checkpoint=ckpt)
         except KeyboardInterrupt:
             stop.requested = True

@@ -115,15 +115,19 @@ class TrainerSide(StoreBase):
             self._refresh_statistics("queries", "segments")
         return [r.id for r in rows]
 
-    def query_count(self, run_id: int, status: str | None = None) -> int:
-        """The run's own queries with `status` (default: all but the dropped ones); imported
-        pairs (negative keys) were never asked by this run and are not counted."""
+    def query_count(
+        self, run_id: int, status: str | None = None, below_key: int | None = None
+    ) -> int:
+        """The run's own queries with `status` (default: all but the dropped ones), among its
+        first `below_key` asked where given; imported pairs (negative keys) were never asked
+        by this run and are not counted."""
         cond = QueryRow.status == status if status else QueryRow.status != "dropped"
+        first = [] if below_key is None else [QueryRow.key < below_key]
         with self._session() as s:
             return s.scalar(
                 select(func.count())
                 .select_from(QueryRow)
-                .where(QueryRow.run_id == run_id, QueryRow.key >= 0, cond)
+                .where(QueryRow.run_id == run_id, QueryRow.key >= 0, cond, *first)
             )
 
     def next_query_key(self, run_id: int) -> int:
