@@ -290,6 +290,33 @@ def test_siblings_share_their_start_and_pair_with_each_other(tmp_path):
         FinetuneConfig(pairs="pairs")
 
 
+def test_collect_makes_the_segments_asked_for_where_they_do_not_divide(tmp_path, capsys):
+    """6 segments from 2 checkpoints x 2 noise levels are 6 (2, 2, 1, 1), not 4 x 2; none is
+    refused."""
+    from collections import Counter
+
+    from conftest import short_sac_run
+
+    from prefrl.cli import main
+    from prefrl.finetuning.rating_runs import policy_segments
+
+    run = short_sac_run(tmp_path, "sac", steps=600)
+    ckpts = sorted((run / "checkpoints").glob("step_*"))
+    segments, infos = policy_segments(ckpts, [0.0, 0.3], count=6, length=10)
+    assert len(segments) == len(infos) == 6
+    shares = Counter((i["checkpoint"], i["noise"]) for i in infos)
+    assert len(ckpts) == 2 and sorted(shares.values()) == [1, 1, 2, 2]
+    with pytest.raises(ValueError, match="--segments 0 is invalid: expected a positive integer"):
+        policy_segments(ckpts, [0.0], count=0, length=10)
+    # Siblings come in whole families: more than asked, and said why.
+    assert main(["collect", "--checkpoints", str(ckpts[-1]), "--noise", "0.5", "--siblings",
+                 "3", "--segments", "4", "--length", "10", "--clip-size", "0", "--out",
+                 str(tmp_path / "r")]) == 0  # fmt: skip
+    assert ("6 segments of 10 steps from 1 checkpoint(s) x noise [0.5], in families of 3 "
+            "siblings (--segments 4 asked: families are whole, 3 segments each") in (
+        capsys.readouterr().out)  # fmt: skip
+
+
 def test_collect_rate_and_finetune_end_to_end(tmp_path, monkeypatch, capsys):
     """Checkpoints x noise levels -> a rating run with clips -> scripted ratings -> every pair ->
     CPL -> a SAC checkpoint that `prefrl eval` reads; bad input refused."""

@@ -20,7 +20,8 @@ class CollectArgs:
     """Std of the Gaussian noise added to the policy's deterministic action (before its tanh,
     so actions stay inside (-1, 1))."""
     segments: int = 150
-    """Segments in all, an equal share per (checkpoint, noise)."""
+    """Segments in all, an equal share per (checkpoint, noise). With --siblings, whole families:
+    rounded up to a multiple of siblings x checkpoints x noise levels."""
     length: int = 50
     siblings: int = 1
     """Segments per start state: above 1, each family of segments starts from one state the
@@ -40,10 +41,14 @@ def cmd_collect(args: list[str]) -> int:
         opts.checkpoints, opts.out, noise=opts.noise, segments=opts.segments, length=opts.length,
         siblings=opts.siblings, clip_size=opts.clip_size, seed=opts.seed,
     )  # fmt: skip
+    family = opts.siblings * len(opts.checkpoints) * len(opts.noise)
+    why = (f" (--segments {opts.segments} asked: families are whole, {family} segments each, "
+           "less any sibling whose episode ended before --length steps)")  # fmt: skip
     print(
         f"{len(segments)} segments of {opts.length} steps from {len(opts.checkpoints)} "
         f"checkpoint(s) x noise {list(opts.noise)}"
         + (f", in families of {opts.siblings} siblings" if opts.siblings > 1 else "")
+        + (why if len(segments) != opts.segments else "")
         + f" in {out}\nrate them: prefrl serve "
         f"{out} (then /rate), or prefrl rate {out} --rater return"
     )

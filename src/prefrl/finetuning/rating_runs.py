@@ -60,24 +60,28 @@ def policy_segments(
     seed: int = 0,
     siblings: int = 1,
 ) -> tuple[Segments, list[dict]]:
-    """About `count` segments in all, an equal share from each (checkpoint, action-noise) pair:
-    the policy's deterministic action with Gaussian noise of that std added before its tanh.
-    Returns the segments (with simulator states) and, per segment, where it came from.
+    """`count` segments in all, shared as evenly as can be among the (checkpoint, action-noise)
+    pairs (the first ones one more where it does not divide): the policy's deterministic action
+    with Gaussian noise of that std added before its tanh. Returns the segments (with simulator
+    states) and, per segment, where it came from.
 
     With `siblings` > 1, segments come in families: a family holds `siblings` segments of every
     (checkpoint, noise) pair, all started from one simulator state that the first checkpoint
     (at the first noise level) reached, so they differ only by their actions: by the noise, and
     by the policy where there are several checkpoints. Rated segments of a rollout mostly differ
     by where the policy was, and CPL can only learn from how the rated actions differ from the
-    policy's own; between siblings, what differs is the actions. A sibling whose episode ends
-    before `length` steps is dropped, as a short episode gives no segment. Each segment's info
-    names its family (`family`)."""
+    policy's own; between siblings, what differs is the actions. Families are whole: `count`
+    rounds up to a multiple of a family's size. A sibling whose episode ends before `length`
+    steps is dropped, as a short episode gives no segment. Each segment's info names its family
+    (`family`)."""
     from prefrl.training.policies import load_policy
 
     if not checkpoints:
         raise ValueError("give one or more --checkpoints (run directories or checkpoints)")
     if any(n < 0 for n in noises) or not noises:
         raise ValueError(f"--noise {noises} is invalid: expected one or more values >= 0")
+    if count < 1:
+        raise ValueError(f"--segments {count} is invalid: expected a positive integer")
     if siblings < 1:
         raise ValueError(f"--siblings {siblings} is invalid: expected a positive integer")
     if siblings > 1 and min(noises) == 0:
@@ -94,7 +98,6 @@ def policy_segments(
         )
     env_id = policies[0].config.env
     combos = [(p, n) for p in policies for n in noises]
-    share = -(-count // len(combos))
     recorder, rng = SegmentRecorder(length), np.random.default_rng([seed, 17])
     parts, infos, episode, families = [], [], 0, 0
     env = make_env(env_id, seed=seed)
@@ -150,8 +153,8 @@ def policy_segments(
 
     try:
         if siblings == 1:
-            for policy, noise in combos:
-                got = 0
+            for i, (policy, noise) in enumerate(combos):
+                share, got = count // len(combos) + (i < count % len(combos)), 0
                 while got < share:
                     seg = parent_episode(policy, noise)
                     if seg is not None:
@@ -231,12 +234,13 @@ def collect_rating_run(
     clip_size: int = 256,
     seed: int = 0,
 ) -> RatingRun:
-    """A rating run at `out` (`prefrl collect`): about `segments` segments of `length` steps
+    """A rating run at `out` (`prefrl collect`): `segments` segments of `length` steps
     rolled out by `checkpoints` (SAC run directories, their latest checkpoint, or checkpoint
     directories, of one env) at each action-noise std in `noise`, an equal share each, with
     their clips (`clip_size` pixels; 0: none, scripted raters need none). `siblings` > 1:
     families of segments that start from one state and differ by their actions alone
-    (`policy_segments`; every noise above 0), for `FinetuneConfig(pairs="siblings")`."""
+    (`policy_segments`; every noise above 0; whole families, so `segments` rounds up to a
+    multiple of a family's size), for `FinetuneConfig(pairs="siblings")`."""
     if isinstance(checkpoints, str | Path):
         checkpoints = [checkpoints]
     segs, infos = policy_segments(list(checkpoints), list(noise), segments, length, seed, siblings)
