@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -25,7 +26,7 @@ from prefrl.feedback.clips import ClipRenderer, pair_clip, render_pending, side_
 from prefrl.feedback.store import FeedbackStore, run_info
 from prefrl.feedback.terminal import label_in_terminal
 from prefrl.finetuning.rating_runs import random_segments
-from prefrl.rundir.workers import read_status
+from prefrl.rundir.workers import hold_trainer, read_status
 from prefrl.web.app import create_app
 from prefrl.web.serve import take_port
 
@@ -51,6 +52,7 @@ def run(tmp_path):
 
 def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(run):
     renderer = ClipRenderer(ENV, size=64)
+    trainer = hold_trainer(run.run_dir)  # (stale while a trainer asks for more)
     with FeedbackStore(run.store) as store:
         run_id = store.run_id(run.uid)
         counts = render_pending(store, run_id, run.run_dir, renderer, queue=2)
@@ -71,6 +73,30 @@ def test_clips_are_rendered_from_states_newest_first_and_stale_queries_dropped(r
     both = side_by_side(frames[:3], frames[:2])
     assert len(both) == 3 and both[0].shape == (64, 64 * 2 + 8, 3)
     renderer.close()
+    trainer.close()
+
+
+def test_a_run_no_trainer_runs_on_keeps_every_pair_to_answer(run):
+    """A finished or stopped run asks for nothing new: none of its pairs goes stale, each is
+    rendered in its turn and can be answered (the terminal's "pairs left" only counts down),
+    each shown as one side-by-side video, also before the renderer has written it."""
+    renderer = ClipRenderer(ENV, size=64)
+    with FeedbackStore(run.store) as store:
+        run_id = store.run_id(run.uid)
+        passes = [render_pending(store, run_id, run.run_dir, renderer, queue=2, pairs=first)
+                  for first in (True, False, False)]  # fmt: skip
+        assert [(c["rendered"], c["dropped"]) for c in passes] == [(4, 0)] * 3
+        assert passes[0]["pairs"] == 2 and store.query_count(run_id, status="open") == 6
+        out = io.StringIO()
+        assert label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("l\n" * 6),
+                                 out=out, open_clips=False, side_by_side=True,
+                                 max_labels=6) == 6  # fmt: skip
+        assert store.query_count(run_id, status="labelled") == 6
+    renderer.close()
+    left = [int(x) for x in re.findall(r"pairs left: (\d+)", out.getvalue())]
+    assert left == [6, 5, 4, 3, 2, 1]
+    assert out.getvalue().count("L | R: ") == 6 and "\n  L: " not in out.getvalue()
+    assert all((run.run_dir / pair_clip(q)).is_file() for q in range(1, 7))
 
 
 def _rendered(run, queue=10):
@@ -301,7 +327,7 @@ def test_side_by_side_pair_videos_for_the_terminal(run):
         label_in_terminal(store, run.uid, run.run_dir, inp=io.StringIO("r\n"), out=out,
                           open_clips=False, side_by_side=True, max_labels=1)  # fmt: skip
     renderer.close()
-    assert f"pairs left: 3\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
+    assert f"pairs left: 6\n  L | R: {run.run_dir / pair_clip(newest.id)}" in out.getvalue()
     with av.open(str(run.run_dir / pair_clip(newest.id))) as f:
         frames = [fr.to_ndarray(format="rgb24") for fr in f.decode(video=0)]
     assert len(frames) == 10 and frames[0].shape == (64, 64 * 2 + 8, 3)

@@ -2,8 +2,8 @@
 offscreen at a fast quality setting, encoded as H.264 mp4 that browsers play.
 
 `render_pending` is one pass of the renderer worker (`prefrl.feedback.renderer`): it keeps the newest open queries' clips ready and
-drops older unrendered queries when people label slower than the agent asks, so the trainer is
-never slowed down by rendering or by people.
+drops older unrendered queries when people label slower than the agent asks (while a trainer
+runs), so the trainer is never slowed down by rendering or by people.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 from prefrl.data.segments import Segments
 from prefrl.envs import RenderSettings, is_pixel_env, make_env, make_pixel_env
 from prefrl.render.video import block_scale, enlarge, read_video, write_video
+from prefrl.rundir.workers import trainer_running
 
 CLIP_DIR = "clips"
 
@@ -122,9 +123,11 @@ def render_pending(
     queue: int,
     pairs: bool = False,
 ) -> dict:
-    """One pass: render the clips of the newest `queue` open queries that lack them, and drop
-    the older unrendered open queries (stale candidates). With `pairs`, also write each of
-    those queries as one side-by-side video (`pair_clip`). Returns counts."""
+    """One pass: render the clips of the newest `queue` open queries that lack them, and, while
+    a trainer runs (asking for more), drop the older unrendered open queries (stale candidates):
+    a finished or stopped run asks for nothing new, so every pair it asked stays to be answered.
+    With `pairs`, also write each of those queries as one side-by-side video (`pair_clip`).
+    Returns counts."""
     run_dir = Path(run_dir)
     todo = store.segments_to_render(run_id, limit=queue)
     rendered = 0
@@ -134,18 +137,23 @@ def render_pending(
         store.add_clip(seg_id, rel, renderer.settings.width, renderer.settings.height, frames,
                        renderer.fps)  # fmt: skip
         rendered += 1
-    dropped = store.drop_stale_queries(run_id, keep=queue)
+    asking = trainer_running(run_dir) is not False
+    dropped = store.drop_stale_queries(run_id, keep=queue) if asking else 0
     side = 0
     if pairs:
         for q in store.open_queries(run_id)[-queue:]:
-            path = run_dir / pair_clip(q.id)
-            if path.exists():
-                continue
-            # Both clips were rendered above: decoding them is far cheaper than rendering again.
-            clips = store.clips([q.left_segment, q.right_segment])
-            left, right = (
-                read_video(run_dir / clips[s]) for s in (q.left_segment, q.right_segment)
-            )
-            write_video(path, side_by_side(left, right), fps=renderer.fps)
-            side += 1
+            if not (run_dir / pair_clip(q.id)).exists():
+                write_pair_clip(store, run_dir, q, renderer.fps)
+                side += 1
     return {"rendered": rendered, "dropped": dropped, "pairs": side}
+
+
+def write_pair_clip(store, run_dir: Path, query, fps: float | None = None) -> Path:
+    """Write query `query`'s side-by-side video (`pair_clip`) from its two rendered clips:
+    decoding them is far cheaper than rendering again. `fps` None: the clips' own."""
+    clips = store.clip_infos([query.left_segment, query.right_segment])
+    (left_path, seconds), (right_path, _) = clips[query.left_segment], clips[query.right_segment]
+    left, right = read_video(run_dir / left_path), read_video(run_dir / right_path)
+    if fps is None:
+        fps = len(left) / seconds if seconds else 30.0
+    return write_video(run_dir / pair_clip(query.id), side_by_side(left, right), fps=fps)

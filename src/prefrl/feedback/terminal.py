@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from prefrl.feedback.clips import pair_clip
+from prefrl.feedback.clips import pair_clip, write_pair_clip
 from prefrl.feedback.ratings import parse_rating
 from prefrl.feedback.store import FeedbackStore, LabelConflict
 from prefrl.feedback.waiting import no_pair_message, resume_notice
@@ -151,9 +151,9 @@ def _answer(store, run_id, run_dir, q, lines, out, open_clips, side_by_side):
     left = store.query_count(run_id, status="open")
     paths = store.clips([q.left_segment, q.right_segment])
     clips = [run_dir / paths[q.left_segment], run_dir / paths[q.right_segment]]
-    pair = run_dir / pair_clip(q.id)
-    if side_by_side and pair.exists():
-        clips = [pair]
+    if side_by_side:  # (made here when the renderer has not written it yet)
+        pair = run_dir / pair_clip(q.id)
+        clips = [pair if pair.exists() else write_pair_clip(store, run_dir, q)]
         print(f"\npairs left: {left}\n  L | R: {pair}", file=out)
     else:
         print(f"\npairs left: {left}\n  L: {clips[0]}\n  R: {clips[1]}", file=out)
