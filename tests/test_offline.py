@@ -188,6 +188,16 @@ def test_offline_run_stopped_in_its_reward_fit_checkpoints_and_resumes(tmp_path,
     fit_rows = [r for r in read_metrics(run) if "reward_fit/train_loss" in r]
     # every epoch once, named: the fit went on where it stopped
     assert [r["reward_fit/epoch"] for r in fit_rows] == [1, 2, 3, 4, 5]
+    assert {r["step"] for r in fit_rows} == {0}  # (before IQL's first step: as the guide says)
+
+
+def test_the_offline_guide_says_where_the_reward_fits_rows_are():
+    """The fit's rows in metrics.jsonl are all at IQL's step 0: the guide says so, and what
+    to read them by."""
+    from pathlib import Path
+
+    guide = " ".join((Path(__file__).parent.parent / "docs/guides/offline.md").read_text().split())
+    assert "are all at step 0, each with its `reward_fit/epoch`" in guide
 
 
 # ------------------------------------------------------------------------------------ the CLI
