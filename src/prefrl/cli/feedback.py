@@ -122,8 +122,8 @@ class AnnotatorArgs:
     """Feedback store URL (default: the one in the run's config, else its SQLite file)."""
     url: str | None = None
     """Where the web app is reached, for the printed link (default: where `prefrl serve` of
-    this run last said it serves, else http://127.0.0.1:8000). `list` shows an annotator added
-    with --url on that address, whatever served since."""
+    this run last said it serves, else http://127.0.0.1:8000). `list` shows an annotator
+    added with --url on that address, whatever served since."""
 
 
 LINKS_FILE = "annotator_links.json"

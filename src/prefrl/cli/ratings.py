@@ -20,8 +20,8 @@ class CollectArgs:
     """Std of the Gaussian noise added to the policy's deterministic action (before its tanh,
     so actions stay inside (-1, 1))."""
     segments: int = 150
-    """Segments in all, an equal share per (checkpoint, noise). With --siblings, whole families:
-    rounded up to a multiple of siblings x checkpoints x noise levels."""
+    """Segments in all, an equal share per (checkpoint, noise). With --siblings, whole
+    families: rounded up to a multiple of siblings x checkpoints x noise levels."""
     length: int = 50
     siblings: int = 1
     """Segments per start state: above 1, each family of segments starts from one state the
