@@ -129,8 +129,7 @@ def test_progress_prints_plain_lines_where_the_output_is_not_a_terminal(capsys, 
     assert "steps/s, eval success 0.85" in capsys.readouterr().out
 
 
-def test_no_progress_prints_plain_lines_at_the_log_interval_on_a_terminal_too(capsys,
-                                                                              monkeypatch):
+def test_no_progress_prints_plain_lines_at_the_log_interval_on_a_terminal_too(capsys, monkeypatch):
     """--no-progress turns the bar off, not the progress: plain lines at each logged step, as
     where the output is not a terminal."""
     from types import SimpleNamespace
