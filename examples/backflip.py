@@ -2,7 +2,8 @@
 
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
-backwards while off the ground, with a little extra for time spent on its feet (so a flip that
+backwards in flights that never touch the floor with the torso or thigh (from its feet back
+to its feet), with a little extra for time spent on its feet (so a flip that
 lands beats one that ends on its back). The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
@@ -18,8 +19,10 @@ and `prefrl rl` on the same env is SAC given the rule as a hand-written reward.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import gymnasium as gym
+import mujoco
 import numpy as np
 from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 
@@ -33,10 +36,11 @@ flips' worth, SAC given the rule as its reward settled on standing still: 1.88 f
 on, no flip landed.)"""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
-AIR_HEIGHT = 0.9
-"""Turns count only while the torso is above this (m): standing it is at 1.25. The first rule
-counted every backward turn, and both methods learned to roll over on the floor instead (three
-quarters of their turns with the torso under 0.8): docs/notes/2026-11-29-backflip.md."""
+# Two rules before this one were gamed: one counting every backward turn taught rolling on the
+# floor; one counting turns only with the torso above 0.9 m taught falling backwards and getting
+# up again, keeping the turns made high and dropping those made on the floor
+# (docs/notes/2026-11-29-backflip.md). A flight that touches the floor with the torso or thigh
+# now earns nothing.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
 ENV_ID = "backflip:HopperBackflip-v0"
@@ -49,20 +53,75 @@ def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray) -> np.nda
     return (height > 0.7) & (np.cos(angle) > 0.8) & (np.abs(rising) < 1.0)
 
 
-def air_turns(height: np.ndarray, angle: np.ndarray) -> np.ndarray:
-    """Backward turns of the torso over the steps (axis -1) it starts and ends above
-    `AIR_HEIGHT`. (The torso's hinge angle grows as it leans forward, so a backflip decreases
-    it by 2π.)"""
-    high = (height[..., 1:] > AIR_HEIGHT) & (height[..., :-1] > AIR_HEIGHT)
-    return -(np.diff(angle, axis=-1) * high).sum(-1) / TURN
+NEAR = 0.05
+"""The torso or thigh closer than this to the floor (m) touches it: a Hopper lying still on its
+foot keeps them 2 cm above the floor, a flip far higher. (The leg and foot meet the floor at
+every take-off and landing.)"""
+
+
+def _hopper():
+    """Hopper-v5's own model, a data to pose it in (to see what a pose touches), the floor and
+    the parts a flight must not touch it with."""
+    global _HOPPER
+    if _HOPPER is None:
+        path = Path(gym.envs.mujoco.__file__).parent / "assets" / "hopper.xml"
+        model = mujoco.MjModel.from_xml_path(str(path))
+        model.geom_margin[:] = NEAR
+        floor = model.geom("floor").id
+        body = {model.geom(name).id for name in ("torso_geom", "thigh_geom")}
+        _HOPPER = model, mujoco.MjData(model), floor, body
+    return _HOPPER
+
+
+_HOPPER = None
+
+
+def touches_down(obs: np.ndarray) -> np.ndarray:
+    """Whether the torso or the thigh touches the floor (comes within `NEAR` of it), for each
+    observation (axis -1):
+    the pose is in the observation (the torso's height and angle, the three joints'), so the
+    teacher sees what the simulator would."""
+    model, data, floor, body = _hopper()
+    poses = np.asarray(obs, np.float64)[..., :5].reshape(-1, 5)
+    out = np.empty(len(poses), bool)
+    for i, pose in enumerate(poses):
+        data.qpos[1:6] = pose
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_collision(model, data)
+        out[i] = any({c.geom1, c.geom2} & body and floor in (c.geom1, c.geom2)
+                     for c in data.contact[: data.ncon])  # fmt: skip
+    return out.reshape(np.shape(obs)[:-1])
+
+
+def rule_step(flight, touched, down, turn, feet):
+    """One step of the rule, for arrays of runs at once: a flight runs from one time on its feet
+    to the next; its backward turns count as they come (`turn`, this step's, in turns) unless
+    the torso or thigh touches the floor (`down`, after the step), which takes back what it had
+    earned
+    and earns nothing until it is on its feet again (`feet`). Returns the step's credit, the
+    flight's turns and whether it touched down, and the flips it landed: at least 0.9 of a turn
+    in a flight that ends on its feet without touching down counts as one."""
+    touch = ~touched & down
+    credit = np.where(touched, 0.0, np.where(touch, -flight, turn))
+    touched = touched | touch
+    flight = np.where(touched, 0.0, flight + turn)
+    landed = np.where(feet & ~touched, np.maximum(np.floor(flight + 0.1), 0), 0).astype(int)
+    return credit, np.where(feet, 0.0, flight), touched & ~feet, landed
 
 
 def rule_score(obs: np.ndarray) -> np.ndarray:
-    """The rule's score of Hopper observations in time order (axis -2): backward turns of the
-    torso off the ground, plus the on-feet bonus for every step after the first."""
+    """The rule's score of Hopper observations in time order (axis -2): the backward turns of
+    its flights that do not touch down, plus the on-feet bonus for every step after the first."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
-    feet = on_feet(height[..., 1:], angle[..., 1:], rising[..., 1:])
-    return air_turns(height, angle) + ON_FEET_BONUS * feet.sum(-1)
+    feet, down = on_feet(height, angle, rising), touches_down(obs)
+    turns = -np.diff(angle, axis=-1) / TURN
+    flight, touched = np.zeros(height.shape[:-1]), down[..., 0]
+    score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
+    for t in range(turns.shape[-1]):
+        credit, flight, touched, _ = rule_step(flight, touched, down[..., t + 1],
+                                               turns[..., t], feet[..., t + 1])  # fmt: skip
+        score = score + credit
+    return score
 
 
 class BackflipTeacher(Teacher):
@@ -82,8 +141,8 @@ class BackflipTeacher(Teacher):
 class HopperBackflip(HopperEnv):
     """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
     step, so that the sum of its rewards over any stretch is that stretch's rule score. It
-    counts the backflips it lands (a whole backward turn off the ground between two times it is
-    on its feet, as the rule defines them) and the rule's score so far in `info["episode_metrics"]`,
+    counts the backflips it lands (a flight of at least 0.9 of a backward turn that ends on its
+    feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's score so far in `info["episode_metrics"]`,
     which evaluations log as `eval/landed_flips_mean` and `eval/rule_score_mean`.
     `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
     during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
@@ -94,21 +153,20 @@ class HopperBackflip(HopperEnv):
 
     def reset_model(self):
         obs = super().reset_model()
-        self._turns_in_air, self._landed, self._score = 0.0, 0, 0.0
+        self._flight, self._touched = np.zeros(()), np.zeros((), bool)
+        self._landed, self._score = 0, 0.0
         return obs
 
     def step(self, action):
         before = self._get_obs()
         obs, _, terminated, truncated, info = super().step(action)
-        pair = np.stack([before, obs])
-        score = float(rule_score(pair))
+        feet = on_feet(obs[0], obs[1], obs[6])
+        credit, self._flight, self._touched, landed = rule_step(
+            self._flight, self._touched, touches_down(obs), -(obs[1] - before[1]) / TURN, feet
+        )
+        score = float(credit) + ON_FEET_BONUS * float(feet)
         self._score += score
-        self._turns_in_air += float(air_turns(pair[:, 0], pair[:, 1]))
-        if on_feet(obs[0], obs[1], obs[6]):
-            # On its feet again: every whole backward turn made off the ground since it last
-            # was is a landed flip.
-            self._landed += max(0, round(self._turns_in_air))
-            self._turns_in_air = 0.0
+        self._landed += int(landed)
         info["episode_metrics"] = {"landed_flips": self._landed, "rule_score": self._score}
         return obs, self.reward_scale * score, terminated, truncated, info
 
