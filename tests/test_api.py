@@ -153,6 +153,20 @@ def test_a_teacher_that_never_answers_ends_the_run_saying_so(tmp_path, capsys):
     assert "No first labels after 0.2 s (first_labels_timeout)" in capsys.readouterr().out
 
 
+class HalfTeacher(SlowTeacher):
+    """Answers the first half of the first batch, then nothing more."""
+
+    def poll(self):
+        out, self.asked = self.asked[: len(self.asked) // 2], [None]  # (never again)
+        return [a for a in out if a is not None]
+
+
+def test_a_timeout_with_some_first_labels_in_says_how_many(tmp_path, capsys):
+    PreferenceLearner("toy:point-reach", HalfTeacher(), runs_dir=tmp_path,
+                      first_labels_timeout=0.2, **SMALL).train()  # fmt: skip
+    assert "Only 10 of the first 20 labels after 0.2 s" in capsys.readouterr().out
+
+
 class NearerTheGoal(prefrl.Teacher):
     """A teacher subclass with a rule of its own: the segment that ends nearer the goal (equal
     within a centimetre), its answers each given two polls late."""

@@ -235,8 +235,11 @@ class OnlineRun(TrainingLoop):
         said, start = None, time.monotonic()
         while (left := self.first_session_unanswered()) > 0 and not stop.requested:
             if timeout is not None and time.monotonic() - start >= timeout:
-                progress.say(f"No first labels after {timeout:g} s (first_labels_timeout): "
-                             "training goes on; labels are taken as they come.")  # fmt: skip
+                got = "No first labels"
+                if left < first:
+                    got = f"Only {first - left} of the first {first} labels"
+                progress.say(f"{got} after {timeout:g} s (first_labels_timeout): training goes "
+                             "on; labels are taken as they come.")  # fmt: skip
                 return
             news = (server.check() if server else None) or (
                 first_labels_status(
