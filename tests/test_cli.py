@@ -338,3 +338,19 @@ def test_every_preset_makes_a_config_of_its_commands_kind():
             assert preset.config is preset.config, name
     assert callable(presets.RL_PRESETS["robopianist-debug"].settings)  # (made lazily)
     assert presets.RL_PRESETS["robopianist-debug"].config.env.startswith("robopianist:debug-")
+
+
+def test_a_persons_labels_are_said_to_be_theirs_not_a_teachers(monkeypatch):
+    """`prefrl train`'s last lines: who gave the labels (a person, not "the web teacher")."""
+    from types import SimpleNamespace
+
+    from prefrl.cli import train as cli_train
+    from prefrl.feedback import TeacherConfig, run_labels
+
+    monkeypatch.setattr(run_labels, "imported_label_count", lambda run_dir, store: 0)
+    result = SimpleNamespace(labels=12, run_dir="run")
+    for preset, said in [("web", "12 from you (labelling in the browser)"),
+                         ("terminal", "12 from you (labelling in the terminal)"),
+                         ("oracle", "12 from the oracle teacher")]:  # fmt: skip
+        config = SimpleNamespace(teacher=TeacherConfig(preset=preset), store=None)
+        assert cli_train._label_origins(result, config) == said

@@ -77,7 +77,9 @@ def _label_origins(result, config) -> str:
     (`--load-labels`, `prefrl labels import`) are not its teacher's."""
     from prefrl.feedback.run_labels import imported_label_count
 
-    teacher = f"the {config.teacher.preset} teacher"
+    preset = config.teacher.preset
+    teacher = (f"you (labelling {'in the browser' if preset == 'web' else 'in the terminal'})"
+               if config.teacher.is_human else f"the {preset} teacher")  # fmt: skip
     loaded = imported_label_count(result.run_dir, config.store)
     if not loaded:
         return f"{result.labels} from {teacher}"
