@@ -94,6 +94,7 @@ def cmd_midi(args: list[str]) -> int:
 
 def cmd_envs(args: list[str]) -> int:
     from prefrl.envs import known_env_ids
+    from prefrl.envs.registry import FAMILIES
 
     family = args[0] if args and not args[0].startswith("-") else None
     if "--help" in args or "-h" in args:
@@ -105,7 +106,7 @@ def cmd_envs(args: list[str]) -> int:
                   "settings) follow it inside the id.\n")  # fmt: skip
             tyro.cli(PianoTask, args=["--help"], prog="robopianist:<song>")
         print(
-            "usage: prefrl envs [toy|dmc|gymnasium|robopianist]\n\nList the environment ids "
+            f"usage: prefrl envs [{'|'.join(FAMILIES)}]\n\nList the environment ids "
             "make_env accepts (prefrl envs robopianist --help: the piano task flags)."
         )
         return 0

@@ -21,7 +21,8 @@ from prefrl.data.minari_io import read_minari, write_minari
 from prefrl.data.replay import ReplayBuffer
 
 MAKE_DEMOS = (
-    "make demos with `prefrl demos plan` (Adroit), `prefrl demos script` (the mazes) or "
+    "make demos with `prefrl demos plan` (Adroit), `prefrl demos script` (the mazes, MetaWorld) "
+    "or "
     "`prefrl demos record RUN` (a trained policy), or bring them with `prefrl demos import-d4rl`, "
     "`import-dapg` or `import-maniskill2`"
 )
