@@ -556,3 +556,45 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
     stop_at.clear()
     done = train_frames_from_preferences(replace_config(config, resume=run))
     assert done.steps == 60 and not done.interrupted
+
+
+def test_a_resumed_frames_run_a_person_labels_in_the_browser_serves_its_later_pairs(
+    tmp_path, monkeypatch
+):
+    """With --teacher.preset web, a session that asks pairs starts its labelling server, also a
+    resumed one past its first labels (which never waits): it used to start only in that wait."""
+    from prefrl.feedback.teachers import TeacherConfig
+    from prefrl.pixels import preferences
+    from prefrl.reward.frames import FrameRewardConfig
+
+    started = []
+
+    class Server:  # (stands in for the `prefrl serve` process)
+        def __init__(self, run_dir, port, store):
+            started.append(run_dir)
+
+        def check(self):
+            return None
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(preferences, "LabellingServer", Server)
+    config = preferences.FramePreferenceConfig(
+        steps=40, segment_length=5, initial_labels=4, pretrain_steps=1, labels=8, pool_size=8,
+        a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=1), fit_every=1,
+        teacher=TeacherConfig("web"), stop_after="gather", eval_interval=40, eval_episodes=1,
+        video=False, log_interval=40, runs_dir=tmp_path, name="web", progress=False,
+    )  # fmt: skip
+    run_dir = preferences.train_frames_from_preferences(config).run_dir
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id(run_uid(run_dir), create=False)
+        store.add_labels([q.id for q in store.open_queries(run_id)], ["left"] * 4, "web")
+    preferences.train_frames_from_preferences(
+        replace_config(config, stop_after="pretrain", resume=run_dir))  # fmt: skip
+    before = len(started)
+    preferences.train_frames_from_preferences(
+        replace_config(config, stop_after=None, resume=run_dir))  # fmt: skip
+    with FeedbackStore(run_dir) as store:
+        assert len(store.open_queries(run_id)) > 0, "the last session asked later pairs"
+    assert len(started) == before + 1, "and served them"

@@ -231,6 +231,7 @@ class FramePreferenceRun(FrameRun):
         """`n` new pairs of clips from the pool, to the teacher (through the store): each pair
         never asked before in this run, in either order (fewer when the pool has too few; the
         budget, counted in the store, asks for the rest later)."""
+        self.serve()
         model = self.reward_model if self.reward_model.steps else None
         left, right = select_pairs(self.config.selection, self.pool, n, self.rng, model,
                                    asked=self.feedback.asked_pairs())  # fmt: skip
@@ -250,12 +251,17 @@ class FramePreferenceRun(FrameRun):
             self.callbacks("labels", self.step, {"labels/new": float(len(new.labels)), **row})
         return row
 
+    def serve(self) -> None:
+        """With `--teacher.preset web`, the labelling server of this session, from the first
+        pairs it asks (a resumed run past its first labels asks later ones too)."""
+        if self.server is None and self.config.teacher.preset == "web":
+            self.server = LabellingServer(self.run_dir, self.config.web_port, self.config.store)
+
     def wait_for_labels(self) -> None:
         """The one wait for a person: the initial labels, before the reward model exists."""
         if not self.feedback.is_human:
             return
-        if self.config.teacher.preset == "web":
-            self.server = LabellingServer(self.run_dir, self.config.web_port, self.config.store)
+        self.serve()
         print(f"Waiting for your first {self.feedback.unanswered()} labels: label in the browser "
               f"(prefrl serve {self.run_dir}) or the terminal (prefrl label {self.run_dir})",
               flush=True)  # fmt: skip
