@@ -26,7 +26,12 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from prefrl.envs.backends import FAST_RENDER_OFF, get_mujoco_state, set_mujoco_state
+from prefrl.envs.backends import (
+    FAST_RENDER_OFF,
+    get_mujoco_state,
+    prepare_offscreen,
+    set_mujoco_state,
+)
 
 VERSION = "3.1.1"
 INSTALL = (
@@ -131,10 +136,8 @@ class MetaWorldTask(gym.Env):
     """One MetaWorld task with prefrl's state save/restore (`get_state`, `set_state`,
     `observe`) and rendering."""
 
-    metadata: ClassVar[dict] = {
-        "render_modes": ["rgb_array"],
-        "render_fps": 80,
-    }  # (5 substeps of 2.5 ms)
+    # (80 frames a second: a step is 5 substeps of 2.5 ms)
+    metadata: ClassVar[dict] = {"render_modes": ["rgb_array"], "render_fps": 80}
 
     def __init__(self, name: str, width: int = 256, height: int = 256, fast: bool = True,
                  render: bool = False):  # fmt: skip
@@ -147,9 +150,7 @@ class MetaWorldTask(gym.Env):
         self._size, self._fast = (height, width), fast
         self._renderer = None
         if render:
-            model = self.mw.model
-            model.vis.global_.offwidth = max(int(model.vis.global_.offwidth), width)
-            model.vis.global_.offheight = max(int(model.vis.global_.offheight), height)
+            prepare_offscreen(self.mw.model, width, height, fast)
 
     def reset(self, *, seed: int | None = None, options=None):
         super().reset(seed=seed)
