@@ -403,3 +403,30 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
                                lambda e: e.kind != "log")  # fmt: skip
     assert stopped.interrupted and stopped.steps == 5 and stopped.final_eval is None
     assert latest_checkpoint(stopped.run_dir).name == "step_000000005"
+
+
+def test_the_backflip_rule_pays_flights_that_keep_off_the_floor():
+    """examples/backflip.py's rule: a whole backward turn in the air, from its feet to its feet,
+    scores about one turn; the same turn with the torso on the floor midway
+    scores nothing; the env's rewards, step by step, add up to the rule's score."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import backflip
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    obs = np.zeros((100, 11))
+    obs[:, 0] = 1.2  # (the torso high all along: a flip in the air)
+    obs[10:70, 1] = -np.linspace(0, 2 * np.pi, 60)
+    obs[70:, 1] = -2 * np.pi
+    obs[10:69, 6] = 2.0  # (moving up or down in flight: not on its feet)
+    assert abs(float(backflip.rule_score(obs)) - 1.0) < 0.05
+    lying = obs.copy()
+    lying[40, 0] = 0.07  # (the torso on the floor midway)
+    assert abs(float(backflip.rule_score(lying))) < 0.05
+    env = prefrl.make_env(backflip.ENV_ID, seed=0)
+    seen, rewards = [env.reset(seed=0)[0]], []
+    for action in np.random.default_rng(0).uniform(-1, 1, (300, 3)):
+        o, r, *_ = env.step(action)
+        seen.append(o)
+        rewards.append(r)
+    np.testing.assert_allclose(sum(rewards), float(backflip.rule_score(np.array(seen))), atol=1e-6)
