@@ -12,6 +12,7 @@ match no row, or more than one (the tests run it).
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -21,6 +22,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "reproductions.md"
+
+
+@functools.cache
+def _results(name: str) -> dict:
+    """A results file's contents ({} while it does not exist), read once."""
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 @dataclass(frozen=True)
@@ -33,10 +41,7 @@ class Pick:
     table: str = "results"
 
     def rows(self) -> list[dict]:
-        path = RESULTS / f"{self.file}.json"
-        if not path.exists():
-            return []
-        rows = json.loads(path.read_text()).get(self.table, [])
+        rows = _results(self.file).get(self.table, [])
         return [r for r in rows if all(r.get(k) == v for k, v in self.fields.items())]
 
     def row(self) -> dict | None:
@@ -45,7 +50,7 @@ class Pick:
 
     def command(self, row: dict) -> str | None:
         """The command that made `row`: its own, or else its table's or its file's."""
-        data = json.loads((RESULTS / f"{self.file}.json").read_text())
+        data = _results(self.file)
         return row.get("command") or data.get(f"{self.table}_command") or data.get("command")
 
 
