@@ -80,7 +80,9 @@ def record(tasks: list[str], steps: int, seed: int, prefrl_env: bool,
 
 
 def scripted_policy(task: str):
-    """MetaWorld's own scripted policy of a task (`metaworld.policies`)."""
+    """MetaWorld's own scripted policy of a task (`metaworld.policies`; as
+    `prefrl.envs.metaworld.scripted_policy`, written here again: the side environment that runs
+    this holds no prefrl)."""
     from metaworld import policies
 
     name = "Sawyer" + task.title().replace("-", "").replace("PegInsert", "PegInsertion")
