@@ -95,7 +95,7 @@ def test_a_restart_from_step_0_waits_for_the_rest_of_the_first_session(tmp_path,
     out = capsys.readouterr().out
     assert "no checkpoint yet" in out
     assert "Waiting for your first 20 labels (12 in)" in out and "waiting: 8 label(s) to go" in out
-    assert "No first labels after 1 s (first_labels_timeout)" in out
+    assert "Only 12 of the first 20 labels after 1 s (first_labels_timeout)" in out
 
 
 def test_a_stop_at_the_last_step_finishes_and_a_resume_with_nothing_to_train_serves_nothing(
