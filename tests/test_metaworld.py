@@ -78,12 +78,22 @@ def test_unknown_and_unshipped_tasks_are_refused_by_name():
         make_env("metaworld:shelf-place")
 
 
-def test_without_metaworld_the_error_says_how_to_install_it(monkeypatch):
+def test_without_metaworld_the_error_says_how_to_install_it(monkeypatch, capsys):
+    """Making one says how to install it, and so does the list of ids (on stderr: stdout stays
+    a list of ids)."""
+    from prefrl.cli.tools import cmd_envs
+
+    assert cmd_envs(["metaworld"]) == 0 and "cannot be made" not in capsys.readouterr().err
     for name in [m for m in sys.modules if m == "metaworld" or m.startswith("metaworld.")]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "metaworld", None)
     with pytest.raises(ImportError, match="pip install --no-deps metaworld==3.1.1"):
         make_env("metaworld:reach")
+    assert cmd_envs([]) == 0
+    out, err = capsys.readouterr()
+    assert "metaworld:reach" in out.splitlines() and "pip" not in out
+    assert "metaworld:* cannot be made here yet: the MetaWorld tasks need metaworld 3.1.1" in err
+    assert "adroit:*" not in err  # (installed here)
 
 
 def test_scripted_demos_succeed_and_replay_here(tmp_path):

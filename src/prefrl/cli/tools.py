@@ -112,4 +112,8 @@ def cmd_envs(args: list[str]) -> int:
         return 0
     for env_id in known_env_ids(family):
         print(env_id)
+    for name in [family] if family else FAMILIES:  # (to stderr: stdout stays a list of ids)
+        needs = FAMILIES[name].missing()
+        if needs:
+            print(f"{name}:* cannot be made here yet: {needs}", file=sys.stderr)
     return 0

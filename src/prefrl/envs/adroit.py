@@ -11,6 +11,8 @@ MuJoCo's integration state (positions, velocities, warm starts, controls, time).
 
 from __future__ import annotations
 
+import importlib.util
+
 import gymnasium as gym
 import mujoco
 import numpy as np
@@ -95,6 +97,10 @@ class SparseSuccess(gym.Wrapper):
 
 def ids() -> list[str]:
     return [f"adroit:{name}" for name in TASKS]
+
+
+def installed() -> bool:
+    return importlib.util.find_spec("gymnasium_robotics") is not None
 
 
 def make(name: str, width: int, height: int, fast: bool, render: bool):

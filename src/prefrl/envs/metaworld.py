@@ -20,6 +20,7 @@ when it changed) and then sets the rest, so steps replay exactly.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 from typing import ClassVar
 
 import gymnasium as gym
@@ -216,6 +217,10 @@ class MetaWorldTask(gym.Env):
 
 def ids() -> list[str]:
     return [f"metaworld:{name}" for name in TASKS if name not in DIFFERS]
+
+
+def installed() -> bool:
+    return importlib.util.find_spec("metaworld") is not None
 
 
 def make(name: str, width: int, height: int, fast: bool, render: bool):

@@ -17,6 +17,7 @@ from prefrl.envs.backends import (
     set_mujoco_state,
 )
 from prefrl.envs.piano_task import (
+    INSTALL,  # noqa: F401 (read by the registry: what `prefrl envs` says to install)
     JUDGES,
     PianoTask,
     check_song_file,
@@ -279,6 +280,10 @@ def step_scores(env_id: str, states: np.ndarray, judge: str) -> np.ndarray:
 
 def ids() -> list[str]:
     return song_ids()
+
+
+def installed() -> bool:
+    return piano_installed()
 
 
 def check(name: str) -> None:

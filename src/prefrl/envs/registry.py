@@ -54,6 +54,8 @@ class Family:
     make: Callable[[str, RenderSettings | None], tuple[gym.Env, object]]
     check: Callable[[str], None] | None = None
     """Validates a name beyond the listed ids (raises ValueError); None: listed ids only."""
+    missing: Callable[[], str | None] = lambda: None
+    """What to install before its envs can be made (None: nothing)."""
 
 
 _TOY = {
@@ -195,7 +197,8 @@ def _make_given(name: str, render: RenderSettings | None, given: GivenEnv | None
 def _suite(module: str, description: str, checks: bool = False) -> Family:
     """The family of a suite in its own module, `prefrl.envs.<module>`, imported on first use
     (it may need an extra): its `ids()`, `make(name, width, height, fast, render)` and, with
-    `checks`, `check(name)` for names beyond the listed ids."""
+    `checks`, `check(name)` for names beyond the listed ids; `installed()` and `INSTALL`, what
+    to install where it says False."""
 
     def suite():
         return importlib.import_module(f"prefrl.envs.{module}")
@@ -204,8 +207,11 @@ def _suite(module: str, description: str, checks: bool = False) -> Family:
         s = render or RenderSettings()
         return suite().make(name, s.width, s.height, s.fast, render is not None)
 
+    def missing() -> str | None:
+        return None if suite().installed() else suite().INSTALL
+
     return Family(description, lambda: suite().ids(), make,
-                  (lambda name: suite().check(name)) if checks else None)  # fmt: skip
+                  (lambda name: suite().check(name)) if checks else None, missing)  # fmt: skip
 
 
 def _make_sparse(name: str, render: RenderSettings | None):
