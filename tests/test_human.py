@@ -103,14 +103,19 @@ def test_a_stop_at_the_last_step_finishes_and_a_resume_with_nothing_to_train_ser
 ):
     """Ctrl-C (here a callback's stop) at the last step: the run has finished, and says how to
     train it further, not to resume it; resuming it without a larger --steps starts no
-    labelling server for labels it would never train on."""
+    labelling server for labels it would never train on. The last step's checkpoint is written
+    once."""
+    saved = []
 
     def stop_at_the_end(event):
+        if event.kind == "checkpoint":
+            saved.append(event.step)
         return not (event.kind == "eval" and event.step == 600)
 
     result = train_online(_config(tmp_path, steps=600, eval_interval=300), stop_at_the_end)
     out = " ".join(capsys.readouterr().out.split())  # (said above the bar: wrapped)
     assert not result.interrupted and result.steps == 600 and result.final_eval is not None
+    assert saved.count(600) == 1
     assert ("stopped at step 600, the run's last: it has finished. To train it further, "
             "resume it with a larger --steps (the total to reach)") in out  # fmt: skip
     code = main(["train", "--resume", str(result.run_dir), "--teacher", "web", "--web-port",

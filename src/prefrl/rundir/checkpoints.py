@@ -124,6 +124,12 @@ def set_aside(ckpt: Path) -> Path:
     return target
 
 
+def checkpoint_at(run_dir: Path, step: int) -> Path | None:
+    """The checkpoint of `step` if one is committed (None otherwise)."""
+    ckpt = checkpoint_root(run_dir) / f"step_{step:09d}"
+    return ckpt if ckpt.is_dir() else None
+
+
 def latest_checkpoint(run_dir: Path) -> Path | None:
     """The newest whole checkpoint (the `latest` pointer's, unless that one is damaged)."""
     pointer = checkpoint_root(run_dir) / LATEST

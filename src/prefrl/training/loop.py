@@ -19,6 +19,7 @@ from prefrl.envs.given import PREFIX as GIVEN_PREFIX
 from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
+    checkpoint_at,
     set_aside,
     usable_checkpoints,
     write_json,
@@ -111,15 +112,18 @@ def stoppable(loop: TrainingLoop, progress):
             if stop.requested:
                 progress.update(loop.step)
                 stop.saving = True
-                ckpt = loop.save()
-                if loop.step >= getattr(loop.config, "steps", math.inf):  # (nothing to resume)
+                finished = loop.step >= getattr(loop.config, "steps", math.inf)
+                written = checkpoint_at(loop.run_dir, loop.step) if finished else None
+                ckpt = written or loop.save()  # (the last step's is written by the loop)
+                if finished:  # (nothing to resume)
                     stop.requested = False
                     progress.say(f"stopped at step {loop.step:,}, the run's last: it has "
                                  "finished. To train it further, resume it with a larger "
                                  "--steps (the total to reach)")  # fmt: skip
                 else:
                     progress.say(f"stopped at step {loop.step:,}: its checkpoint is written")
-                loop.callbacks("checkpoint", loop.step, checkpoint=ckpt)
+                if not written:
+                    loop.callbacks("checkpoint", loop.step, checkpoint=ckpt)
         except KeyboardInterrupt:
             stop.requested = True
             progress.say(f"stopped at step {loop.step:,} without a new checkpoint")
