@@ -45,13 +45,14 @@ EVAL_EPISODES = 10
 """The target is judged on the last 10 evaluation episodes."""
 
 
-def configs(env: str, steps: int, labels: int, pretrain_steps: int) -> dict:
+def configs(env: str, steps: int, labels: int, initial_labels: int, pretrain_steps: int,
+            eval_episodes: int = EVAL_EPISODES) -> dict:  # fmt: skip
     game = env.split(":", 1)[1].lower()
     prefs = dataclasses.replace(FRAME_PRESETS["pong"].config, env=env, steps=steps, labels=labels,
-                                pretrain_steps=pretrain_steps, eval_episodes=EVAL_EPISODES,
-                                video=False)  # fmt: skip
+                                initial_labels=initial_labels, pretrain_steps=pretrain_steps,
+                                eval_episodes=eval_episodes, video=False)  # fmt: skip
     score = RLConfig(env=env, algo="a2c", steps=steps, a2c=prefs.a2c,
-                     eval_interval=prefs.eval_interval, eval_episodes=EVAL_EPISODES,
+                     eval_interval=prefs.eval_interval, eval_episodes=eval_episodes,
                      checkpoint_interval=prefs.checkpoint_interval,
                      log_interval=prefs.log_interval, video=False)  # fmt: skip
     assert score.a2c == prefs.a2c, "both methods train the same A2C"
@@ -64,9 +65,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=5_000_000,
                         help="agent steps a run (4 frames each; 5M = 20M frames)")  # fmt: skip
     parser.add_argument("--labels", type=int, default=FRAME_PRESETS["pong"].config.labels)
+    parser.add_argument("--initial-labels", type=int,
+                        default=FRAME_PRESETS["pong"].config.initial_labels,
+                        help="of --labels, those asked of random-policy clips before the agent")  # fmt: skip
     parser.add_argument("--pretrain-steps", type=int,
                         default=FRAME_PRESETS["pong"].config.pretrain_steps,
                         help="the reward CNN's steps on the first labels, before the agent")  # fmt: skip
+    parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
     add_grid_flags(parser)
@@ -75,7 +80,8 @@ def main() -> int:
     if not args.env.startswith("atari:"):
         parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
 
-    grid = configs(args.env, args.steps, args.labels, args.pretrain_steps)
+    grid = configs(args.env, args.steps, args.labels, args.initial_labels, args.pretrain_steps,
+                   args.eval_episodes)  # fmt: skip
     sweep = run_grid(grid, args.seeds, args.runs, args)
     rows = []
     for label in grid:
@@ -88,7 +94,7 @@ def main() -> int:
             "return_mean": float(np.mean(returns)),
             "return_std": float(np.std(returns, ddof=1)) if len(returns) > 1 else None,
             "per_seed": returns, "eval_step": [f["step"] for f in finals],
-            "eval_episodes": EVAL_EPISODES,
+            "eval_episodes": args.eval_episodes,
             "hours_per_seed": [training_seconds(run) / 3600 for run in runs],
             **({"labels": args.labels} if label.endswith("prefs") else {}),
             "device": "cpu", "command": "python benchmarks/atari.py " + " ".join(sys.argv[1:]),

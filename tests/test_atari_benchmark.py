@@ -1,0 +1,39 @@
+"""benchmarks/atari.py end to end on a tiny grid: Pong from a scripted teacher's preferences
+beside A2C on the score, one row each from the same sweep."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ale_py", reason="the Atari games need ale-py (make test installs it)")
+
+
+def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
+    root = Path(__file__).parent.parent
+    out = tmp_path / "atari.json"
+    out.write_text(json.dumps({"results": [{"env": "atari:Enduro", "method": "score"}]}))
+    command = [
+        sys.executable, "benchmarks/atari.py", "--env", "atari:Pong", "--steps", "256",
+        "--labels", "12", "--initial-labels", "6", "--pretrain-steps", "3",
+        "--eval-episodes", "1", "--seeds", "0", "--runs", str(tmp_path / "bench"),
+        "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(command, cwd=root, check=True, capture_output=True, timeout=900)
+    results = json.loads(out.read_text())["results"]
+    assert results[0] == {"env": "atari:Enduro", "method": "score"}  # (another game's row kept)
+    rows = results[1:]
+    assert [r["method"] for r in rows] == ["prefs", "score"]
+    for row in rows:
+        assert row["env"] == "atari:Pong" and row["agent_steps"] == 256 and row["frames"] == 1024
+        assert row["eval_step"] == [256] and row["eval_episodes"] == 1
+        assert -21 <= row["return_mean"] <= 21 and row["per_seed"] == [row["return_mean"]]
+        assert row["hours_per_seed"][0] > 0 and row["command"].endswith(f"--out {out}")
+    assert rows[0]["labels"] == 12 and "labels" not in rows[1]
+    bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode != 0 and "--env 'Hopper-v5': an Atari game, atari:<Game>" in bad.stderr
