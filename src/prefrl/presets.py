@@ -308,13 +308,15 @@ FRAME_PRESETS: dict[str, Preset] = {
         ),
     ),
     "pong": Preset(
-        "Pong as in the paper: dropout 0.5, 5.5k labels over 10M agent steps (needs a GPU)",
+        "Pong as in the paper: dropout 0.5, 5.5k labels over 10M agent steps, the reward CNN "
+        "trained on 1 labelled pair per 10 agent steps",
         FramePreferenceConfig(
             env="atari:Pong",
             steps=10_000_000,
             labels=5_500,
             pretrain_steps=3_000,
             reward=FrameRewardConfig(dropout=0.5, steps_per_fit=20),
+            fit_every=80,  # 20 steps of 32 pairs every 6,400 agent steps: the paper's 1 per 10
             eval_interval=250_000,
             checkpoint_interval=250_000,
             video_interval=1_000_000,
