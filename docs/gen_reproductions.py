@@ -275,7 +275,7 @@ PROJECTS = (
                 Pick("atari", {"env": "atari:Pong", "method": "score"}),
                 lambda r: f"on the score {r['return_mean']:.1f}",
                 lambda r, b: r["return_mean"] >= 15, "at least +15",
-                "not run yet: on 2 CPU cores a run of 5M agent steps takes 10-15 h: `python "
+                "not run yet: on 2 CPU cores a run of 5M agent steps takes 5-8 h: `python "
                 "benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2`; the paper's 10M on "
                 "a GPU: `python benchmarks/gpu_rows.py`",
             ),
