@@ -43,6 +43,9 @@ from prefrl.rundir.metrics import read_metrics
 RESULTS = Path(__file__).parent / "results" / "atari.json"
 EVAL_EPISODES = 10
 """The target is judged on the last 10 evaluation episodes."""
+CHECKPOINT_INTERVAL = 100_000
+"""Agent steps between checkpoints: about 10 minutes of a run on 2 busy cores, what a stopped
+run loses."""
 
 
 def configs(env: str, steps: int, labels: int, initial_labels: int, pretrain_steps: int,
@@ -50,7 +53,8 @@ def configs(env: str, steps: int, labels: int, initial_labels: int, pretrain_ste
     game = env.split(":", 1)[1].lower()
     prefs = dataclasses.replace(FRAME_PRESETS["pong"].config, env=env, steps=steps, labels=labels,
                                 initial_labels=initial_labels, pretrain_steps=pretrain_steps,
-                                eval_episodes=eval_episodes, video=False)  # fmt: skip
+                                eval_episodes=eval_episodes, video=False,
+                                checkpoint_interval=CHECKPOINT_INTERVAL)  # fmt: skip
     score = RLConfig(env=env, algo="a2c", steps=steps, a2c=prefs.a2c,
                      eval_interval=prefs.eval_interval, eval_episodes=eval_episodes,
                      checkpoint_interval=prefs.checkpoint_interval,
