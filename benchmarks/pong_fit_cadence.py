@@ -34,15 +34,22 @@ from prefrl.pixels.preferences import train_frames_from_preferences
 from prefrl.presets import FRAME_PRESETS
 
 RESULTS = Path(__file__).parent / "results" / "pixels.json"
-PER_UPDATE = 16 * 5
+PONG = FRAME_PRESETS["pong"].config
+PER_UPDATE = PONG.a2c.n_envs * PONG.a2c.n_steps
 """Agent steps per A2C update (16 envs x 5 steps)."""
+CADENCES = (8, PONG.fit_every)
+"""The pong preset's old cadence and its own (the paper's)."""
+
+
+def pairs_per_agent_step(fit_every: int) -> float:
+    return PONG.reward.steps_per_fit * PONG.reward.batch_size / (fit_every * PER_UPDATE)
 
 
 def steps_per_second(fit_every: int, fits: int, root: Path) -> tuple[float, int]:
     """Agent steps/s between a run's first and last reward fit, and the fits timed."""
-    steps = fits * 80 * PER_UPDATE  # (the same agent steps at either cadence)
+    steps = fits * max(CADENCES) * PER_UPDATE  # (the same agent steps at either cadence)
     config = dataclasses.replace(
-        FRAME_PRESETS["pong"].config, steps=steps, fit_every=fit_every, labels=400,
+        PONG, steps=steps, fit_every=fit_every, labels=400,
         initial_labels=50, pretrain_steps=20, eval_interval=steps, eval_episodes=1,
         video=False, progress=False, runs_dir=root, name=f"every{fit_every}",
     )  # fmt: skip
@@ -65,7 +72,7 @@ def main() -> int:
                         help="fits of the slower cadence a run (each 6,400 agent steps)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    rates: dict[int, list[float]] = {8: [], 80: []}
+    rates: dict[int, list[float]] = {k: [] for k in CADENCES}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
             for fit_every, measured in rates.items():
@@ -73,9 +80,9 @@ def main() -> int:
                 measured.append(rate)
                 print(f"round {r}: fit_every {fit_every}: {rate:.0f} agent steps/s "
                       f"({fits} fits timed)", flush=True)  # fmt: skip
-    base, paper = float(np.median(rates[8])), float(np.median(rates[80]))
+    base, paper = (float(np.median(rates[k])) for k in CADENCES)
     rows = [
-        {"env": "atari:Pong", "fit_every": k, "pairs_per_agent_step": 20 * 32 / (k * PER_UPDATE),
+        {"env": "atari:Pong", "fit_every": k, "pairs_per_agent_step": pairs_per_agent_step(k),
          "agent_steps_per_s": float(np.median(v)), "rounds": v, "device": "cpu"}
         for k, v in rates.items()
     ]  # fmt: skip
@@ -87,7 +94,8 @@ def main() -> int:
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     )
     args.out.write_text(json.dumps(old, indent=1) + "\n")
-    print(f"fit_every 80 (the paper's rate): {paper / base:.1f}x the agent steps/s of fit_every 8")
+    print(f"fit_every {CADENCES[1]} (the paper's rate): {paper / base:.1f}x the agent steps/s "
+          f"of fit_every {CADENCES[0]}")  # fmt: skip
     return 0
 
 
