@@ -70,3 +70,35 @@ def test_a_killed_trainer_that_a_person_teaches_resumes_from_a_checkpoint_on_the
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert f"resuming from step_{step:09d} (step {step:,} of {step + 100:,})" in resumed.stdout
+
+
+def test_a_killed_frames_run_that_a_person_teaches_resumes_from_a_checkpoint_on_the_clock(tmp_path):
+    """The same for a run on frames: once the person's first labels are in, the clock (every 3 s
+    here) checkpoints the agent long before its step cadence (1,000,000)."""
+    run_dir = tmp_path / "run"
+    trainer = label_faults._prefrl(
+        "frames", "--env", "movingdot", "--teacher.preset", "terminal", "--steps", "10000000",
+        "--segment-length", "5", "--initial-labels", "4", "--labels", "4", "--pretrain-steps",
+        "2", "--pool-size", "10", "--a2c.n-envs", "4", "--a2c.n-steps", "5",
+        "--checkpoint-interval", "1000000", "--checkpoint-minutes", "0.05", "--eval-interval",
+        "1000000", "--no-video", "--no-progress", "--runs-dir", str(tmp_path), "--name", "run",
+        log=tmp_path / "trainer.log",
+    )  # fmt: skip
+    try:
+        assert _answer_first_queries(run_dir, trainer) == 4
+        deadline = time.monotonic() + 600
+        while not _agent_checkpoint(run_dir):
+            assert trainer.poll() is None, (tmp_path / "trainer.log").read_text()
+            assert time.monotonic() < deadline, "no checkpoint came"
+            time.sleep(0.5)
+    finally:
+        trainer.send_signal(signal.SIGKILL)
+        trainer.wait()
+    step = json.loads((latest_checkpoint(run_dir) / "loop.json").read_text())["step"]
+    assert 0 < step < 1_000_000
+
+
+def _agent_checkpoint(run_dir: Path) -> bool:
+    """Whether the run has a checkpoint of its agent's steps (after the pre-training's)."""
+    latest = latest_checkpoint(run_dir)
+    return latest is not None and json.loads((latest / "loop.json").read_text())["step"] > 0

@@ -39,6 +39,9 @@ from prefrl.training.result import TrainResult, finished
 
 
 class FrameRun(TrainingLoop):
+    checkpoint_seconds: float | None = None
+    """Also checkpoint after this long without one (a run a person labels); None: steps alone."""
+
     def __init__(self, config, run_dir: Path):
         cfg = config.ppo_frames if config.algo == "ppo" else config.a2c
         first_seed = config.seed * 10_000
@@ -210,7 +213,7 @@ def _run(loop: FrameRun, metrics: MetricsLogger):
     finals = np.zeros((steps, *obs.shape), np.uint8)
     progress = TrainingProgress(cfg.steps, loop.step, enabled=cfg.progress,
                                 last_eval=loop.last_eval, unit="agent steps")  # fmt: skip
-    periodic = PeriodicTasks(loop, metrics, progress, loop.title)
+    periodic = PeriodicTasks(loop, metrics, progress, loop.title, loop.checkpoint_seconds)
     episodes = EpisodeReturns(n, loop, metrics)
     with stoppable(loop, progress) as stop:
         loop.stop, loop.progress = stop, progress

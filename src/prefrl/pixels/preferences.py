@@ -115,6 +115,9 @@ class FramePreferenceConfig:
     whole factor (256 gives Atari's 210x160 screen at 420x320)."""
     checkpoint_interval: int = 50_000
     """Checkpoint (agent, reward model, labels, clips) every this many agent steps, and at the end."""
+    checkpoint_minutes: float = 5.0
+    """With a person labelling (web, terminal): also checkpoint after this many minutes without
+    one, so that a run killed early loses little of their work."""
     keep_checkpoints: int = 3
     """Checkpoints kept (the newest); 0 keeps all."""
     log_interval: int = 5_000
@@ -145,6 +148,7 @@ class FramePreferenceConfig:
                            "gather, pretrain or None"),
             **{k: (getattr(self, k) > 0, "a positive integer") for k in positive},
             "poll_seconds": (self.poll_seconds > 0, "> 0"),
+            "checkpoint_minutes": (self.checkpoint_minutes > 0, "> 0"),
             "env_workers": (self.env_workers >= 0, ">= 0 (0: step the envs in this process)"),
             "render_size": (self.render_size > 0, "a positive integer (pixels)"),
             "keep_checkpoints": (self.keep_checkpoints >= 0, "0 (keep all) or a positive integer"),
@@ -194,6 +198,8 @@ class FramePreferenceRun(FrameRun):
             ScriptedTeacher(config.teacher, config.seed, None, config.env))  # fmt: skip
         self.feedback = StoreChannel(self.store, run_uid(run_dir), run_dir, config.env, scripted,
                                      create=not existing)  # fmt: skip
+        if self.feedback.is_human:
+            self.checkpoint_seconds = 60 * config.checkpoint_minutes
         self.server: LabellingServer | None = None
         self.labels = PreferenceData()
         self.pool = SegmentPool(config.pool_size)
