@@ -275,3 +275,75 @@ def test_a_killed_trainer_takes_its_labelling_server_with_it(tmp_path):
     with socket.socket() as s:  # the port is free again: a resumed trainer can serve on it
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
+
+
+def _served_link(trainer: subprocess.Popen) -> str:
+    """The labelling link a trainer prints (its lines up to it, when it ends first)."""
+    lines = [trainer.stdout.readline()]
+    while lines[-1] and not lines[-1].startswith("label at "):
+        lines.append(trainer.stdout.readline())
+    if not lines[-1]:
+        trainer.kill()
+        pytest.fail("".join(lines))
+    return lines[-1].split()[2]
+
+
+def test_a_person_in_chromium_labels_on_through_a_kill_9_of_their_trainer(tmp_path):
+    """A person answers in Chromium; the trainer is killed with SIGKILL (its server with it); an
+    answer given meanwhile is said to be not saved yet; the trainer started again serves on the
+    same port, and that answer is stored, once, without the person doing anything."""
+    from conftest import launch_chromium
+    from playwright.sync_api import sync_playwright
+
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    port = free_port()
+    command = [sys.executable, "-m", "prefrl", "train", "--env", "toy:point-reach", "--teacher",
+               "web", "--web-port", str(port), "--steps", "100000", "--warmstart-steps", "300",
+               "--segment-length", "10", "--schedule.budget", "40", "--schedule.session-size",
+               "20", "--reward.hidden-dims", "32", "32", "--sac.hidden-dims", "32", "32",
+               "--no-video", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress"]  # fmt: skip
+    resume = [*command[:4], "--resume", str(tmp_path / "run"), "--no-progress"]
+    status = "document.getElementById('status').textContent"
+
+    def stored() -> int:
+        with FeedbackStore(tmp_path / "run", create=False) as store:
+            return sum(
+                store.label_counts(store.run_id(run_uid(tmp_path / "run"), create=False)).values()
+            )
+
+    trainer = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        link = _served_link(trainer)
+        assert link.startswith(f"http://127.0.0.1:{port}/")
+        with sync_playwright() as p:
+            browser = launch_chromium(p)
+            page = browser.new_page()
+            page.goto(link)
+            page.wait_for_function("window.prefrlPair !== null && window.prefrlPair !== undefined",
+                                   timeout=300_000)  # fmt: skip
+            first = page.evaluate("window.prefrlPair")
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_function(f"window.prefrlPair !== {first}", timeout=60_000)
+            assert stored() == 1
+            helpers = _descendants(trainer.pid)
+            trainer.kill()
+            trainer.wait(timeout=60)
+            deadline = time.time() + 120
+            while [h for h in helpers if _alive(h)]:
+                assert time.time() < deadline, "the server outlived its trainer"
+                time.sleep(0.2)
+            page.keyboard.press("ArrowRight")  # (the page holds the next pair: answered now)
+            page.wait_for_function(f"{status}.startsWith('Not saved yet (server unreachable)')")
+            assert stored() == 1
+            trainer = subprocess.Popen(resume, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)  # fmt: skip
+            assert _served_link(trainer) == link  # the same port, the same link
+            page.wait_for_function(f"{status}.startsWith('Labels given: 2.')", timeout=300_000)
+            browser.close()
+        with FeedbackStore(tmp_path / "run", create=False) as store:
+            labels = store.labels(store.run_id(run_uid(tmp_path / "run"), create=False))
+        assert sorted(x.label.name for x in labels) == ["LEFT", "RIGHT"]
+    finally:
+        trainer.kill()
+        trainer.wait(timeout=60)

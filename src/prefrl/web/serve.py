@@ -142,6 +142,7 @@ class LabellingServer:
         self.process = self._start()
         if self.taken:
             print(self.taken, flush=True)
+        self._wait_until_listening()
         print(f"label at {self.url}/compare (the run page: /run)", flush=True)
 
     @property
@@ -162,6 +163,17 @@ class LabellingServer:
         finally:
             log.close()
 
+    def _wait_until_listening(self, seconds: float = 300.0) -> None:
+        """Until the server listens on its port (a link opened before would be refused; one
+        opened once it listens waits for the page), or ends (`check` says why)."""
+        deadline = time.monotonic() + seconds
+        while self.process.poll() is None and time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1.0).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+
     def _last_error(self) -> str:
         try:
             lines = (self.run_dir / LOG).read_text(errors="replace").strip().splitlines()
@@ -180,6 +192,7 @@ class LabellingServer:
         self.restarts += 1
         port = self.port
         self.process = self._start()
+        self._wait_until_listening()
         status = workers.read_status(self.run_dir, NAME)
         workers.report(self.run_dir, NAME, "running", restarts=self.restarts)
         moved = f"; now at {self.url}/compare" if self.port != port else ""
