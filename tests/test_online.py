@@ -1,6 +1,9 @@
 """The online preference loop (PEBBLE / PrefPPO) on the built-in task."""
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -331,3 +334,32 @@ def test_background_fits_land_at_their_step_and_survive_a_resume(tmp_path):
     # A run begun with a lag resumes with one.
     with pytest.raises(ValueError, match="resume it with --fit-lag"):
         train_online(_config(tmp_path, name="stopped", steps=1200, resume=stopped.run_dir))
+
+
+def test_the_commands_people_label_with_say_that_a_finished_run_has_finished(finished):
+    """`prefrl label` and `prefrl serve` of a finished run, as people start them: no "the agent
+    asks for more", but that it finished, with its labels and what to run next."""
+    import httpx2
+    from conftest import free_port
+
+    said = (f"The run has finished (1,500 steps) with 80 label(s). Next: see what it learned "
+            f"with `prefrl eval {finished.run_dir}`")  # fmt: skip
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    label = subprocess.run(
+        [sys.executable, "-m", "prefrl", "label", str(finished.run_dir), "--no-render"],
+        input="q\n", env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert label.returncode == 0 and said in label.stdout, label.stdout + label.stderr
+    assert "asks for more" not in label.stdout
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefrl", "serve", str(finished.run_dir), "--port", str(port),
+         "--no-render"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout.readline().startswith(f"label at http://127.0.0.1:{port}/compare")
+        nothing = httpx2.get(f"http://127.0.0.1:{port}/api/next?n=3", timeout=60).json()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert nothing["queries"] == [] and nothing["waiting"].startswith(said), nothing
