@@ -612,3 +612,24 @@ def test_a_resumed_frames_run_a_person_labels_in_the_browser_serves_its_later_pa
     with FeedbackStore(run_dir) as store:
         assert len(store.open_queries(run_id)) > 0, "the last session asked later pairs"
     assert len(started) == before + 1, "and served them"
+
+
+def test_the_pretraining_and_the_fits_show_their_progress(tmp_path, capsys, monkeypatch):
+    """Without a bar (a log file, --no-progress), plain lines: the pre-training's gradient steps
+    as they go, and a fit's steps on the agent's lines."""
+    from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
+    from prefrl.reward.frames import FrameRewardConfig
+    from prefrl.rundir import progress
+
+    monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)  # (a line at every update)
+    config = FramePreferenceConfig(
+        steps=40, segment_length=5, initial_labels=4, pretrain_steps=6, labels=8, fit_every=1,
+        pool_size=8, a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=2),
+        eval_interval=40, eval_episodes=1, video=False, log_interval=1_000, runs_dir=tmp_path,
+        name="shown", progress=False,
+    )  # fmt: skip
+    train_frames_from_preferences(config)
+    out = capsys.readouterr().out
+    for step in (2, 4, 6):
+        assert f"pre-training the reward model: step {step}/6 ({100 * step / 6:.0f}%)" in out, out
+    assert ", reward fit 1/2" in out and ", reward fit 2/2" in out, out

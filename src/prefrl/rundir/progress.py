@@ -1,7 +1,9 @@
 """A rich progress bar for training: steps, steps/s, last evaluation return. Where the output is
 not a terminal (a log file, a job scheduler), a bar would show nothing until the end: plain
-lines are printed instead (and where the bar is turned off, `--no-progress`), every `PLAIN_EVERY_S` seconds, or at the steps training metrics are
-logged at (`print_at_logs`), with the same rate as the metrics' `train/steps_per_s`."""
+lines are printed instead (and where the bar is turned off, `--no-progress`), every
+`PLAIN_EVERY_S` seconds, or at the steps training metrics are logged at (`print_at_logs`), with
+the same rate as the metrics' `train/steps_per_s` (and every `PLAIN_EVERY_S` seconds while other
+work is shown, a reward fit's steps)."""
 
 from __future__ import annotations
 
@@ -118,7 +120,9 @@ class TrainingProgress:
         self._eval = last_eval if last_eval is not None else self._eval
         self._info = info if info is not None else self._info
         now, (then, then_step) = time.monotonic(), self._last_line
-        if step < self.total and not logged and (self._at_logs or now - then < PLAIN_EVERY_S):
+        # (at the log steps only, but for work shown beside them, a reward fit: every while)
+        quiet = self._at_logs and not self._info
+        if step < self.total and not logged and (quiet or now - then < PLAIN_EVERY_S):
             return
         if step >= self.total and last_eval is None and not final and self._label:
             self._final_step = step  # the last line waits for the final evaluation
