@@ -10,13 +10,12 @@ which the torso turns further backwards in flights that keep the torso and thigh
 (plus a little for time on its feet); the env is
 Hopper-v5 without early termination whose reward is the same rule step by step (x100 for SAC,
 the scale its defaults are tuned for), and evaluations of both methods report the rule's own
-score and the backflips landed. Runs go to runs/bench-backflip-flight/<method>_s<seed> (the
-rule counts the turns of flights that never put the torso or thigh on the floor; the two earlier
-rules' runs, gamed by rolling and by falling and getting up, are in runs/bench-backflip and
-runs/bench-backflip-air); started again, finished runs are reused and stopped ones
-resume from their last checkpoint. Rows are merged into benchmarks/results/backflip.json, the
-curves drawn to benchmarks/results/backflip.png, and the first seed's preference policy is
-filmed to docs/img/backflip.mp4.
+score and the backflips landed. Runs go to runs/bench-backflip-<rule>/<method>_s<seed> (`RULE`
+in examples/backflip.py names the rule; earlier rules' runs keep their folders); started again,
+finished runs are reused and stopped ones resume from their last checkpoint. Rows are merged
+into benchmarks/results/backflip.json by rule and method, the curves drawn to
+benchmarks/results/backflip.png, and the first seed's preference policy is filmed to
+docs/img/backflip.mp4.
 """
 
 from __future__ import annotations
@@ -109,7 +108,7 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
             ax_score.plot(steps, score, **kw)
             ax_flips.plot(steps, flips, **kw)
         rows[method] = {
-            "method": method, "description": title, "env": backflip.ENV_ID,
+            "rule": backflip.RULE, "method": method, "description": title, "env": backflip.ENV_ID,
             "steps": int(curves[0][0][-1]), "seeds": [int(d.name.rsplit("_s", 1)[1]) for d in dirs],
             "rule_score_final": [float(c[1][-1]) for c in curves],
             "landed_flips_final": [float(c[2][-1]) for c in curves],
@@ -125,11 +124,15 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
     ax_score.set(xlabel="env steps", ylabel="rule score per episode (turns + time on feet)")
     ax_flips.set(xlabel="env steps", ylabel="backflips landed per episode")
     ax_score.legend()
-    fig.suptitle("Hopper backflip: evaluation episodes (5 each, deterministic actions)")
+    fig.suptitle(
+        f"Hopper backflip, rule '{backflip.RULE}': evaluation episodes (5 each, "
+        "deterministic actions)"
+    )
     fig.tight_layout()
     fig.savefig(FIGURE, dpi=110)
     existing = json.loads(RESULTS.read_text())["results"] if RESULTS.exists() else []
-    merged = {r["method"]: r for r in existing} | rows
+    key = lambda r: (r.get("rule"), r["method"])
+    merged = {key(r): r for r in existing} | {key(r): r for r in rows.values()}
     RESULTS.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
     if "pref" in rows:
@@ -149,7 +152,9 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--only", choices=list(METHODS), help="train one method only")
     parser.add_argument("--steps", type=int, default=500_000)
-    parser.add_argument("--runs-dir", type=Path, default=ROOT / "runs/bench-backflip-flight")
+    parser.add_argument(
+        "--runs-dir", type=Path, default=ROOT / f"runs/bench-backflip-{backflip.RULE}"
+    )
     parser.add_argument("--report-only", action="store_true")
     args = parser.parse_args()
     command = "python benchmarks/backflip.py " + " ".join(sys.argv[1:])

@@ -43,6 +43,8 @@ TIE = 0.01
 # now earns nothing.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
+RULE = "flight"
+"""The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
 
