@@ -14,7 +14,7 @@ score and the backflips landed. Runs go to runs/bench-backflip-<rule>/<method>_s
 in examples/backflip.py names the rule; earlier rules' runs keep their folders); started again,
 finished runs are reused and stopped ones resume from their last checkpoint. Rows are merged
 into benchmarks/results/backflip.json by rule and method, the curves drawn to
-benchmarks/results/backflip.png, and the first seed's preference policy is filmed to
+benchmarks/results/backflip-<rule>.png, and the first seed's preference policy is filmed to
 docs/img/backflip.mp4.
 """
 
@@ -37,7 +37,7 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
 RESULTS = ROOT / "benchmarks/results/backflip.json"
-FIGURE = ROOT / "benchmarks/results/backflip.png"
+FIGURE = ROOT / f"benchmarks/results/backflip-{backflip.RULE}.png"
 VIDEO = ROOT / "docs/img/backflip.mp4"
 DONE = "finished.json"
 

@@ -2,9 +2,9 @@
 
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
-backwards in flights that never touch the floor with the torso or thigh (from its feet back
-to its feet), with a little extra for time spent on its feet (so a flip that
-lands beats one that ends on its back). The agent never sees the rule, only the answers.
+backwards with the whole body in the air, having taken off from its feet, with a bonus for each
+backflip landed on its feet and a little for time spent on them. The agent never sees the rule,
+only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -29,41 +29,44 @@ from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 from prefrl import Label, PreferenceLearner, RewardConfig, ScheduleConfig, Teacher
 
 TURN = 2 * np.pi
-ON_FEET_BONUS = 0.0005
-"""Score per step spent on its feet, in turns: between two equal flips the one that lands wins,
-while standing still for a whole 1000-step episode is worth half a backflip. (At 0.002, two
-flips' worth, SAC given the rule as its reward settled on standing still: 1.88 from 140k steps
-on, no flip landed.)"""
+ON_FEET_BONUS = 0.0002
+"""Score per step spent on its feet, in turns: standing still for a whole 1000-step episode is
+worth a fifth of a backflip. (At 0.002, two flips' worth, SAC given the rule as its reward settled
+on standing still.)"""
+LANDING_BONUS = 0.5
+"""Score of a backflip landed on its feet, in turns, on top of its turns in the air: of two
+equal flights the one that lands wins."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
-# Two rules before this one were gamed: one counting every backward turn taught rolling on the
-# floor; one counting turns only with the torso above 0.9 m taught falling backwards and getting
-# up again, keeping the turns made high and dropping those made on the floor
-# (docs/notes/2026-11-29-backflip.md). A flight that touches the floor with the torso or thigh
-# now earns nothing.
+# Three rules before this one were gamed or gave no way up to a flip (docs/notes/
+# 2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
+# high (falling backwards and getting up); turns of flights taken back when the torso or thigh
+# lands (a half flip earned no more than standing). This one pays backward turns made in the air.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "flight"
+RULE = "airborne"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
 
 
-def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray) -> np.ndarray:
-    """Torso high, upright (within ~37 degrees of vertical, any number of turns later) and
-    hardly moving up or down (so not in mid-air, short of a jump's apex)."""
-    return (height > 0.7) & (np.cos(angle) > 0.8) & (np.abs(rising) < 1.0)
+def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray, air: np.ndarray):
+    """Torso high, upright (within ~37 degrees of vertical, any number of turns later), hardly
+    moving up or down, and a foot on the floor (not at a jump's apex)."""
+    return (height > 0.7) & (np.cos(angle) > 0.8) & (np.abs(rising) < 1.0) & ~air
 
 
 NEAR = 0.05
-"""The torso or thigh closer than this to the floor (m) touches it: a Hopper lying still on its
-foot keeps them 2 cm above the floor, a flip far higher. (The leg and foot meet the floor at
-every take-off and landing.)"""
+"""The torso or thigh closer than this to the floor (m) lands on it: lying on the floor keeps them
+about 2 cm above it, a flip far higher."""
+AIR = 0.01
+"""Every part farther than this from the floor (m) is in the air: a foot standing on the floor is
+within a few millimetres of it (it sinks in up to 1 cm)."""
 
 
 def _hopper():
     """Hopper-v5's own model, a data to pose it in (to see what a pose touches), the floor and
-    the parts a flight must not touch it with."""
+    the parts that must not land on it."""
     global _HOPPER
     if _HOPPER is None:
         path = Path(gym.envs.mujoco.__file__).parent / "assets" / "hopper.xml"
@@ -78,50 +81,61 @@ def _hopper():
 _HOPPER = None
 
 
-def touches_down(obs: np.ndarray) -> np.ndarray:
-    """Whether the torso or the thigh touches the floor (comes within `NEAR` of it), for each
-    observation (axis -1):
-    the pose is in the observation (the torso's height and angle, the three joints'), so the
+def floor_contacts(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each observation (axis -1): whether the torso or thigh is down (within `NEAR` of the
+    floor) and whether the whole body is in the air (every part farther than `AIR` from it).
+    The pose is in the observation (the torso's height and angle, the three joints'), so the
     teacher sees what the simulator would."""
     model, data, floor, body = _hopper()
     poses = np.asarray(obs, np.float64)[..., :5].reshape(-1, 5)
-    out = np.empty(len(poses), bool)
+    down, air = np.empty(len(poses), bool), np.empty(len(poses), bool)
     for i, pose in enumerate(poses):
         data.qpos[1:6] = pose
         mujoco.mj_kinematics(model, data)
         mujoco.mj_collision(model, data)
-        out[i] = any({c.geom1, c.geom2} & body and floor in (c.geom1, c.geom2)
-                     for c in data.contact[: data.ncon])  # fmt: skip
-    return out.reshape(np.shape(obs)[:-1])
+        near = [c for c in data.contact[: data.ncon] if floor in (c.geom1, c.geom2)]
+        down[i] = any({c.geom1, c.geom2} & body for c in near)
+        air[i] = all(c.dist > AIR for c in near)
+    shape = np.shape(obs)[:-1]
+    return down.reshape(shape), air.reshape(shape)
 
 
-def rule_step(flight, touched, down, turn, feet):
-    """One step of the rule, for arrays of runs at once: a flight runs from one time on its feet
-    to the next; its backward turns count as they come (`turn`, this step's, in turns) unless
-    the torso or thigh touches the floor (`down`, after the step), which takes back what it had
-    earned
-    and earns nothing until it is on its feet again (`feet`). Returns the step's credit, the
-    flight's turns and whether it touched down, and the flips it landed: at least 0.9 of a turn
-    in a flight that ends on its feet without touching down counts as one."""
-    touch = ~touched & down
-    credit = np.where(touched, 0.0, np.where(touch, -flight, turn))
-    touched = touched | touch
-    flight = np.where(touched, 0.0, flight + turn)
-    landed = np.where(feet & ~touched, np.maximum(np.floor(flight + 0.1), 0), 0).astype(int)
-    return credit, np.where(feet, 0.0, flight), touched & ~feet, landed
+def rule_step(ready, since_feet, turn, air, down, feet):
+    """One step of the rule, for arrays of runs at once. `ready`: on its feet since the torso or
+    thigh last came down. A ready Hopper earns the backward turns it makes with its whole body in
+    the air (`air`: at both ends of the step; `turn`: this step's, in turns) and pays for the
+    forward turns it makes on the floor (so tipping back in the air and forward again on the
+    foot earns nothing); one not ready earns nothing either way (rolling, lying, getting up).
+    Turns in the air are kept however the flight ends. A landed backflip: back on its feet, ready,
+    at least 0.9 of a backward turn since it last stood (`since_feet`): it earns `LANDING_BONUS`.
+    Returns the step's credit, the new `ready` and `since_feet`, and the flips landed."""
+    credit = np.where(ready & (air | (turn < 0)), turn, 0.0)
+    since_feet = since_feet + turn
+    ready = ready & ~down
+    landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
+    credit = credit + LANDING_BONUS * landed
+    return credit, ready | feet, np.where(feet, 0.0, since_feet), landed
 
 
 def rule_score(obs: np.ndarray) -> np.ndarray:
-    """The rule's score of Hopper observations in time order (axis -2): the backward turns of
-    its flights that do not touch down, plus the on-feet bonus for every step after the first."""
+    """The rule's score of Hopper observations in time order (axis -2): the backward turns made
+    in the air from its feet, less the forward ones on the floor, the landed flips' bonus, and
+    the on-feet bonus for every step after the first."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
-    feet, down = on_feet(height, angle, rising), touches_down(obs)
+    down, air = floor_contacts(obs)
+    feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
-    flight, touched = np.zeros(height.shape[:-1]), down[..., 0]
+    ready, since_feet = feet[..., 0] & ~down[..., 0], np.zeros(height.shape[:-1])
     score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
     for t in range(turns.shape[-1]):
-        credit, flight, touched, _ = rule_step(flight, touched, down[..., t + 1],
-                                               turns[..., t], feet[..., t + 1])  # fmt: skip
+        credit, ready, since_feet, _ = rule_step(
+            ready,
+            since_feet,
+            turns[..., t],
+            air[..., t] & air[..., t + 1],
+            down[..., t + 1],
+            feet[..., t + 1],
+        )
         score = score + credit
     return score
 
@@ -143,9 +157,10 @@ class BackflipTeacher(Teacher):
 class HopperBackflip(HopperEnv):
     """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
     step, so that the sum of its rewards over any stretch is that stretch's rule score. It
-    counts the backflips it lands (a flight of at least 0.9 of a backward turn that ends on its
-    feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's score so far in `info["episode_metrics"]`,
-    which evaluations log as `eval/landed_flips_mean` and `eval/rule_score_mean`.
+    counts the backflips it lands (at least 0.9 of a backward turn from its feet back to its
+    feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's score so
+    far in `info["episode_metrics"]`, which evaluations log as `eval/landed_flips_mean` and
+    `eval/rule_score_mean`.
     `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
     during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
 
@@ -155,17 +170,25 @@ class HopperBackflip(HopperEnv):
 
     def reset_model(self):
         obs = super().reset_model()
-        self._flight, self._touched = np.zeros(()), np.zeros((), bool)
-        self._landed, self._score = 0, 0.0
+        down, self._air = floor_contacts(obs)
+        self._ready = on_feet(obs[0], obs[1], obs[6], self._air) & ~down
+        self._since_feet, self._landed, self._score = np.zeros(()), 0, 0.0
         return obs
 
     def step(self, action):
         before = self._get_obs()
         obs, _, terminated, truncated, info = super().step(action)
-        feet = on_feet(obs[0], obs[1], obs[6])
-        credit, self._flight, self._touched, landed = rule_step(
-            self._flight, self._touched, touches_down(obs), -(obs[1] - before[1]) / TURN, feet
+        down, air = floor_contacts(obs)
+        feet = on_feet(obs[0], obs[1], obs[6], air)
+        credit, self._ready, self._since_feet, landed = rule_step(
+            self._ready,
+            self._since_feet,
+            -(obs[1] - before[1]) / TURN,
+            self._air & air,
+            down,
+            feet,
         )
+        self._air = air
         score = float(credit) + ON_FEET_BONUS * float(feet)
         self._score += score
         self._landed += int(landed)

@@ -405,24 +405,39 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     assert latest_checkpoint(stopped.run_dir).name == "step_000000005"
 
 
-def test_the_backflip_rule_pays_flights_that_keep_off_the_floor():
+def test_the_backflip_rule_pays_backward_turns_in_the_air():
     """examples/backflip.py's rule: a whole backward turn in the air, from its feet to its feet,
-    scores about one turn; the same turn with the torso on the floor midway
-    scores nothing; the env's rewards, step by step, add up to the rule's score."""
+    scores the turn and the landing's half; with the torso on the floor midway, the turns made
+    in the air before it are kept and no flip is landed; the same turn made on the floor scores
+    nothing, and tipping back in hops and forward on the foot nothing either; the env's rewards,
+    step by step, add up to the rule's score."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
     finally:
         sys.path.remove(str(EXAMPLES))
+    standing = backflip.ON_FEET_BONUS
     obs = np.zeros((100, 11))
-    obs[:, 0] = 1.2  # (the torso high all along: a flip in the air)
+    obs[:, 0] = 1.2  # (standing: the foot on the floor)
+    obs[10:70, 0] = 2.0  # (the whole body in the air)
     obs[10:70, 1] = -np.linspace(0, 2 * np.pi, 60)
     obs[70:, 1] = -2 * np.pi
-    obs[10:69, 6] = 2.0  # (moving up or down in flight: not on its feet)
-    assert abs(float(backflip.rule_score(obs)) - 1.0) < 0.05
-    lying = obs.copy()
-    lying[40, 0] = 0.07  # (the torso on the floor midway)
-    assert abs(float(backflip.rule_score(lying))) < 0.05
+    obs[10:69, 6] = 2.0  # (moving up or down in flight)
+    on_feet = 9 + 30  # (steps 1-9 and 70-99)
+    assert abs(float(backflip.rule_score(obs)) - (1.5 + on_feet * standing)) < 1e-6
+    down = obs.copy()
+    down[40, 0] = 0.07  # (the torso on the floor midway: 29 of the 59 steps' turns before it)
+    assert abs(float(backflip.rule_score(down)) - (29 / 59 + on_feet * standing)) < 1e-6
+    rolled = obs.copy()
+    rolled[10:70, 0] = 0.07  # (the same turn lying on the floor)
+    assert abs(float(backflip.rule_score(rolled)) - on_feet * standing) < 1e-6
+    hops = np.zeros((200, 11))
+    hops[:, 0] = 1.2
+    for start in range(0, 200, 20):  # (a twentieth of a turn back in the air, forward on the foot)
+        hops[start + 5 : start + 10, 0] = 1.6
+        hops[start + 5 : start + 10, 1] = -np.linspace(0, 0.1 * np.pi, 5)
+        hops[start + 10 : start + 20, 1] = -np.linspace(0.1 * np.pi, 0, 10)
+    assert float(backflip.rule_score(hops)) < 200 * standing + 1e-6
     env = prefrl.make_env(backflip.ENV_ID, seed=0)
     seen, rewards = [env.reset(seed=0)[0]], []
     for action in np.random.default_rng(0).uniform(-1, 1, (300, 3)):
