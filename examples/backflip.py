@@ -228,5 +228,6 @@ if __name__ == "__main__":
     result = backflip.teach(*[int(a) for a in sys.argv[1:3]])
     print(
         f"{result.labels} labels; the rule's score of the last evaluation: "
-        f"{result.final_eval.returns.mean():.2f} (backward turns in the air, landed flips, time on its feet)"
+        f"{result.final_eval.returns.mean():.2f} (backward turns in the air, landed flips, "
+        "time on its feet)"
     )
