@@ -22,8 +22,12 @@ def add_grid_flags(parser: argparse.ArgumentParser) -> None:
 def run_grid(configs: dict, seeds, runs: Path, args: argparse.Namespace) -> SweepResult:
     """Every config x seed to its end, in `runs`/runs/<config>_s<seed>; exits naming the failed
     runs' errors, or saying how to go on when the sweep was stopped."""
-    sweep = run_sweep(configs, seeds, runs, address=args.address, gpus_per_run=args.gpus_per_run,
-                      num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+    try:
+        sweep = run_sweep(configs, seeds, runs, address=args.address,
+                          gpus_per_run=args.gpus_per_run,
+                          num_cpus=args.jobs if args.address is None else None)  # fmt: skip
+    except KeyboardInterrupt:  # (Ctrl-C or SIGTERM: no traceback)
+        raise SystemExit("stopped; start the script again to resume") from None
     for o in sweep.failed:
         print(f"{o.name} failed:\n{o.error}", file=sys.stderr)
     if sweep.failed:
