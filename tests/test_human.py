@@ -98,6 +98,32 @@ def test_a_restart_from_step_0_waits_for_the_rest_of_the_first_session(tmp_path,
     assert "Only 12 of the first 20 labels after 1 s (first_labels_timeout)" in out
 
 
+def test_a_restart_from_step_0_with_a_later_session_unanswered_trains_on_its_labels(
+    tmp_path, capsys
+):
+    """Killed before its first checkpoint with its first session answered (4 labels) and a
+    second asked but not: started again from step 0 it does not wait (the first session is in)
+    and fits its reward model on the 4 at once, fewer than the refit's 10 and with pairs still
+    open: without a model the agent has nothing to learn from."""
+    kw = {"teacher": TeacherConfig("terminal"), "poll_seconds": 0.05, "steps": 700,
+          "first_labels_timeout": 0.5,
+          "schedule": ScheduleConfig(budget=8, session_size=4, interval=300)}  # fmt: skip
+    run_dir = train_online(_config(tmp_path, **kw)).run_dir  # (nobody labels: it goes on)
+    with FeedbackStore(run_dir) as store:
+        run_id = store.run_id(run_uid(run_dir))
+        asked = store.open_queries(run_id)
+        assert len(asked) == 8
+        store.add_labels([q.id for q in asked[:4]], ["left"] * 4, "terminal")
+    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first checkpoint
+    capsys.readouterr()
+    result = train_online(_config(tmp_path, resume=run_dir, **kw))
+    out = capsys.readouterr().out
+    assert "no checkpoint yet" in out and "labels in its store are kept" in out
+    assert "Waiting for" not in out and "never fitted" not in out
+    fits = [r for r in read_metrics(run_dir) if "reward/segment_return_corr" in r]
+    assert fits and fits[0]["feedback/labels"] == 4 and result.labels == 4
+
+
 def test_a_stop_at_the_last_step_finishes_and_a_resume_with_nothing_to_train_serves_nothing(
     tmp_path, capsys
 ):

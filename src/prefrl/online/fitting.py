@@ -40,10 +40,14 @@ class RewardFitting:
     def due(self, labels: int, all_asked: bool, unanswered, is_human: bool) -> bool:
         """New labels are enough of a change (`refit_growth`), or the budget's last: then
         scripted answers (they come all at once) get a fit. A person's come one by one: fit
-        every `refit_labels` of them, or when nothing asked is left unanswered. `unanswered()`
-        may ask the store: it is called only when needed."""
+        every `refit_labels` of them, or when nothing asked is left unanswered. Without a model
+        yet, any labels are: the agent has no reward to learn from until the first fit (a run
+        restarted from step 0 finds its first session answered and a later one not).
+        `unanswered()` may ask the store: it is called only when needed."""
         if self.unfitted_labels == 0:
             return False
+        if not self.fitted:
+            return True
         fitted = labels - self.unfitted_labels
         if self.unfitted_labels < self.refit_growth * fitted and not (
             all_asked and unanswered() == 0

@@ -313,8 +313,9 @@ def start_run(loop_factory, config, name: str, callbacks: Callbacks | None = Non
     else:
         loop, ckpt = restore_newest(loop_factory, config, run_dir)
         if ckpt is None:
+            kept = " (the labels in its store are kept and trained on)" * hasattr(loop, "feedback")
             print(f"{run_dir} has no checkpoint yet (it stopped before its first): starting it "
-                  "again from step 0", flush=True)  # fmt: skip
+                  f"again from step 0{kept}", flush=True)  # fmt: skip
         else:
             print(f"resuming from {ckpt.name} (step {loop.step:,} of {config.steps:,})",
                   flush=True)  # fmt: skip
