@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx2
 import numpy as np
 import pytest
-from conftest import free_port
+from conftest import PREFRL_WITH_CTRL_C, free_port
 from test_online import _config
 
 from prefrl.cli import main
@@ -373,3 +373,33 @@ def test_a_person_in_chromium_labels_on_through_a_kill_9_of_their_trainer(tmp_pa
     finally:
         trainer.kill()
         trainer.wait(timeout=60)
+
+
+def test_ctrl_c_in_the_terminal_stops_a_trainer_waiting_for_labels_without_a_server_failure(
+    tmp_path,
+):
+    """A terminal's Ctrl-C goes to its whole foreground group: the labelling server is not in
+    it (the trainer stops it), so its death is not reported as a failure and restarted while
+    the trainer stops."""
+    port = free_port()
+    trainer = subprocess.Popen(
+        [*PREFRL_WITH_CTRL_C, "train", "--env", "toy:point-reach", "--teacher", "web",
+         "--web-port", str(port), "--steps", "100000", "--warmstart-steps", "300",
+         "--segment-length", "10", "--reward.hidden-dims", "32", "32", "--sac.hidden-dims",
+         "32", "32", "--no-video", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress"],
+        env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        lines = [trainer.stdout.readline()]
+        while lines[-1] and "Waiting for your first" not in lines[-1]:
+            lines.append(trainer.stdout.readline())
+        assert lines[-1], "".join(lines)
+        server = httpx2.get(f"http://127.0.0.1:{port}/api/server", timeout=60).json()["pid"]
+        assert os.getpgid(server) != os.getpgid(trainer.pid)
+        os.killpg(trainer.pid, signal.SIGINT)  # (as a terminal sends Ctrl-C)
+        out = "".join(lines) + trainer.communicate(timeout=300)[0]
+    finally:
+        trainer.kill()
+    assert "stopped" in out and "labelling server stopped" not in out, out
+    assert "Traceback" not in out, out

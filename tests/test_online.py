@@ -253,6 +253,7 @@ def test_queries_wait_for_segments(tmp_path):
         ({"refit_growth": -0.1}, r"--refit-growth=-0.1 is invalid: expected a number >= 0"),
         ({"refit_growth": float("nan")}, r"--refit-growth=nan is invalid"),
         ({"update_every": 0}, r"--update-every=0 is invalid: expected a positive integer"),
+        ({"web_port": 70000}, r"--web-port=70000 is invalid: expected a port number \(1-65535\)"),
     ],
 )
 def test_bad_input_fails_before_training(tmp_path, overrides, message):

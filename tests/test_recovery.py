@@ -271,11 +271,26 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
         store.add_label(q, "left", source="web", annotator_id=bob)
     trainer = workers.hold_trainer(run_dir)  # a trainer runs: it asks for more
     assert "answered: the agent asks for more" in no_pair_message(store, run_id, run_dir, bob)
-    trainer.close()  # no trainer: say so, and what to run
+    # ... unless its budget is all asked: then it asks no more.
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach", "steps": 1000,
+                                                     "schedule": {"budget": 3}}))  # fmt: skip
     assert no_pair_message(store, run_id, run_dir, bob) == (
-        "The trainer is not running: it stopped at step 0 of 1,000 with 3 label(s). Resume it to "
-        f"be asked for more: `prefrl train --resume {run_dir}`."
+        "Every pair is answered, and the run has asked all 3 of its budget (--schedule.budget): "
+        "it trains on them to its end, asking no more."
     )
+    trainer.close()  # no trainer: say so, and what to run
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 600}) + "\n")
+    assert no_pair_message(store, run_id, run_dir, bob) == (
+        "The trainer is not running: it stopped at step 600 of 1,000 with 3 label(s). Resume it "
+        f"to be asked for more: `prefrl train --resume {run_dir}`."
+    )
+    # Stopped with Ctrl-C: its checkpoint is where it stopped, after the last metrics row.
+    ckpt = run_dir / "checkpoints" / "step_000000640"
+    ckpt.mkdir(parents=True)
+    (ckpt / "loop.json").write_text(json.dumps({"step": 640}))
+    (run_dir / "checkpoints" / "latest").write_text(ckpt.name)
+    assert "it stopped at step 640 of 1,000" in no_pair_message(store, run_id, run_dir, bob)
+    shutil.rmtree(run_dir / "checkpoints")
     (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")
     assert no_pair_message(store, run_id, run_dir, bob) == (
         "The run has finished (1,000 steps) with 3 label(s). Next: see what it learned with "

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from prefrl.feedback.store import FeedbackStore
+from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.workers import failures, renderer_running, trainer_running
 
@@ -49,7 +50,20 @@ def no_pair_message(
     if not trained:
         step = config.get("next")
         return "Every pair is answered: thank you." + (f" Next: {step}" if step else "")
-    return gone or "Every pair asked so far is answered: the agent asks for more as it trains."
+    if gone:
+        return gone
+    budget, flag = _budget(config)
+    if budget is not None and store.query_count(run_id) >= budget:
+        return (f"Every pair is answered, and the run has asked all {budget} of its budget "
+                f"({flag}): it trains on them to its end, asking no more.")  # fmt: skip
+    return "Every pair asked so far is answered: the agent asks for more as it trains."
+
+
+def _budget(config: dict) -> tuple[int | None, str]:
+    """The labels a training run asks for in all, and the flag that sets it."""
+    if "ppo_frames" in config:  # (prefrl frames)
+        return config.get("labels"), "--labels"
+    return (config.get("schedule") or {}).get("budget"), "--schedule.budget"
 
 
 def no_trainer_message(
@@ -75,9 +89,19 @@ def _ended(run_dir: Path, config: dict) -> tuple[int, int, str] | None:
     that made it (None while one runs)."""
     if trainer_running(run_dir) is not False:
         return None
-    rows = read_metrics(run_dir)
     command = "frames" if "ppo_frames" in config else "train"
-    return (rows[-1]["step"] if rows else 0), config["steps"], command
+    return _stopped_at(run_dir), config["steps"], command
+
+
+def _stopped_at(run_dir: Path) -> int:
+    """Where a resume goes on from: its latest checkpoint's step (a stop writes one where it
+    stopped), else its last metrics row's."""
+    ckpt = latest_checkpoint(run_dir)
+    try:
+        return int(json.loads((ckpt / "loop.json").read_text())["step"])
+    except (TypeError, OSError, ValueError, KeyError):
+        rows = read_metrics(run_dir)
+        return rows[-1]["step"] if rows else 0
 
 
 def resume_notice(run_dir: Path) -> str | None:

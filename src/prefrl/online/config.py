@@ -163,6 +163,7 @@ class OnlineConfig:
             **{name: (getattr(self, name) > 0, "a positive integer") for name in positive},
             "refit_growth": (self.refit_growth >= 0, "a number >= 0"),  # (NaN fails too)
             "checkpoint_minutes": (self.checkpoint_minutes > 0, "> 0"),
+            "web_port": (0 < self.web_port < 65536, "a port number (1-65535)"),
             "first_labels_timeout": (
                 self.first_labels_timeout is None or self.first_labels_timeout > 0, "> 0 or None"
             ),

@@ -159,7 +159,10 @@ class LabellingServer:
         log = open(self.run_dir / LOG, "ab")  # noqa: SIM115 (the child holds it open)
         try:
             env = {**os.environ, PARENT_ENV: str(os.getpid())}
-            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+            # In a session of its own: a Ctrl-C in the terminal is the trainer's to handle (it
+            # stops the server itself), not a server's death to restart it after.
+            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                    start_new_session=True)  # fmt: skip
         finally:
             log.close()
 
