@@ -340,17 +340,28 @@ def test_every_preset_makes_a_config_of_its_commands_kind():
     assert presets.RL_PRESETS["robopianist-debug"].config.env.startswith("robopianist:debug-")
 
 
-def test_a_persons_labels_are_said_to_be_theirs_not_a_teachers(monkeypatch):
-    """`prefrl train`'s last lines: who gave the labels (a person, not "the web teacher")."""
+def test_a_persons_labels_are_said_to_be_theirs_not_a_teachers(monkeypatch, tmp_path):
+    """`prefrl train`'s last lines: who gave the labels (a person, not "the web teacher"), and
+    where, by the store's record (a person may label in the browser and the terminal)."""
+    from collections import Counter
     from types import SimpleNamespace
 
     from prefrl.cli import train as cli_train
     from prefrl.feedback import TeacherConfig, run_labels
 
-    monkeypatch.setattr(run_labels, "imported_label_count", lambda run_dir, store: 0)
-    result = SimpleNamespace(labels=12, run_dir="run")
-    for preset, said in [("web", "12 from you (labelling in the browser)"),
-                         ("terminal", "12 from you (labelling in the terminal)"),
-                         ("oracle", "12 from the oracle teacher")]:  # fmt: skip
+    (tmp_path / "config.json").write_text("{}")
+    result = SimpleNamespace(labels=12, run_dir=tmp_path)
+    for preset, sources, said in [
+        ("web", {"web": 12}, "12 from you (12 in the browser)"),
+        ("web", {"web": 9, "terminal": 3}, "12 from you (3 in the terminal, 9 in the browser)"),
+        ("terminal", {"terminal": 12}, "12 from you (12 in the terminal)"),
+        ("oracle", {"oracle": 12}, "12 from the oracle teacher"),
+        ("web", {"web": 8, "import:run-a": 4},
+         ("12, 4 of them loaded from other runs (prefrl labels import) and 8 from you (8 in "
+          "the browser)")),
+    ]:  # fmt: skip
+        monkeypatch.setattr(
+            run_labels, "label_sources", lambda run_dir, store, s=sources: Counter(s)
+        )
         config = SimpleNamespace(teacher=TeacherConfig(preset=preset), store=None)
         assert cli_train._label_origins(result, config) == said

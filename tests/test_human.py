@@ -398,8 +398,11 @@ def test_ctrl_c_in_the_terminal_stops_a_trainer_waiting_for_labels_without_a_ser
         server = httpx2.get(f"http://127.0.0.1:{port}/api/server", timeout=60).json()["pid"]
         assert os.getpgid(server) != os.getpgid(trainer.pid)
         os.killpg(trainer.pid, signal.SIGINT)  # (as a terminal sends Ctrl-C)
-        out = "".join(lines) + trainer.communicate(timeout=300)[0]
+        trainer.wait(timeout=300)  # (what it prints after the signal fits in the pipe)
+        out = "".join(lines) + trainer.stdout.read()
     finally:
         trainer.kill()
     assert "stopped" in out and "labelling server stopped" not in out, out
     assert "Traceback" not in out, out
+    # (the page to label on is the trainer's own server's, not a second one to start)
+    assert f"Label in the browser at http://127.0.0.1:{port}/compare or" in " ".join(out.split())

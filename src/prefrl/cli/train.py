@@ -75,12 +75,17 @@ def cmd_train(args: list[str]) -> int:
 def _label_origins(result, config) -> str:
     """How many labels the run trained on, and who gave them: those loaded from other runs
     (`--load-labels`, `prefrl labels import`) are not its teacher's."""
-    from prefrl.feedback.run_labels import imported_label_count
+    from prefrl.feedback.exchange import IMPORTED
+    from prefrl.feedback.run_labels import label_sources
 
-    preset = config.teacher.preset
-    teacher = (f"you (labelling {'in the browser' if preset == 'web' else 'in the terminal'})"
-               if config.teacher.is_human else f"the {preset} teacher")  # fmt: skip
-    loaded = imported_label_count(result.run_dir, config.store)
+    sources = label_sources(result.run_dir, config.store)
+    loaded = sum(n for source, n in sources.items() if source.startswith(IMPORTED))
+    teacher = f"the {config.teacher.preset} teacher"
+    if config.teacher.is_human:  # (in the browser, the terminal, or both)
+        where = {"web": "in the browser", "terminal": "in the terminal"}
+        given = [f"{n} {where.get(s, f'as {s}')}" for s, n in sorted(sources.items())
+                 if not s.startswith(IMPORTED)]  # fmt: skip
+        teacher = "you" + (f" ({', '.join(given)})" if given else "")
     if not loaded:
         return f"{result.labels} from {teacher}"
     stored = json.loads((result.run_dir / "config.json").read_text()).get("load_labels")

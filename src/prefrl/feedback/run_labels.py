@@ -3,13 +3,13 @@ side is `feedback.exchange`; this adds the run directory and its env."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from prefrl.envs import is_pixel_env, make_env
 from prefrl.envs.frames import FRAME_SIZE
 from prefrl.feedback.exchange import (
-    IMPORTED,
     document_origin,
     export_labels,
     import_labels,
@@ -68,10 +68,10 @@ def import_run_labels(source: str | Path, run_dir: str | Path,
     return Imported(0, f"the labels of {doc.get('run')!r} were imported before")
 
 
-def imported_label_count(run_dir: str | Path, store: str | None = None) -> int:
-    """How many of a run's labels came from other runs (`--load-labels`, `prefrl labels
-    import`) rather than from its own teacher."""
+def label_sources(run_dir: str | Path, store: str | None = None) -> Counter:
+    """How many of a run's labels came from where: `web`, `terminal`, a scripted teacher's
+    name, or other runs (`import:...`: `--load-labels`, `prefrl labels import`)."""
     run = run_info(run_dir, store)
     with FeedbackStore(run.store, create=False) as feedback:
         labels = feedback.labels(feedback.run_id(run.uid, create=False))
-    return sum(x.source.startswith(IMPORTED) for x in labels)
+    return Counter(x.source for x in labels)

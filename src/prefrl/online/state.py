@@ -224,10 +224,11 @@ class OnlineRun(TrainingLoop):
         first, timeout = self.config.schedule.initial_labels, self.config.first_labels_timeout
         left, human = self.first_session_unanswered(), self.feedback.is_human
         some_in = f" ({first - left} in)" if left < first else ""
+        browser = f"at {server.url}/compare" if server else f"(prefrl serve {self.run_dir})"
         progress.say(
             f"[bold]Waiting for your first {first} labels[/bold]{some_in} before training on a "
-            f"learned reward. Label in the browser (prefrl serve {self.run_dir}) or the "
-            f"terminal (prefrl label {self.run_dir}); training goes on as soon as they are in."
+            f"learned reward. Label in the browser {browser} or the terminal (prefrl label "
+            f"{self.run_dir}); training goes on as soon as they are in."
             if human
             else f"[bold]Waiting for the teacher's first {first} answers[/bold]{some_in} before "
             "training on a learned reward" + (f" (for {timeout:g} s at most)." if timeout else ".")

@@ -268,9 +268,11 @@ class FramePreferenceRun(FrameRun):
         if not self.feedback.is_human:
             return
         self.serve()
+        browser = (
+            f"at {self.server.url}/compare" if self.server else f"(prefrl serve {self.run_dir})"
+        )
         print(f"Waiting for your first {self.feedback.unanswered()} labels: label in the browser "
-              f"(prefrl serve {self.run_dir}) or the terminal (prefrl label {self.run_dir})",
-              flush=True)  # fmt: skip
+              f"{browser} or the terminal (prefrl label {self.run_dir})", flush=True)  # fmt: skip
         while self.feedback.unanswered() > 0 and not self.stop.requested:
             if self.server is not None and (news := self.server.check()):
                 print(news, flush=True)
