@@ -2,6 +2,7 @@
 callbacks `train(callback=...)` calls (`TrainEvent`): a custom logger, early stops."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,3 +127,22 @@ def test_a_callback_that_is_not_a_function_is_refused_before_any_run(tmp_path):
     with pytest.raises(TypeError, match="callback=\\[.*'x'\\] is not a function"):
         RLLearner("toy:point-reach", runs_dir=tmp_path, **RL).train(callback=[print, "x"])
     assert not any(tmp_path.iterdir())
+
+
+def test_a_summary_compares_each_figure_with_the_same_figure_before():
+    """A policy trained from another (offline CPL from its BC policy, fine-tuning): the return
+    beside the return before, the normalised score beside the score before, never one beside
+    the other."""
+    from prefrl.training.evaluate import EvalResult
+    from prefrl.training.result import TrainResult
+
+    def scored(returns, score, std):
+        return EvalResult(np.array(returns, float), np.array([1000, 1000]),
+                          extra={"eval/score_mean": score, "eval/score_std": std})  # fmt: skip
+
+    result = TrainResult(Path("run"), 300, final_eval=scored([30, 32], 28.8, 0.8),
+                         title="CPL", details={"start_eval": scored([11, 12], 11.5, 0.2)})  # fmt: skip
+    assert result.summary() == (
+        "CPL after 300 steps: return 31.0 +- 1.0 (from 11.5 +- 0.5) over 2 episodes, normalised "
+        "score 28.8 +- 0.8 (from 11.5 +- 0.2); run"
+    )

@@ -97,7 +97,9 @@ def _offline_cpl(config: OfflineCPLConfig, callbacks: Callbacks) -> TrainResult:
     write_json(run_dir / "config.json", config_to_dict(config))
     metrics = MetricsLogger(run_dir)
     envs = make_eval_envs(dataset.env_id, config.eval_episodes, None)
-    progress = TrainingProgress(config.bc_steps + config.steps, 0, enabled=config.progress)
+    progress = TrainingProgress(
+        config.bc_steps + config.steps, 0, enabled=config.progress, eval_label="normalised score"
+    )
     try:
         rl_config = RLConfig(env=dataset.env_id, sac=SACConfig(hidden_dims=config.hidden_dims))
         sac = SAC(rl_config.sac, dataset.obs_dim, dataset.action_dim)
@@ -121,7 +123,7 @@ def _offline_cpl(config: OfflineCPLConfig, callbacks: Callbacks) -> TrainResult:
             bc_eval = scored(params)
             bc_scores = dataset.normalized_score(bc_eval.returns)
             metrics.log(config.bc_steps, {"eval/bc_score_mean": float(bc_scores.mean())})
-            progress.update(config.bc_steps, last_eval=float(bc_scores.mean()))
+            progress.update(config.bc_steps, last_eval=float(bc_scores.mean()), info="CPL")
             callbacks("eval", 0, bc_eval.summary, eval=bc_eval)
             data = pair_arrays(*(pairs[k] for k in ("obs_left", "action_left", "obs_right",
                                                      "action_right", "label")))  # fmt: skip

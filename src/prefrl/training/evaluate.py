@@ -55,19 +55,31 @@ class EvalResult:
         """The share of episodes that ended in success (None: the task reports none)."""
         return None if self.success is None else float(self.success.mean())
 
-    def describe(self) -> str:
+    def describe(self, before: EvalResult | None = None) -> str:
         """One phrase: the return (and the normalised score, the success rate, where there
-        are); the success rate alone where the returns are the successes (RFCL's)."""
+        are); the success rate alone where the returns are the successes (RFCL's). `before`:
+        an evaluation of the policy it started from, each figure followed by its own there."""
+
+        def was(figure: str) -> str:
+            return f" (from {figure})" if figure else ""
+
         episodes = f"over {len(self.returns)} episodes"
         if self.success is not None and np.array_equal(self.returns, self.success):
-            return f"success {self.success_rate:.2f} {episodes}"
-        out = f"return {plus_minus(self.mean, self.std)} {episodes}"
+            then = f"{before.success_rate:.2f}" if before and before.success is not None else ""
+            return f"success {self.success_rate:.2f}{was(then)} {episodes}"
+        then = plus_minus(before.mean, before.std) if before else ""
+        out = f"return {plus_minus(self.mean, self.std)}{was(then)} {episodes}"
         if "eval/score_mean" in self.extra:
-            out += (f", normalised score {self.extra['eval/score_mean']:.1f} +- "
-                    f"{self.extra.get('eval/score_std', float('nan')):.1f}")  # fmt: skip
+            out += f", normalised score {self._score()}"
+            out += was(before._score() if before and "eval/score_mean" in before.extra else "")
         if self.success_rate is not None:
-            out += f", success {self.success_rate:.2f}"
+            then = f"{before.success_rate:.2f}" if before and before.success is not None else ""
+            out += f", success {self.success_rate:.2f}{was(then)}"
         return out
+
+    def _score(self) -> str:
+        return (f"{self.extra['eval/score_mean']:.1f} +- "
+                f"{self.extra.get('eval/score_std', float('nan')):.1f}")  # fmt: skip
 
     def __repr__(self) -> str:
         return f"EvalResult({self.describe()})"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prefrl.fielddocs import document_fields
-from prefrl.training.evaluate import EvalResult, plus_minus
+from prefrl.training.evaluate import EvalResult
 
 if TYPE_CHECKING:
     from prefrl.training.policies import LoadedPolicy
@@ -82,10 +82,8 @@ class TrainResult:
             return f"{head} at step {self.steps:,}: nothing left to train; {self.run_dir}"
         else:
             head = f"{head} after {self.steps:,} steps"
-        parts = [self.final_eval.describe()]
         start = self.details.get("start_eval")
-        if isinstance(start, EvalResult):
-            parts[0] += f" (from {plus_minus(start.mean, start.std)})"
+        parts = [self.final_eval.describe(start if isinstance(start, EvalResult) else None)]
         if self.labels is not None and self.details.get("labels_are") == "ratings":
             parts.append(f"{self.labels:,} ratings ({self.details['pairs']:,} pairs)")
         elif self.labels is not None:
