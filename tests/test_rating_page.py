@@ -66,3 +66,27 @@ def test_rating_clips_play_slowed_down_and_only_clips_with_sound_can_be_listened
         assert page.evaluate(rates) == [0.5] * 3
         assert page.evaluate("localStorage.getItem('prefrl-speed')") == "0.5"
         browser.close()
+
+
+def test_serving_a_rating_run_gives_the_rating_page_first(tmp_path):
+    """A rating run has clips to rate, no pairs: `prefrl serve` leads with its /rate link."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import free_port
+
+    run_dir = make_rating_run(tmp_path / "rate", ENV, random_segments(ENV, count=2, length=10)[:2],
+                              [{}] * 2, 64)  # fmt: skip
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefrl", "serve", str(run_dir), "--port", str(port),
+         "--no-render"], env={**os.environ, "JAX_PLATFORMS": "cpu"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        first = server.stdout.readline()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    assert first.startswith(f"rate at http://127.0.0.1:{port}/rate"), first

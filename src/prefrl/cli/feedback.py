@@ -46,6 +46,7 @@ def cmd_serve(args: list[str]) -> int:
 
     from prefrl.feedback.renderer import RendererSupervisor
     from prefrl.feedback.store import run_info, store_url
+    from prefrl.feedback.waiting import run_kind
     from prefrl.web.app import SERVE_ENV, create_app, record_address
     from prefrl.web.serve import PortTaken, bind, follow_parent
 
@@ -89,7 +90,9 @@ def cmd_serve(args: list[str]) -> int:
         if opts.render:
             renderer = RendererSupervisor(run, opts.clip_size, opts.queue, opts.side_by_side)
         record_address(run.run_dir, where)
-        if local:
+        if local and run_kind(run.run_dir).get("kind") == "ratings":  # (clips to rate, no pairs)
+            print(f"rate at {where}/rate  (run: {where}/run)", flush=True)
+        elif local:
             print(f"label at {where}/compare  (rate: {where}/rate, run: {where}/run)", flush=True)
         else:
             print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
