@@ -141,6 +141,16 @@ def test_api_labels_are_committed_once_and_bad_input_is_refused(run):
         status = client.get("/api/status").json()
         assert status["labels"] == 1 and status["counts"]["left"] == 1
         assert status["waiting_for_first_labels"]  # open queries, no reward fit yet
+        # Two fits, the first without held-out labels (so no accuracy): both counted.
+        (run.run_dir / "metrics.jsonl").write_text(
+            json.dumps({"step": 300, "reward/segment_return_corr": 0.4}) + "\n"
+            + json.dumps({"step": 600, "reward/segment_return_corr": 0.6,
+                          "reward/val_accuracy": 0.75}) + "\n"
+        )  # fmt: skip
+        status = client.get("/api/status").json()
+        assert status["reward_fits"] == 2 and status["reward_val_accuracy"] == 0.75
+        assert [f["val_accuracy"] for f in status["fits"]] == [None, 0.75]
+        (run.run_dir / "metrics.jsonl").unlink()
         page = client.get("/run")
         assert page.status_code == 200 and "waiting for the first labels" in page.text
         for path in ("/compare", "/rate"):

@@ -208,7 +208,11 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
         agree), the reward model's fits, the learning curve."""
         counts = store.label_counts(run_id)
         rows = read_metrics(run.run_dir)
-        fits = [r for r in rows if "reward/val_accuracy" in r]
+        # (every fit logs its learned-vs-true correlation; a fit without held-out labels has
+        # no accuracy)
+        fits = [r for r in rows if {"reward/segment_return_corr", "reward/clip_return_corr",
+                                    "reward/val_accuracy"} & r.keys()]  # fmt: skip
+        accuracies = [r["reward/val_accuracy"] for r in fits if "reward/val_accuracy" in r]
         evals = [r for r in rows if "eval/return_mean" in r]
         open_queries = store.query_count(run_id, status="open")
         crowd = store.annotator_stats(run_id)
@@ -220,12 +224,12 @@ def create_app(run: RunInfo, require_token: bool = False, overlap: float = 0.0) 
             "open_queries": open_queries,
             # (only a training run waits; a labelling run of a dataset's pairs has no trainer)
             "waiting_for_first_labels": open_queries > 0 and not fits and online,
-            "reward_val_accuracy": fits[-1]["reward/val_accuracy"] if fits else None,
+            "reward_val_accuracy": accuracies[-1] if accuracies else None,
             "reward_fits": len(fits),
             "fits": [
                 {
                     "step": r["step"],
-                    "val_accuracy": _finite(r["reward/val_accuracy"]),
+                    "val_accuracy": _finite(r.get("reward/val_accuracy")),
                     "labels": r.get("feedback/labels"),
                 }
                 for r in fits

@@ -24,11 +24,14 @@ function range(values) {
 
 function fmt(v) {
   const a = Math.abs(v);
-  return a >= 1e4 ? v.toExponential(1) : a >= 100 ? v.toFixed(0) : a >= 1 ? v.toFixed(1) : v.toFixed(2);
+  // (steps in full, 12,500 and 13,000: "1.3e+4" twice says nothing, and was cut at the edge)
+  if (a >= 100) return v.toLocaleString("en-US", { maximumFractionDigits: 0 });
+  return a >= 1 ? v.toFixed(1) : v.toFixed(2);
 }
 
 // One chart: `series` are {points: [[x, y]], colour, line, name}; empty: `empty` is said instead.
-function draw(svg, series, xlabel, ylabel, empty, square) {
+// `yRange`: a fixed [lo, hi] (a share: 0 to 1), else the data's.
+function draw(svg, series, xlabel, ylabel, empty, square, yRange) {
   svg.replaceChildren();
   const points = series.flatMap((s) => s.points);
   if (!points.length) {
@@ -36,7 +39,7 @@ function draw(svg, series, xlabel, ylabel, empty, square) {
     return;
   }
   let [x0, x1] = range(points.map((p) => p[0]));
-  let [y0, y1] = range(points.map((p) => p[1]));
+  let [y0, y1] = yRange || range(points.map((p) => p[1]));
   const sx = (x) => PAD.left + ((x - x0) / (x1 - x0)) * (W - PAD.left - PAD.right);
   const sy = (y) => H - PAD.bottom - ((y - y0) / (y1 - y0)) * (H - PAD.top - PAD.bottom);
   svg.append(el("rect", { x: PAD.left, y: PAD.top, width: W - PAD.left - PAD.right,
@@ -96,7 +99,7 @@ function render(st) {
   ], "environment step", "evaluation return", "No evaluation yet: the curve starts at the first one.");
   draw(document.getElementById("accuracy-chart"), [
     { points: st.fits.map((r) => [r.step, r.val_accuracy]), colour: "#6c6", line: true },
-  ], "environment step", "held-out label accuracy", "No reward model fit yet.");
+  ], "environment step", "held-out label accuracy", "No reward model fit yet.", false, [0, 1]);
   const sc = st.fit_scatter;
   draw(document.getElementById("scatter"),
        sc ? [{ points: sc.true.map((t, i) => [t, sc.learned[i]]), colour: "#c9f", line: false,
