@@ -294,7 +294,6 @@ class FramePreferenceRun(FrameRun):
         model's pre-training. Returns False when it stopped after the clips (--stop-after
         gather); resumed, it goes on from there."""
         cfg = self.config
-        t0 = time.perf_counter()
         row: dict[str, float] = {}
         if self.phase == "start":
             if cfg.load_labels is not None:  # (imported once: a second import adds nothing)
@@ -321,6 +320,7 @@ class FramePreferenceRun(FrameRun):
         if self.stop.requested:
             return False
         self.take_labels()
+        t0 = time.perf_counter()  # (the pre-training's own time: not the wait for people)
         if not self.pretrain(row):
             metrics.log(0, row)
             return False
@@ -332,7 +332,7 @@ class FramePreferenceRun(FrameRun):
         val = row.get("reward/val_accuracy")
         val = "no decided held-out pair yet" if val is None else f"validation accuracy {val:.2f}"
         print(f"reward model pre-trained on {len(self.labels)} labels of random-policy clips: "
-              f"{val} ({row['pretrain/seconds']:.0f} s)", flush=True)  # fmt: skip
+              f"{val} ({row['pretrain/seconds']:.0f} s of training)", flush=True)  # fmt: skip
         return True
 
     def pretrain(self, row: dict[str, float]) -> bool:
