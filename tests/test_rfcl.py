@@ -494,7 +494,7 @@ def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, cap
     summary say so, with no stage and no curriculum figure; its learning curve (as RFCL's)
     draws the success at the end and at any step, and says what the band is."""
     from prefrl.cli import main
-    from prefrl.demos.rfcl_config import method_name
+    from prefrl.demos.rfcl_config import method_name, method_slug
     from prefrl.rundir import plots
 
     drawn = {}
@@ -528,3 +528,9 @@ def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, cap
     assert names[True, True, True] == "RFCL" and names[False, False, False] == "SAC"
     assert names[False, True, True] == "SAC + demos + forward curriculum"
     assert len(set(names.values())) == 8
+    # Run directories are named for the method too (a baseline's was named rfcl).
+    slugs = {(r, a): method_slug(_config(tmp_path, demo_file, reverse_curriculum=r,
+                                         forward_curriculum=False, demo_actions=a))
+             for r in (True, False) for a in (True, False)}  # fmt: skip
+    assert slugs == {(True, True): "rfcl", (True, False): "rfcl", (False, True): "sac-demos",
+                     (False, False): "sac"}  # fmt: skip

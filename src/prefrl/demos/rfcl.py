@@ -28,7 +28,7 @@ from prefrl.agents import SAC
 from prefrl.data import Batch, ReplayBuffer
 from prefrl.data.demos import DemoSet, demo_buffer
 from prefrl.demos.curriculum import ForwardCurriculum, ReverseCurriculum, Start
-from prefrl.demos.rfcl_config import RFCLConfig, method_name
+from prefrl.demos.rfcl_config import RFCLConfig, method_name, method_slug
 from prefrl.demos.rfcl_demos import action_bound, load_demos
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
@@ -216,7 +216,7 @@ def train_rfcl(config: RFCLConfig, callback=None) -> TrainResult:
     `callback`: a function (or a list) called with a `TrainEvent` at each metrics row,
     evaluation and checkpoint; returning False stops the run."""
     callbacks = Callbacks(callback)
-    name = config.name or run_name(config.env, "rfcl", config.seed)
+    name = config.name or run_name(config.env, method_slug(config), config.seed)
     check_resumed_identity(config)
     probe = make_env(config.env, seed=0)  # bad demos fail here, before a run directory is made
     try:

@@ -128,3 +128,10 @@ def method_name(config: RFCLConfig) -> str:
         return name if config.demo_actions else f"{name}, from demo states alone"
     name = "SAC + demos" if config.demo_actions else "SAC"
     return f"{name} + forward curriculum" if config.forward_curriculum else name
+
+
+def method_slug(config: RFCLConfig) -> str:
+    """The method in run directory names: rfcl, or a baseline's (sac-demos, sac)."""
+    if config.reverse_curriculum:
+        return "rfcl"
+    return "sac-demos" if config.demo_actions else "sac"
