@@ -76,23 +76,30 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
     assert fits[-1]["feedback/labels"] == 40
 
 
+def _restarted_from_step_0(tmp_path, capsys, steps, timeout, budget, session, asked, answered):
+    """A run a person teaches that nobody labels (it goes on after `timeout` s), `asked` pairs
+    asked by its end and the first `answered` of them answered, then killed before its first
+    checkpoint and started again: the second run's result and what it printed."""
+    kw = {"teacher": TeacherConfig("terminal"), "poll_seconds": 0.05, "steps": steps,
+          "first_labels_timeout": timeout,
+          "schedule": ScheduleConfig(budget=budget, session_size=session, interval=300)}  # fmt: skip
+    run_dir = train_online(_config(tmp_path, **kw)).run_dir
+    with FeedbackStore(run_dir) as store:
+        queries = store.open_queries(store.run_id(run_uid(run_dir)))
+        assert len(queries) == asked
+        store.add_labels([q.id for q in queries[:answered]], ["left"] * answered, "terminal")
+    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first checkpoint
+    capsys.readouterr()
+    result = train_online(_config(tmp_path, resume=run_dir, **kw))
+    return result, capsys.readouterr().out
+
+
 def test_a_restart_from_step_0_waits_for_the_rest_of_the_first_session(tmp_path, capsys):
     """A run killed with 12 of its first 20 labels in, before its first checkpoint, starts again
     from step 0: it waits for the other 8 (the one wait is for the whole first session), not
     training on the 12 as if the wait were over."""
-    kw = {"teacher": TeacherConfig("terminal"), "poll_seconds": 0.05, "steps": 400,
-          "first_labels_timeout": 1.0,
-          "schedule": ScheduleConfig(budget=40, session_size=20, interval=300)}  # fmt: skip
-    run_dir = train_online(_config(tmp_path, **kw)).run_dir  # (nobody labels: it goes on)
-    with FeedbackStore(run_dir) as store:
-        run_id = store.run_id(run_uid(run_dir))
-        first = store.open_queries(run_id)
-        assert len(first) == 20
-        store.add_labels([q.id for q in first[:12]], ["left"] * 12, "terminal")
-    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first checkpoint
-    capsys.readouterr()
-    train_online(_config(tmp_path, resume=run_dir, **kw))
-    out = capsys.readouterr().out
+    _, out = _restarted_from_step_0(tmp_path, capsys, steps=400, timeout=1.0, budget=40,
+                                    session=20, asked=20, answered=12)  # fmt: skip
     assert "no checkpoint yet" in out
     assert "Waiting for your first 20 labels (12 in)" in out and "waiting: 8 label(s) to go" in out
     assert "Only 12 of the first 20 labels after 1 s (first_labels_timeout)" in out
@@ -105,19 +112,9 @@ def test_a_restart_from_step_0_with_a_later_session_unanswered_trains_on_its_lab
     second asked but not: started again from step 0 it does not wait (the first session is in)
     and fits its reward model on the 4 at once, fewer than the refit's 10 and with pairs still
     open: without a model the agent has nothing to learn from."""
-    kw = {"teacher": TeacherConfig("terminal"), "poll_seconds": 0.05, "steps": 700,
-          "first_labels_timeout": 0.5,
-          "schedule": ScheduleConfig(budget=8, session_size=4, interval=300)}  # fmt: skip
-    run_dir = train_online(_config(tmp_path, **kw)).run_dir  # (nobody labels: it goes on)
-    with FeedbackStore(run_dir) as store:
-        run_id = store.run_id(run_uid(run_dir))
-        asked = store.open_queries(run_id)
-        assert len(asked) == 8
-        store.add_labels([q.id for q in asked[:4]], ["left"] * 4, "terminal")
-    shutil.rmtree(run_dir / "checkpoints")  # as if killed before its first checkpoint
-    capsys.readouterr()
-    result = train_online(_config(tmp_path, resume=run_dir, **kw))
-    out = capsys.readouterr().out
+    result, out = _restarted_from_step_0(tmp_path, capsys, steps=700, timeout=0.5, budget=8,
+                                         session=4, asked=8, answered=4)  # fmt: skip
+    run_dir = result.run_dir
     assert "no checkpoint yet" in out and "labels in its store are kept" in out
     assert "Waiting for" not in out and "never fitted" not in out
     fits = [r for r in read_metrics(run_dir) if "reward/segment_return_corr" in r]
