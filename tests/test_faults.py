@@ -85,8 +85,11 @@ def test_a_killed_frames_run_that_a_person_teaches_resumes_from_a_checkpoint_on_
         log=tmp_path / "trainer.log",
     )  # fmt: skip
     try:
-        assert _answer_first_queries(run_dir, trainer) == 4
         deadline = time.monotonic() + 600
+        while "waiting: 4 label(s) to go" not in (tmp_path / "trainer.log").read_text():
+            assert trainer.poll() is None and time.monotonic() < deadline, "no wait was said"
+            time.sleep(0.5)  # (what it waits for is said, as prefrl train says it)
+        assert _answer_first_queries(run_dir, trainer) == 4
         while not _agent_checkpoint(run_dir):
             assert trainer.poll() is None, (tmp_path / "trainer.log").read_text()
             assert time.monotonic() < deadline, "no checkpoint came"

@@ -33,6 +33,7 @@ from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.teachers import Query, ScriptedTeacher, TeacherConfig
+from prefrl.feedback.waiting import first_labels_status
 from prefrl.fielddocs import document_fields
 from prefrl.pixels.frame_loop import FrameRun, train_frames
 from prefrl.reward.base import pearson
@@ -268,14 +269,16 @@ class FramePreferenceRun(FrameRun):
         if not self.feedback.is_human:
             return
         self.serve()
-        browser = (
-            f"at {self.server.url}/compare" if self.server else f"(prefrl serve {self.run_dir})"
-        )
+        where = f"at {self.server.url}/compare" if self.server else f"(prefrl serve {self.run_dir})"
         print(f"Waiting for your first {self.feedback.unanswered()} labels: label in the browser "
-              f"{browser} or the terminal (prefrl label {self.run_dir})", flush=True)  # fmt: skip
-        while self.feedback.unanswered() > 0 and not self.stop.requested:
-            if self.server is not None and (news := self.server.check()):
-                print(news, flush=True)
+              f"{where} or the terminal (prefrl label {self.run_dir})", flush=True)  # fmt: skip
+        said, serving = None, self.server is not None
+        while (left := self.feedback.unanswered()) > 0 and not self.stop.requested:
+            news = (self.server.check() if serving else None) or first_labels_status(
+                self.store, self.feedback.run_id, self.run_dir, left, serving)  # fmt: skip
+            if news != said:  # (what it waits for, as it changes: as prefrl train says it)
+                print(f"waiting: {news}", flush=True)
+                said = news
             time.sleep(self.config.poll_seconds)
 
     def close(self) -> None:
