@@ -203,6 +203,16 @@ BENCHMARKS = [
         "imitation 1.0.1's preference comparisons with the same network (BasicRewardNet "
         "32-32), in the same run.",
     ),
+    Benchmark(
+        "Hopper backflip from a rule teacher",
+        ("backflip",),
+        "PEBBLE on at most 1000 answers of a rule teacher (`examples/backflip.py`, the rule named "
+        "in `rule`), 500k steps: the rule's own score of the last evaluation (5 episodes) and "
+        "the backflips landed an episode.",
+        "SAC given the same rule (x100) as its reward, same seed and budget (`rule-reward`).",
+        plots=("backflip-*.png",),
+        notes=(("The Hopper backflip from a rule teacher", "notes/2026-11-29-backflip.md"),),
+    ),
 ]
 # fmt: on
 

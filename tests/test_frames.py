@@ -584,6 +584,8 @@ def test_a_resumed_frames_run_a_person_labels_in_the_browser_serves_its_later_pa
     started = []
 
     class Server:  # (stands in for the `prefrl serve` process)
+        url = "http://127.0.0.1:8000"
+
         def __init__(self, run_dir, port, store):
             started.append(run_dir)
 
