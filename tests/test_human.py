@@ -241,6 +241,22 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _until_served(trainer: subprocess.Popen) -> str:
+    """What a trainer prints up to its labelling link ("label at ...", its last line); the
+    test fails with what it printed if it ends first."""
+    lines = [trainer.stdout.readline()]
+    while lines[-1] and not lines[-1].startswith("label at "):
+        lines.append(trainer.stdout.readline())
+    if not lines[-1]:
+        trainer.kill()
+        pytest.fail("".join(lines))
+    return "".join(lines)
+
+
+def _served_link(trainer: subprocess.Popen) -> str:
+    return _until_served(trainer).splitlines()[-1].split()[2]
+
+
 def test_a_killed_trainer_takes_its_labelling_server_with_it(tmp_path):
     """`kill -9` of a trainer labelled in the browser leaves no server holding its port; a
     trainer whose port is taken says by what and serves on the next free one."""
@@ -264,16 +280,10 @@ def test_a_killed_trainer_takes_its_labelling_server_with_it(tmp_path):
              "--no-video", "--runs-dir", str(tmp_path), "--name", "run", "--no-progress"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
-        lines = [trainer.stdout.readline()]
-        while lines[-1] and not lines[-1].startswith("label at "):
-            lines.append(trainer.stdout.readline())
-        if not lines[-1]:
-            trainer.kill()
-            pytest.fail("".join(lines))
-    out = "".join(lines)
+        out = _until_served(trainer)
     assert (f"port {taken} on 127.0.0.1 is taken by the labelling server of another run, "
             f"'other' (pid {os.getpid()}): serving on port") in out, out  # fmt: skip
-    port = int(lines[-1].split("http://127.0.0.1:")[1].split("/")[0])
+    port = int(out.splitlines()[-1].split("http://127.0.0.1:")[1].split("/")[0])
     assert port != taken
     try:
         deadline = time.time() + 300  # (a loaded machine starts the server slowly)
@@ -298,17 +308,6 @@ def test_a_killed_trainer_takes_its_labelling_server_with_it(tmp_path):
     with socket.socket() as s:  # the port is free again: a resumed trainer can serve on it
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
-
-
-def _served_link(trainer: subprocess.Popen) -> str:
-    """The labelling link a trainer prints (its lines up to it, when it ends first)."""
-    lines = [trainer.stdout.readline()]
-    while lines[-1] and not lines[-1].startswith("label at "):
-        lines.append(trainer.stdout.readline())
-    if not lines[-1]:
-        trainer.kill()
-        pytest.fail("".join(lines))
-    return lines[-1].split()[2]
 
 
 def test_a_person_in_chromium_labels_on_through_a_kill_9_of_their_trainer(tmp_path):
