@@ -279,6 +279,7 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
         "it trains on them to its end, asking no more."
     )
     trainer.close()  # no trainer: say so, and what to run
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach", "steps": 1000}))
     (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 600}) + "\n")
     assert no_pair_message(store, run_id, run_dir, bob) == (
         "The trainer is not running: it stopped at step 600 of 1,000 with 3 label(s). Resume it "
@@ -291,6 +292,13 @@ def test_pairs_held_by_someone_are_said_and_given_back_when_they_leave(tmp_path)
     (run_dir / "checkpoints" / "latest").write_text(ckpt.name)
     assert "it stopped at step 640 of 1,000" in no_pair_message(store, run_id, run_dir, bob)
     shutil.rmtree(run_dir / "checkpoints")
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach", "steps": 1000,
+                                                     "schedule": {"budget": 3}}))  # fmt: skip
+    assert no_pair_message(store, run_id, run_dir, bob).endswith(  # (its budget is all asked)
+        f"Resume it to train on them to its end (it has asked all its budget): `prefrl train "
+        f"--resume {run_dir}`."
+    )
+    (run_dir / "config.json").write_text(json.dumps({"env": "toy:point-reach", "steps": 1000}))
     (run_dir / "metrics.jsonl").write_text(json.dumps({"step": 1000}) + "\n")
     assert no_pair_message(store, run_id, run_dir, bob) == (
         "The run has finished (1,000 steps) with 3 label(s). Next: see what it learned with "

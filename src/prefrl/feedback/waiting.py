@@ -80,8 +80,12 @@ def no_trainer_message(
         return (f"The run has finished ({steps:,} steps) with {labels} label(s). Next: see what "
                 f"it learned with `prefrl eval {run_dir}`, or train it further (and be asked for "
                 f"more): `prefrl {command} --resume {run_dir} --steps {2 * steps}`.")  # fmt: skip
+    budget, _ = _budget(config)
+    more = ("train on them to its end (it has asked all its budget)"
+            if budget is not None and store.query_count(run_id) >= budget
+            else "be asked for more")  # fmt: skip
     return (f"The trainer is not running: it stopped at step {step:,} of {steps:,} with {labels} "
-            f"label(s). Resume it to be asked for more: `prefrl {command} --resume {run_dir}`.")  # fmt: skip
+            f"label(s). Resume it to {more}: `prefrl {command} --resume {run_dir}`.")  # fmt: skip
 
 
 def _ended(run_dir: Path, config: dict) -> tuple[int, int, str] | None:
