@@ -52,18 +52,21 @@ def no_pair_message(
         return "Every pair is answered: thank you." + (f" Next: {step}" if step else "")
     if gone:
         return gone
-    budget, flag = _budget(config)
-    if budget is not None and store.query_count(run_id) >= budget:
+    if spent := _budget_spent(store, run_id, config):
+        budget, flag = spent
         return (f"Every pair is answered, and the run has asked all {budget} of its budget "
                 f"({flag}): it trains on them to its end, asking no more.")  # fmt: skip
     return "Every pair asked so far is answered: the agent asks for more as it trains."
 
 
-def _budget(config: dict) -> tuple[int | None, str]:
-    """The labels a training run asks for in all, and the flag that sets it."""
+def _budget_spent(store: FeedbackStore, run_id: int, config: dict) -> tuple[int, str] | None:
+    """A training run that has asked all the labels it asks for in all: that budget and the
+    flag that sets it (None while it has more to ask)."""
     if "ppo_frames" in config:  # (prefrl frames)
-        return config.get("labels"), "--labels"
-    return (config.get("schedule") or {}).get("budget"), "--schedule.budget"
+        budget, flag = config.get("labels"), "--labels"
+    else:
+        budget, flag = (config.get("schedule") or {}).get("budget"), "--schedule.budget"
+    return (budget, flag) if budget is not None and store.query_count(run_id) >= budget else None
 
 
 def no_trainer_message(
@@ -80,10 +83,8 @@ def no_trainer_message(
         return (f"The run has finished ({steps:,} steps) with {labels} label(s). Next: see what "
                 f"it learned with `prefrl eval {run_dir}`, or train it further (and be asked for "
                 f"more): `prefrl {command} --resume {run_dir} --steps {2 * steps}`.")  # fmt: skip
-    budget, _ = _budget(config)
     more = ("train on them to its end (it has asked all its budget)"
-            if budget is not None and store.query_count(run_id) >= budget
-            else "be asked for more")  # fmt: skip
+            if _budget_spent(store, run_id, config) else "be asked for more")  # fmt: skip
     return (f"The trainer is not running: it stopped at step {step:,} of {steps:,} with {labels} "
             f"label(s). Resume it to {more}: `prefrl {command} --resume {run_dir}`.")  # fmt: skip
 
