@@ -64,17 +64,16 @@ class EvalResult:
             return f" (from {figure})" if figure else ""
 
         episodes = f"over {len(self.returns)} episodes"
+        success_then = f"{before.success_rate:.2f}" if before and before.success is not None else ""
         if self.success is not None and np.array_equal(self.returns, self.success):
-            then = f"{before.success_rate:.2f}" if before and before.success is not None else ""
-            return f"success {self.success_rate:.2f}{was(then)} {episodes}"
+            return f"success {self.success_rate:.2f}{was(success_then)} {episodes}"
         then = plus_minus(before.mean, before.std) if before else ""
         out = f"return {plus_minus(self.mean, self.std)}{was(then)} {episodes}"
         if "eval/score_mean" in self.extra:
             out += f", normalised score {self._score()}"
             out += was(before._score() if before and "eval/score_mean" in before.extra else "")
         if self.success_rate is not None:
-            then = f"{before.success_rate:.2f}" if before and before.success is not None else ""
-            out += f", success {self.success_rate:.2f}{was(then)}"
+            out += f", success {self.success_rate:.2f}{was(success_then)}"
         return out
 
     def _score(self) -> str:
