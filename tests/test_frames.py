@@ -296,7 +296,9 @@ def test_labels_of_another_game_or_frame_size_are_refused(tmp_path):
         train_frames_from_preferences(replace_config(config, name="b", load_labels=smaller))
 
 
-def test_preferences_on_frames_wait_for_a_person(tmp_path):
+def test_preferences_on_frames_wait_for_a_person(tmp_path, capsys):
+    """The run waits for a person's first labels; the later pairs, asked as the agent trains,
+    left unanswered at its last step are said to be, in the result and its output."""
     import threading
     import time
 
@@ -305,7 +307,7 @@ def test_preferences_on_frames_wait_for_a_person(tmp_path):
     from prefrl.reward.frames import FrameRewardConfig
 
     config = FramePreferenceConfig(
-        steps=100, segment_length=5, initial_labels=4, pretrain_steps=1, labels=4,
+        steps=100, segment_length=5, initial_labels=4, pretrain_steps=1, labels=8, fit_every=2,
         pool_size=20, a2c=_small_a2c(), reward=FrameRewardConfig(batch_size=2, steps_per_fit=1),
         teacher=TeacherConfig("terminal"), poll_seconds=0.05, eval_interval=100,
         eval_episodes=1, video=False, log_interval=100, runs_dir=tmp_path, name="person",
@@ -334,6 +336,10 @@ def test_preferences_on_frames_wait_for_a_person(tmp_path):
         time.sleep(0.2)
     run.join(timeout=300)
     assert answered == 4 and result["r"].steps == 100
+    note = ("4 of the 8 pairs asked were unanswered at the run's last step: their labels were not "
+            "trained on")  # fmt: skip
+    assert result["r"].details["notes"] == [note] and result["r"].details["unanswered"] == 4
+    assert f"note: {note}" in capsys.readouterr().out
 
 
 def test_gae_matches_a_hand_computation():

@@ -142,6 +142,15 @@ class StoreChannel:
         self.store.close()
 
 
+def unanswered_at_end(channel: FeedbackChannel) -> str | None:
+    """What a run that reached its last step says of the pairs it asked and never got answered
+    (never trained on); None when every one was answered."""
+    if unanswered := channel.unanswered():
+        return (f"{unanswered} of the {channel.asked()} pairs asked were unanswered at the run's "
+                "last step: their labels were not trained on")  # fmt: skip
+    return None
+
+
 class InMemoryChannel:
     def __init__(self, teacher: Teacher):
         check_teacher(teacher)

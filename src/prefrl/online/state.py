@@ -21,7 +21,12 @@ from prefrl.data import PreferenceData, ReplayBuffer, SegmentPool, SegmentRecord
 from prefrl.data.segments import Segments, pair_keys
 from prefrl.envs import PrefrlEnv
 from prefrl.feedback import Query, Teacher, select_pairs
-from prefrl.feedback.channel import FeedbackChannel, InMemoryChannel, StoreChannel
+from prefrl.feedback.channel import (
+    FeedbackChannel,
+    InMemoryChannel,
+    StoreChannel,
+    unanswered_at_end,
+)
 from prefrl.feedback.store import FeedbackStore, run_uid
 from prefrl.feedback.waiting import first_labels_status
 from prefrl.online.agents import absorbing_value
@@ -265,9 +270,8 @@ class OnlineRun(TrainingLoop):
                          "on a learned reward")  # fmt: skip
         elif not self.fitted:
             notes.append(f"the reward model was never fitted to the {len(self.labels)} labels")
-        if unanswered := self.feedback.unanswered():
-            notes.append(f"{unanswered} of the {self.requested} pairs asked were unanswered at "
-                         "the run's last step: their labels were not trained on")  # fmt: skip
+        if unanswered := unanswered_at_end(self.feedback):
+            notes.append(unanswered)
         return notes
 
     # ------------------------------------------------------------------ checkpoints

@@ -162,6 +162,8 @@ def train_frames(config, loop_class=None, callbacks: Callbacks | None = None) ->
             result.final_eval, result.video, result.interrupted = _run(loop, metrics)
         result.steps = loop.step
         loop.add_to_result(result)
+        for note in result.details.get("notes", []):
+            print(f"note: {note}", flush=True)
     finally:
         metrics.close()
         loop.close()

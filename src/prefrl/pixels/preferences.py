@@ -28,7 +28,7 @@ from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
 from prefrl.envs import is_pixel_env
 from prefrl.envs.frames import FRAME_SIZE
-from prefrl.feedback.channel import StoreChannel
+from prefrl.feedback.channel import StoreChannel, unanswered_at_end
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
@@ -167,22 +167,15 @@ class ClippedRewardTeacher:
     synthetic preferences on Atari, where raw scores differ by orders of magnitude)."""
 
     def __init__(self, teacher: ScriptedTeacher):
-        self.teacher, self.config = teacher, teacher.config
+        self.teacher = teacher
 
     def submit(self, query: Query) -> None:
         self.teacher.submit(Query(query.ids, _clipped(query.left), _clipped(query.right)))
 
-    def poll(self):
-        return self.teacher.poll()
-
-    def observe_episode(self, episode_return: float, length: int) -> None:
-        self.teacher.observe_episode(episode_return, length)
-
-    def state_dict(self) -> dict:
-        return self.teacher.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.teacher.load_state_dict(state)
+    def __getattr__(self, name: str):  # (the rest, as the teacher has it: poll, its state, ...)
+        if name == "teacher":  # (not set yet: as while a copy is made)
+            raise AttributeError(name)
+        return getattr(self.teacher, name)
 
 
 class FramePreferenceRun(FrameRun):
@@ -400,6 +393,9 @@ class FramePreferenceRun(FrameRun):
         result.labels = len(self.labels)
         result.agreement = self.reward_metrics.get("reward/clip_return_corr")
         result.details["reward_metrics"] = self.reward_metrics
+        result.details["unanswered"] = self.feedback.unanswered()
+        note = None if result.interrupted else unanswered_at_end(self.feedback)
+        result.details["notes"] = [note] if note else []  # (train_frames prints them)
 
     def fit(self) -> dict[str, float]:
         """A fit of the reward model, shown on the progress bar; a stop ends it at its next
