@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -182,9 +183,13 @@ def test_a_stopped_sweep_resumes_its_runs_from_their_checkpoints(tmp_path):
     run = directory / "runs" / "rl_s0"
     first = _start_until_checkpoint(cmd, run, env)
     first.send_signal(signal.SIGINT)
-    out = first.communicate(timeout=120)[0]
+    out = first.communicate(timeout=400)[0]
     assert first.returncode == 130, out
     assert "start the same sweep again" in out and not (run / DONE_FILE).exists()
+    # The run was stopped as Ctrl-C stops it alone: a checkpoint where it stopped, not lost steps.
+    stopped = re.search(r"rl_s0 stopped at step ([\d,]+), checkpointed", out)
+    assert stopped, out
+    assert (run / "checkpoints" / f"step_{int(stopped[1].replace(',', '')):09d}").is_dir()
     second = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600,
                             check=False)  # fmt: skip
     assert second.returncode == 0, second.stdout + second.stderr

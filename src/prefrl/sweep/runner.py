@@ -28,6 +28,8 @@ DONE_FILE = "sweep_done.json"
 """Written into a run's directory when it finished: a sweep started again skips it."""
 MANIFEST_FILE = "sweep.json"
 LOCK_FILE = "sweep.lock"
+STOP_SECONDS = 300
+"""How long a stopped sweep waits for its runs to checkpoint where they are and end."""
 
 
 @dataclass
@@ -102,7 +104,7 @@ def execute_run(config, cwd: str | None = None) -> dict:
         return {"status": "failed", "error": traceback.format_exc()[-4000:], "node": where}
     seconds = time.perf_counter() - t0
     if getattr(result, "interrupted", False):
-        return {"status": "stopped", "seconds": seconds, "node": where}
+        return {"status": "stopped", "seconds": seconds, "node": where, "step": result.steps}
     facts = {"seconds": seconds, "node": where, "finished_at": time.time()}
     with atomic_write(done, "w") as f:
         json.dump(facts, f)
@@ -330,8 +332,35 @@ def _watch_runs(ray, todo, outcomes, cpus, gpus, retries, progress) -> None:
                         bar.console.print(f"[red]{r.name} failed[/red]: "
                                           f"{out['error'].strip().splitlines()[-1]}")  # fmt: skip
         except KeyboardInterrupt:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            for ref in pending:
-                outcomes[refs[ref].name].status = "stopped"
+            _stop_runs(ray, refs, pending, outcomes, bar.console)
             raise
+
+
+def _stop_runs(ray, refs: dict, pending: list, outcomes: dict, console) -> None:
+    """Ctrl-C or SIGTERM of a sweep: each running run is stopped as Ctrl-C stops it alone (Ray's
+    cancel raises its SIGINT handler): it checkpoints where it is and ends, waited for up to
+    `STOP_SECONDS`; a second Ctrl-C (or the wait's end) ends them at once, losing their steps
+    since their last checkpoint. Runs not started yet are not started."""
+    console.print(f"stopping {_runs(len(pending))}: each checkpoints where it is (Ctrl-C again "
+                  "ends them at once, losing their steps since their last checkpoint)",
+                  soft_wrap=True)  # fmt: skip
+    for ref in pending:
+        ray.cancel(ref, force=False)
+    try:
+        ended, left = ray.wait(pending, num_returns=len(pending), timeout=STOP_SECONDS)
+    except KeyboardInterrupt:
+        ended, left = [], pending
+    for ref in left:
+        ray.cancel(ref, force=True)
+    for ref in pending:
+        r, out = refs[ref], {"status": "stopped"}
+        if ref in ended:
+            with contextlib.suppress(Exception):  # (cancelled before it started)
+                out = ray.get(ref, timeout=5)  # (stopped, or done as the stop came)
+        outcomes[r.name] = RunOutcome(r.name, r.label, r.seed, out["status"], **_facts(out))
+        if "step" in out:
+            console.print(f"{r.name} stopped at step {out['step']:,}, checkpointed: it resumes "
+                          "from there", soft_wrap=True)  # fmt: skip
+        elif out["status"] == "stopped" and ref not in ended:
+            console.print(f"{r.name} ended at once: it resumes from its last checkpoint",
+                          soft_wrap=True)  # fmt: skip
