@@ -75,8 +75,10 @@ def test_atari_preprocessing_and_blanked_score():
     env = make_pixel_env("atari:Pong", seed=0)
     obs = env.reset()
     assert obs.shape == (84, 84, 4) and env.n_actions == 6
-    for _ in range(30):
-        obs = env.step(0)[0]
+    for _ in range(30):  # (each stack: the last one's newest 3 frames, then the new one)
+        before, obs = obs, env.step(0)[0]
+        assert obs.dtype == np.uint8 and np.array_equal(obs[..., :3], before[..., 1:])
+    assert np.array_equal(obs[..., 3], env.step(0)[0][..., 2])
     assert obs[:9].max() == 0  # the score rows
     assert obs[20:].max() > 0
     assert env.fps == 15.0

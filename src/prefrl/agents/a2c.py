@@ -112,10 +112,11 @@ class A2C:
     def state_from_bytes(self, data: bytes) -> A2CState:
         return state_from_bytes(self.init(jax.random.PRNGKey(0)), data)
 
-    def _act(self, params, obs, key, deterministic: bool = False):
+    def _act(self, params, obs, key, step=0, deterministic: bool = False):
         """(actions, their log-probabilities, values) for a batch of observations: actions
-        sampled from the policy, or its most likely."""
+        sampled from the policy (noise from `key` folded with `step`), or its most likely."""
         logits, value = self.net.apply(params, obs)
+        key = jax.random.fold_in(key, step)
         action = jnp.argmax(logits, -1) if deterministic else jax.random.categorical(key, logits)
         log_prob = jnp.take_along_axis(jax.nn.log_softmax(logits), action[:, None], -1)[:, 0]
         return action, log_prob, value

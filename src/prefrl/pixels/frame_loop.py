@@ -101,8 +101,8 @@ class FrameRun(TrainingLoop):
         self.step, self.episodes, self.last_eval = loop["step"], loop["episodes"], loop["last_eval"]
         self.begun = loop.get("begun", True)  # (checkpoints before it was kept: after begin)
 
-    def policy(self, obs: np.ndarray, key: jax.Array) -> np.ndarray:
-        return np.asarray(self.agent.act(self.state.params, obs, key)[0])
+    def policy(self, obs: np.ndarray, key: jax.Array, step: int) -> np.ndarray:
+        return np.asarray(self.agent.act(self.state.params, obs, key, step)[0])
 
     def evaluate(self, record: bool) -> EvalResult:
         cfg = self.config
@@ -110,7 +110,7 @@ class FrameRun(TrainingLoop):
             self._eval_envs = [make_pixel_env(cfg.env, seed=cfg.seed + 1_000_000 + i)
                                for i in range(cfg.eval_episodes)]  # fmt: skip
         key = jax.random.fold_in(self.key, 2)
-        return evaluate_frames(lambda obs, t: self.policy(obs, jax.random.fold_in(key, t)),
+        return evaluate_frames(lambda obs, t: self.policy(obs, key, t),
                                self._eval_envs, record, cfg.render_size)  # fmt: skip
 
     def close(self) -> None:
@@ -223,8 +223,9 @@ def _run(loop: FrameRun, metrics: MetricsLogger):
         while loop.step < cfg.steps and not stop.requested:
             params = loop.state.params
             for t in range(steps):
-                key = jax.random.fold_in(loop.key, loop.step + t * n)
-                action, log_prob, value = map(np.asarray, agent.act(params, obs, key))
+                action, log_prob, value = map(
+                    np.asarray, agent.act(params, obs, loop.key, loop.step + t * n)
+                )
                 rollout_obs[t], rollout_action[t] = obs, action
                 rollout_log_prob[t], rollout_value[t] = log_prob, value
                 obs, reward, terminated, truncated, finals[t] = loop.env_step(

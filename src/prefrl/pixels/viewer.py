@@ -60,7 +60,7 @@ def view_frames_checkpoint(target: Path, video: Path, seed: int = 0, size: int =
     learned: list[float] = []
     true_return, steps = 0.0, 0
     while steps < max_steps:
-        action = int(np.asarray(agent.act(params, obs[None], jax.random.fold_in(key, steps))[0])[0])
+        action = int(np.asarray(agent.act(params, obs[None], key, steps)[0])[0])
         if reward_model is not None:
             learned.append(float(reward_model.predict(obs[None], np.array([action]))[0]))
         before = len(frames)
