@@ -490,7 +490,8 @@ def test_resumes_and_flags_that_do_not_fit_are_refused_before_any_run_directory(
 def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_path, capsys):
     """Output that is no terminal gets a line at each multiple of --log-interval, saying agent
     steps/s as metrics.jsonl has them; steps counted a rollout at a time (2 envs x 16 steps)
-    are timed per rollout, so a rollout's second log row has no rate of its own."""
+    are timed per rollout, so a rollout's second log row has no rate of its own; the line of a
+    step that is evaluated too shows that evaluation."""
     import re
 
     from prefrl.agents.frame_ppo import FramePPOConfig
@@ -499,14 +500,22 @@ def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_pat
     from prefrl.rundir.metrics import read_metrics
     from prefrl.rundir.progress import format_rate
 
-    config = RLConfig(env="movingdot", algo="ppo", steps=128, eval_interval=128,
+    config = RLConfig(env="movingdot", algo="ppo", steps=128, eval_interval=64,
                       eval_episodes=1, video=False, log_interval=16,
                       ppo_frames=FramePPOConfig(n_envs=2, n_steps=16, minibatches=2, epochs=1),
                       runs_dir=tmp_path, name="lines")  # fmt: skip
     train_rl(config)
-    lines = re.findall(r"^step ([\d,]+)/128 .*?, ([\d,.]+) agent steps/s",
-                       capsys.readouterr().out, re.MULTILINE)  # fmt: skip
+    out = capsys.readouterr().out
+    lines = re.findall(r"^step ([\d,]+)/128 .*?, ([\d,.]+) agent steps/s", out, re.MULTILINE)
     assert [int(s) for s, _ in lines] == list(range(16, 129, 16))
+    evals = dict(re.findall(r"^step ([\d,]+)/128 .*, eval return (.+)$", out, re.MULTILINE))
+    returns = {r["step"]: r["eval/return_mean"] for r in read_metrics(tmp_path / "lines")
+               if "eval/return_mean" in r}  # fmt: skip
+    assert evals["48"] == "(none yet)" and sorted(returns) == [64, 128]
+    assert (
+        evals["64"] == evals["80"] == f"{returns[64]:,.1f}"
+        and evals["128"] == f"{returns[128]:,.1f}"
+    )
     rows = [r for r in read_metrics(tmp_path / "lines") if "train/policy_loss" in r]
     rates = {r["step"]: r["train/steps_per_s"] for r in rows if "train/steps_per_s" in r}
     assert sorted(rates) == [16, 48, 80, 112]  # (one per rollout)

@@ -85,6 +85,8 @@ class TrainingProgress:
         shows it, and a plain line says it."""
         self._rate = rate if rate is not None else self._rate
         if self.plain:
+            if step >= self.total and self._last_line[1] == step:
+                return  # (the last line is out: the final evaluation's)
             self._plain_line(step, None, None, logged=True)
             return
         self.update(step)

@@ -361,7 +361,8 @@ class PeriodicTasks:
         loop, cfg = self.loop, self.loop.config
         if step % 100 == 0:
             self.progress.update(step, info=info)
-        if step % cfg.log_interval == 0:
+        logging = step % cfg.log_interval == 0
+        if logging:
             # Read the metrics first: that waits for the update's asynchronous dispatch to finish,
             # so the clock below counts the work, not just its dispatch.
             row = {} if update_metrics is None else {
@@ -377,7 +378,6 @@ class PeriodicTasks:
                 self.metrics.log(step, row)
                 check_finite(row, step)
                 loop.callbacks("log", step, row)
-            self.progress.logged(step, rate)
         last = step == cfg.steps
         if step % cfg.eval_interval == 0 or last:
             record = cfg.video and (step % cfg.video_interval == 0 or last)
@@ -400,6 +400,8 @@ class PeriodicTasks:
             self.progress.update(step, last_eval=loop.last_eval)
             loop.callbacks("eval", step, self.final.summary, eval=self.final)
             self.restart_clock(step)
+        if logging:  # (after an evaluation of the same step: its line shows it)
+            self.progress.logged(step, rate)
         overdue = self.checkpoint_seconds is not None and (
             time.monotonic() - self.saved_at >= self.checkpoint_seconds
         )
