@@ -2,9 +2,9 @@
 
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
-backwards with the whole body in the air, having taken off from its feet, with a bonus for each
-backflip landed on its feet and a little for time spent on them. The agent never sees the rule,
-only the answers.
+backwards with the whole body in the air, having taken off from its feet, up to one turn a
+flight, with as much again for each backflip landed on its feet and a little for time spent on
+them. The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -33,18 +33,23 @@ ON_FEET_BONUS = 0.0002
 """Score per step spent on its feet, in turns: standing still for a whole 1000-step episode is
 worth a fifth of a backflip. (At 0.002, two flips' worth, SAC given the rule as its reward settled
 on standing still.)"""
-LANDING_BONUS = 0.5
-"""Score of a backflip landed on its feet, in turns, on top of its turns in the air: of two
-equal flights the one that lands wins."""
+ONE_FLIGHT = 1.0
+"""The most a flight earns for its turns in the air, in turns: turning further than a backflip
+earns no more, so landing it is the only way up."""
+LANDING_BONUS = 1.0
+"""Score of a backflip landed on its feet, in turns, on top of its turns in the air: a landed
+flip is worth twice one that is not, and standing again it can flip again."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
-# Three rules before this one were gamed or gave no way up to a flip (docs/notes/
+# Four rules before this one were gamed or gave no way up to a flip (docs/notes/
 # 2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
-# lands (a half flip earned no more than standing). This one pays backward turns made in the air.
+# lands (a half flip earned no more than standing); every backward turn in the air (taught a
+# tumble of 1.5-2 turns and a fall). This one pays at most one turn a flight, and a landing as
+# much again.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "airborne"
+RULE = "one-turn"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
@@ -100,21 +105,24 @@ def floor_contacts(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return down.reshape(shape), air.reshape(shape)
 
 
-def rule_step(ready, since_feet, turn, air, down, feet):
+def rule_step(ready, since_feet, flight, turn, air, down, feet):
     """One step of the rule, for arrays of runs at once. `ready`: on its feet since the torso or
     thigh last came down. A ready Hopper earns the backward turns it makes with its whole body in
     the air (`air`: at both ends of the step; `turn`: this step's, in turns) and pays for the
     forward turns it makes on the floor (so tipping back in the air and forward again on the
     foot earns nothing); one not ready earns nothing either way (rolling, lying, getting up).
-    Turns in the air are kept however the flight ends. A landed backflip: back on its feet, ready,
-    at least 0.9 of a backward turn since it last stood (`since_feet`): it earns `LANDING_BONUS`.
-    Returns the step's credit, the new `ready` and `since_feet`, and the flips landed."""
-    credit = np.where(ready & (air | (turn < 0)), turn, 0.0)
-    since_feet = since_feet + turn
+    A flight (from its feet to its feet) earns its turns up to `ONE_FLIGHT` (`flight`: its turns
+    so far, uncapped), kept however it ends. A landed backflip: back on its feet, ready, at least
+    0.9 of a backward turn since it last stood (`since_feet`): it earns `LANDING_BONUS`.
+    Returns the step's credit, the new `ready`, `since_feet` and `flight`, and the flips landed."""
+    earned = np.where(ready & (air | (turn < 0)), turn, 0.0)
+    credit = np.minimum(flight + earned, ONE_FLIGHT) - np.minimum(flight, ONE_FLIGHT)
+    since_feet, flight = since_feet + turn, flight + earned
     ready = ready & ~down
     landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
     credit = credit + LANDING_BONUS * landed
-    return credit, ready | feet, np.where(feet, 0.0, since_feet), landed
+    since_feet, flight = np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight)
+    return credit, ready | feet, since_feet, flight, landed
 
 
 def rule_score(obs: np.ndarray) -> np.ndarray:
@@ -126,11 +134,13 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
     feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
     ready, since_feet = feet[..., 0] & ~down[..., 0], np.zeros(height.shape[:-1])
+    flight = np.zeros(height.shape[:-1])
     score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
     for t in range(turns.shape[-1]):
-        credit, ready, since_feet, _ = rule_step(
+        credit, ready, since_feet, flight, _ = rule_step(
             ready,
             since_feet,
+            flight,
             turns[..., t],
             air[..., t] & air[..., t + 1],
             down[..., t + 1],
@@ -172,7 +182,8 @@ class HopperBackflip(HopperEnv):
         obs = super().reset_model()
         down, self._air = floor_contacts(obs)
         self._ready = on_feet(obs[0], obs[1], obs[6], self._air) & ~down
-        self._since_feet, self._landed, self._score = np.zeros(()), 0, 0.0
+        self._since_feet, self._flight = np.zeros(()), np.zeros(())
+        self._landed, self._score = 0, 0.0
         return obs
 
     def step(self, action):
@@ -180,9 +191,10 @@ class HopperBackflip(HopperEnv):
         obs, _, terminated, truncated, info = super().step(action)
         down, air = floor_contacts(obs)
         feet = on_feet(obs[0], obs[1], obs[6], air)
-        credit, self._ready, self._since_feet, landed = rule_step(
+        credit, self._ready, self._since_feet, self._flight, landed = rule_step(
             self._ready,
             self._since_feet,
+            self._flight,
             -(obs[1] - before[1]) / TURN,
             self._air & air,
             down,

@@ -407,10 +407,11 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
 
 def test_the_backflip_rule_pays_backward_turns_in_the_air():
     """examples/backflip.py's rule: a whole backward turn in the air, from its feet to its feet,
-    scores the turn and the landing's half; with the torso on the floor midway, the turns made
-    in the air before it are kept and no flip is landed; the same turn made on the floor scores
-    nothing, and tipping back in hops and forward on the foot nothing either; the env's rewards,
-    step by step, add up to the rule's score."""
+    scores the turn and as much again for the landing; with the torso on the floor midway, the
+    turns made in the air before it are kept and no flip is landed; a turn and a half in the air
+    without a landing scores one turn; the same turn made on the floor scores nothing, and
+    tipping back in hops and forward on the foot nothing either; the env's rewards, step by step,
+    add up to the rule's score."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
@@ -424,10 +425,15 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air():
     obs[70:, 1] = -2 * np.pi
     obs[10:69, 6] = 2.0  # (moving up or down in flight)
     on_feet = 9 + 30  # (steps 1-9 and 70-99)
-    assert abs(float(backflip.rule_score(obs)) - (1.5 + on_feet * standing)) < 1e-6
+    assert abs(float(backflip.rule_score(obs)) - (2.0 + on_feet * standing)) < 1e-6
     down = obs.copy()
     down[40, 0] = 0.07  # (the torso on the floor midway: 29 of the 59 steps' turns before it)
     assert abs(float(backflip.rule_score(down)) - (29 / 59 + on_feet * standing)) < 1e-6
+    over = obs.copy()
+    over[10:, 0] = 2.0  # (a turn and a half, never down again)
+    over[10:, 1] = -np.linspace(0, 3 * np.pi, 90)
+    over[10:, 6] = 2.0
+    assert abs(float(backflip.rule_score(over)) - (1.0 + 9 * standing)) < 1e-6
     rolled = obs.copy()
     rolled[10:70, 0] = 0.07  # (the same turn lying on the floor)
     assert abs(float(backflip.rule_score(rolled)) - on_feet * standing) < 1e-6
