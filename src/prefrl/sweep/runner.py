@@ -341,9 +341,9 @@ def _stop_runs(ray, refs: dict, pending: list, outcomes: dict, console) -> None:
     cancel raises its SIGINT handler): it checkpoints where it is and ends, waited for up to
     `STOP_SECONDS`; a second Ctrl-C (or the wait's end) ends them at once, losing their steps
     since their last checkpoint. Runs not started yet are not started."""
-    console.print(f"stopping {_runs(len(pending))}: each checkpoints where it is (Ctrl-C again "
-                  "ends them at once, losing their steps since their last checkpoint)",
-                  soft_wrap=True)  # fmt: skip
+    console.print(f"stopping the {_runs(len(pending))} left: each one running checkpoints where "
+                  "it is (Ctrl-C again ends them at once, losing their steps since their last "
+                  "checkpoint)", soft_wrap=True)  # fmt: skip
     for ref in pending:
         ray.cancel(ref, force=False)
     try:
