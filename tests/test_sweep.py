@@ -156,6 +156,28 @@ def test_bad_input_fails_before_any_run_starts(tmp_path):
         run_sweep({"a": tiny()}, seeds=[0], directory=tmp_path / "locked", progress=False)
 
 
+def test_a_ray_that_starts_too_slowly_is_tried_again_then_said_plainly(monkeypatch):
+    """Ray's own node can time out while starting on a busy machine (it happened beside three
+    training runs on 2 cores): the sweep tries once more, then says so and what to do."""
+    calls = []
+
+    def slow_init(**kwargs):
+        calls.append(kwargs["address"])
+        if len(calls) <= failures:
+            raise Exception("The current node timed out during startup. ...")  # noqa: TRY002 (as Ray)
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", slow_init)
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    failures = 1
+    assert connect_ray(None, num_cpus=1) is ray and calls == ["local", "local"]
+    calls.clear()
+    failures = 2
+    with pytest.raises(ConnectionError, match="did not start in time, twice.*--address auto"):
+        connect_ray(None, num_cpus=1)
+    assert calls == ["local", "local"]
+
+
 def _sweep_command(directory: Path) -> list[str]:
     """`prefrl sweep` of one run long enough to be stopped after its first checkpoint."""
     return [*PREFRL_WITH_CTRL_C, "sweep", "rl", "--seeds", "0", "--dir", str(directory),

@@ -129,9 +129,7 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
     own = address is None
     kwargs = {"address": "local", "num_cpus": num_cpus} if own else {"address": address}
     try:
-        ray.init(**kwargs, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}},
-                 include_dashboard=False, log_to_driver=False,
-                 configure_logging=False)  # fmt: skip
+        _init_ray(ray, own, **kwargs)
     except (RuntimeError, ConnectionError) as e:
         if "uthenticat" not in str(e):
             raise
@@ -141,6 +139,28 @@ def connect_ray(address: str | None, num_cpus: int | None = None):
             "RAY_AUTH_TOKEN), as on its nodes"
         ) from None
     return ray
+
+
+def _init_ray(ray, own: bool, **kwargs) -> None:
+    """`ray.init`; a Ray of the sweep's own whose node does not start in Ray's time (a busy
+    machine: its processes start slowly) is tried once more, then said plainly."""
+    for attempt in (1, 2):
+        try:
+            ray.init(**kwargs, runtime_env={"env_vars": {"RAY_worker_niceness": "0"}},
+                     include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)  # fmt: skip
+            return
+        except Exception as e:
+            if not own or "timed out during startup" not in str(e):
+                raise
+            ray.shutdown()
+            if attempt == 2:
+                raise ConnectionError(
+                    "the sweep's own Ray did not start in time, twice (its processes start "
+                    "slowly on a busy machine): start the sweep again when the machine is less "
+                    "busy, or start Ray yourself (`ray start --head --num-cpus N`) and give "
+                    "--address auto"
+                ) from e
 
 
 def check_address(address: str | None) -> str | None:
