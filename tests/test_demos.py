@@ -313,6 +313,54 @@ def test_recording_from_a_policy_keeps_only_stable_successes(tmp_path):
         record_demos(run, episodes=1, max_tries=2)
 
 
+def test_a_policy_records_demos_of_a_task_with_the_same_observations(tmp_path):
+    """`record_demos(env=...)`: a policy trained on one task records demos of another with
+    the same observations and actions (here steering straight to the goal, acting for a
+    toy:maze policy, recorded in the open room of toy:maze-open); a task of other sizes is
+    refused, naming both."""
+    from conftest import short_sac_run
+
+    from prefrl.demos.make import record_demos
+    from prefrl.training.policies import load_policy
+
+    trained = load_policy(short_sac_run(tmp_path, "sac", env="toy:maze", steps=300))
+
+    class ScriptedActions(type(trained)):
+        def __call__(self, obs):  # (the maze's observation: position, velocity, goal, hit)
+            return np.clip(2.0 * (obs[4:6] - obs[0:2]) - 1.2 * obs[2:4], -1, 1)
+
+    policy = ScriptedActions(trained.config, trained.agent, trained.state, trained.checkpoint)
+    demos = record_demos(policy, episodes=1, env="toy:maze-open", max_tries=1)
+    assert demos.env_id == "toy:maze-open" and demos.info["trained_on"] == "toy:maze"
+    assert demos[0].ends_in_success
+    with pytest.raises(ValueError, match=r"env toy:point-reach has 6 observations and 2 "
+                       r"actions; the policy, trained on toy:maze, takes 7 and gives 2"):  # fmt: skip
+        record_demos(trained, episodes=1, env="toy:point-reach")
+
+
+def test_a_dense_adroit_task_pays_the_planners_score_with_the_sparse_tasks_success():
+    """adroit:pen-dense is adroit:pen with the shaped score as its reward: the same
+    observations and success flags for the same actions, and each step's reward the score of
+    the state it reached."""
+    pytest.importorskip("gymnasium_robotics")
+    from prefrl.envs import known_env_ids
+    from prefrl.envs.adroit import pen_score
+
+    assert {"adroit:door-dense", "adroit:relocate-dense"} <= set(known_env_ids("adroit"))
+    sparse, dense = make_env("adroit:pen"), make_env("adroit:pen-dense")
+    actions = np.random.default_rng(0).uniform(-1, 1, (30, sparse.action_dim))
+    np.testing.assert_allclose(sparse.reset(seed=3)[0], dense.reset(seed=3)[0], atol=1e-9)
+    rewards = []
+    for action in actions:
+        obs_s, success, *_ = sparse.step(action)
+        obs_d, reward, terminated, _, info = dense.step(action)
+        np.testing.assert_allclose(obs_s, obs_d, atol=1e-9)
+        assert success == float(info["success"]) and not terminated
+        assert reward == pytest.approx(pen_score(dense.unwrapped))
+        rewards.append(reward)
+    assert len(set(rewards)) > 1, rewards  # (shaped: it varies)
+
+
 def _maniskill2(path, trajectories: list[dict], env_id: str = "PickCube-v0", infos=None):
     """`path` (.h5) and the .json beside it as ManiSkill2 writes them: `trajectories` are the
     arrays of each traj_<i> (env_states, actions, obs, success, ...); `infos` each episode's

@@ -69,6 +69,10 @@ class RecordArgs:
     """Demos to keep (one per episode that reaches a stable success; 10 x this tried at
     most)."""
     out: Path = Path("demos/recorded")
+    env: str | None = None
+    """Record on this task instead of the one the policy was trained on: the same
+    observations and actions, another reward (a policy trained on adroit:pen-dense records
+    demos of adroit:pen)."""
     force: bool = False
     """Replace the demos already at --out (once the new ones are made)."""
     seed: int = 0
@@ -205,7 +209,7 @@ def cmd_demos(args: list[str]) -> int:
                                settle=opts.settle, config=config)  # fmt: skip
         elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, **saved, seed=opts.seed,
-                                      hold=opts.hold, settle=opts.settle)  # fmt: skip
+                                      hold=opts.hold, settle=opts.settle, env=opts.env)  # fmt: skip
         elif action == "import-d4rl":
             demos = imports.import_d4rl_demos(opts.file, opts.env, **saved)
         elif action == "import-dapg":

@@ -170,18 +170,28 @@ def script_demos(env: str = "toy:maze", episodes: int = 5, *, out: str | Path | 
 @python_arguments()
 def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: str | Path | None = None,
                  replace: bool = False, seed: int = 0, hold: int = 20, settle: int = 0,
-                 max_tries: int | None = None) -> DemoSet:  # fmt: skip
+                 max_tries: int | None = None, env: str | None = None) -> DemoSet:  # fmt: skip
     """Demos from a trained prefrl policy (`prefrl demos record`; deterministic actions): the
     first `episodes` episodes (seeds `seed`, `seed + 1`, ..., `max_tries` at most, default 10
     x `episodes`) that reach a stable success. `policy`: a `LoadedPolicy`, or a run directory
     or checkpoint of `prefrl rl`, `train` or `rfcl`; `out`, `replace`, `hold`, `settle`: as
-    `script_demos`."""
+    `script_demos`. `env`: the task to record on, where not the one the policy was trained on:
+    the same observations and actions with another reward (a policy trained on
+    `adroit:pen-dense` records demos of `adroit:pen`, whose reward is the success)."""
     from prefrl.training.policies import LoadedPolicy, load_policy
 
     check_out(out, replace)
     policy = policy if isinstance(policy, LoadedPolicy) else load_policy(policy)
-    env_id = policy.config.env
+    env_id = env or policy.config.env
     env = make_env(env_id, seed=seed)
+    trained = (policy.agent.obs_dim, policy.agent.action_dim)
+    if (env.obs_dim, env.action_dim) != trained:
+        env.close()
+        raise ValueError(
+            f"--env {env_id} has {env.obs_dim} observations and {env.action_dim} actions; the "
+            f"policy, trained on {policy.config.env}, takes {trained[0]} and gives {trained[1]}: "
+            "record on a task with the same observations and actions"
+        )
     demos, tried, limit = [], 0, max_tries or 10 * episodes
     try:
         while len(demos) < episodes and tried < limit:
@@ -199,7 +209,7 @@ def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: s
         print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
               f"({episodes} asked for)")  # fmt: skip
     made = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed,
-            "hold": hold, "settle": settle}  # fmt: skip
+            "hold": hold, "settle": settle, "trained_on": policy.config.env}  # fmt: skip
     return save_demos(DemoSet(env_id, demos, made), out, replace)
 
 

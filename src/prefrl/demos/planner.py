@@ -14,10 +14,8 @@ targets (and on the hammer the wrist's) plus one grasp level shared by the finge
 joints; the others stay centred. The pen is turned in the hand, so its plan holds every
 actuator and starts from the hand's current pose.
 
-Each task's step score (`PLANNED_TASKS`) follows its gymnasium-robotics dense reward with two
-changes: the palm-to-object term is a cost (gymnasium-robotics adds it to the reward in
-relocate and hammer, which pays the hand for moving away), and relocate's bonuses for a ball
-near its target count only with the ball in the hand, so a thrown ball scores nothing.
+Each task's step score (`PLANNED_TASKS`) is its shaped score in `prefrl.envs.adroit` (the
+`adroit:<task>-dense` envs' reward): gymnasium-robotics' dense reward with two fixes.
 """
 
 from __future__ import annotations
@@ -32,61 +30,8 @@ import numpy as np
 from prefrl.data.demos import DemoSet
 from prefrl.demos.make import check_out, rollout_demo, save_demos
 from prefrl.envs import make_env
+from prefrl.envs.adroit import door_score, hammer_score, pen_score, relocate_score
 from prefrl.rundir.config import check_fields, python_arguments
-
-
-def _dist(a, b) -> float:
-    return float(np.linalg.norm(a - b))
-
-
-def door_score(base) -> float:
-    """The palm near the handle, the latch turned, the hinge open (and a bonus once open)."""
-    d, hinge = base.data, base.door_hinge_addrs
-    latch = d.qpos[base.model.joint("latch").qposadr[0]]
-    palm, handle = d.site_xpos[base.grasp_site_id], d.site_xpos[base.handle_site_id]
-    return (-2 * _dist(palm, handle) + 2 * min(latch, 1.2) + 10 * d.qpos[hinge]
-            + 10 * (d.qpos[hinge] >= 1.35))  # fmt: skip
-
-
-def pen_score(base) -> float:
-    """The pen's orientation against the target's, its distance from the target's place, big
-    bonuses near success and a heavy cost for dropping it (the env's own is 5)."""
-    d = base.data
-    pen, place = d.xpos[base.obj_body_id], d.site_xpos[base.eps_ball_site_id]
-    pen_axis = (d.site_xpos[base.obj_t_site_id] - d.site_xpos[base.obj_b_site_id]) / base.pen_length
-    target_axis = (d.site_xpos[base.tar_t_site_id] - d.site_xpos[base.tar_b_site_id]) / (
-        base.tar_length
-    )
-    distance, similarity = _dist(pen, place), float(pen_axis @ target_axis)
-    near = distance < 0.075
-    return (-distance + similarity + 10 * (near and similarity > 0.9)
-            + 50 * (near and similarity > 0.95) - 50 * (pen[2] < 0.075))  # fmt: skip
-
-
-def relocate_score(base) -> float:
-    """The palm near the ball; once the ball is lifted, the ball near the target; bonuses for
-    a ball at the target that is still in the hand."""
-    d = base.data
-    ball, palm = d.xpos[base.obj_body_id], d.site_xpos[base.S_grasp_site_id]
-    target = d.site_xpos[base.target_obj_site_id]
-    score, off = -_dist(palm, ball), _dist(ball, target)
-    if ball[2] > 0.04:
-        score += 1.0 - off
-    if _dist(palm, ball) < 0.08:
-        score += 10 * (off < 0.1) + 20 * (off < 0.05)
-    return score
-
-
-def hammer_score(base) -> float:
-    """The palm near the hammer, its head near the nail, the nail driven in; bonuses for the
-    hammer lifted and the nail nearly home."""
-    d = base.data
-    hammer, palm = d.xpos[base.obj_body_id], d.site_xpos[base.S_grasp_site_id]
-    head, nail = d.site_xpos[base.tool_site_id], d.site_xpos[base.target_obj_site_id]
-    depth = _dist(nail, d.site_xpos[base.goal_site_id])
-    lifted = hammer[2] > 0.04 and head[2] > 0.04
-    return (-_dist(palm, hammer) - _dist(head, nail) - 10 * depth + 2 * lifted
-            + 25 * (depth < 0.02) + 75 * (depth < 0.01))  # fmt: skip
 
 
 @dataclass(frozen=True)
