@@ -216,22 +216,32 @@ if "HopperBackflip-v0" not in gym.registry:
                  kwargs={"reward_scale": 100.0})  # fmt: skip
 
 
-def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, **settings):
+def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread: bool = False,
+          **settings):  # fmt: skip
+    """`learner(...)` trained: its result."""
+    return learner(steps, labels, seed, spread, **settings).train()
+
+
+def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread: bool = False,
+            **settings) -> PreferenceLearner:  # fmt: skip
     """PEBBLE with the schedule that reached 0.96 of SAC on walker-walk (`--preset
     pebble-walker-1000`): 1k random steps, 9k of unsupervised pre-training, then sessions of
-    100 labels every 20k steps until the budget (default 1000; fewer on short runs) is spent."""
+    100 labels every 20k steps until the budget (default 1000; fewer on short runs) is spent.
+    `spread`: the sessions spread evenly over the whole run instead (every 45k steps of 500k),
+    as rl-teacher asks for labels all through training (at a decaying rate): answers then come
+    while the policy tries the landings it finds late, which the first 200k steps never show."""
     labels = labels or min(1000, max(10, steps // 500))
     sessions = max(1, labels // 100)
-    learner = PreferenceLearner(
+    interval = steps // (sessions + 1) if spread else min(20_000, steps // (sessions + 1))
+    return PreferenceLearner(
         ENV_ID, BackflipTeacher(), steps=steps, seed=seed,
         warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
         schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
-                                interval=max(1, min(20_000, steps // (sessions + 1)))),
+                                interval=max(1, interval)),
         segment_length=SEGMENT_LENGTH, reward=RewardConfig(max_epochs=50),
         eval_interval=min(10_000, steps), eval_episodes=5,
         **settings,
     )  # fmt: skip
-    return learner.train()
 
 
 if __name__ == "__main__":

@@ -411,7 +411,8 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air():
     turns made in the air before it are kept and no flip is landed; a turn and a half in the air
     without a landing scores one turn; the same turn made on the floor scores nothing, and
     tipping back in hops and forward on the foot nothing either; the env's rewards, step by step,
-    add up to the rule's score."""
+    add up to the rule's score. Its PEBBLE asks for 1000 labels by 190k steps, or spread over
+    the run."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
@@ -444,6 +445,10 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air():
         hops[start + 5 : start + 10, 1] = -np.linspace(0, 0.1 * np.pi, 5)
         hops[start + 10 : start + 20, 1] = -np.linspace(0.1 * np.pi, 0, 10)
     assert float(backflip.rule_score(hops)) < 200 * standing + 1e-6
+    walker = backflip.learner(500_000).config.schedule  # (labels by 190k, or over the run)
+    spread = backflip.learner(500_000, spread=True).config.schedule
+    assert (walker.budget, walker.session_size, walker.interval) == (1000, 100, 20_000)
+    assert (spread.budget, spread.session_size, spread.interval) == (1000, 100, 45_454)
     env = prefrl.make_env(backflip.ENV_ID, seed=0)
     seen, rewards = [env.reset(seed=0)[0]], []
     for action in np.random.default_rng(0).uniform(-1, 1, (300, 3)):
