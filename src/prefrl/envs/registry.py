@@ -234,7 +234,7 @@ FAMILIES: dict[str, Family] = {
     "adroit": _suite(
         "adroit",
         "Adroit hand tasks with a sparse success (prefrl[adroit]): adroit:door, adroit:pen, "
-        "adroit:hammer, adroit:relocate; with a shaped reward: adroit:door-dense, ...",
+        "adroit:hammer, adroit:relocate; each with a shaped reward as adroit:<task>-dense",
     ),
     "metaworld": _suite(
         "metaworld",
