@@ -94,6 +94,19 @@ def _value(key: str, digits: int = 2) -> Callable[[dict], str]:
     return lambda row: f"{row[key]:.{digits}f}"
 
 
+def _backflip(what: str, published: str, method: str, missing: str = "") -> Result:
+    """A preference method's backflip row of the fifth rule, beside SAC given the rule."""
+    return Result(
+        what, published, Pick("backflip", {"rule": "one-turn", "method": method}),
+        lambda r: f"{r['landed_flips_mean']:.1f} landed flips an episode, the rule's score "
+                  f"{r['rule_score_mean']:.1f} ({len(r['seeds'])} seed)",
+        Pick("backflip", {"rule": "one-turn", "method": "rule-reward"}),
+        lambda r: f"SAC on the rule x100: {r['landed_flips_mean']:.1f} landed",
+        lambda r, b: r["landed_flips_mean"] >= 1.0, "at least one landed flip an episode",
+        missing,
+    )  # fmt: skip
+
+
 def _rfcl(env: str, method: str, source: str, scale=None) -> Pick:
     return Pick("rfcl", {"env": env, "method": method, "demo_source": source,
                          "demo_action_scale": scale, "device": "cpu"})  # fmt: skip
@@ -295,25 +308,13 @@ PROJECTS = (
         "rl-teacher (Christiano et al. 2017; OpenAI)", "a behaviour with no reward: "
         "`examples/backflip.py`",
         (
-            Result(
+            _backflip(
                 "Hopper-v5 backflips from at most 1000 answers of a rule teacher (landed flips "
-                "an episode)", "a backflip from about 900 labels",
-                Pick("backflip", {"rule": "one-turn", "method": "pref"}),
-                lambda r: f"{r['landed_flips_mean']:.1f} landed flips an episode, the rule's "
-                          f"score {r['rule_score_mean']:.1f} ({len(r['seeds'])} seed)",
-                Pick("backflip", {"rule": "one-turn", "method": "rule-reward"}),
-                lambda r: f"SAC on the rule x100: {r['landed_flips_mean']:.1f} landed",
-                lambda r, b: r["landed_flips_mean"] >= 1.0, "at least one landed flip an episode",
+                "an episode)", "a backflip from about 900 labels", "pref",
             ),
-            Result(
+            _backflip(
                 "the same, the 100-label sessions spread over the run (every 45k steps)",
-                "rl-teacher asks for labels all through training",
-                Pick("backflip", {"rule": "one-turn", "method": "pref-spread"}),
-                lambda r: f"{r['landed_flips_mean']:.1f} landed flips an episode, the rule's "
-                          f"score {r['rule_score_mean']:.1f} ({len(r['seeds'])} seed)",
-                Pick("backflip", {"rule": "one-turn", "method": "rule-reward"}),
-                lambda r: f"SAC on the rule x100: {r['landed_flips_mean']:.1f} landed",
-                lambda r, b: r["landed_flips_mean"] >= 1.0, "at least one landed flip an episode",
+                "rl-teacher asks for labels all through training", "pref-spread",
                 "under way (with its labels spent by 190k PEBBLE landed none; spread, answers "
                 "still come while the policy tries landings): `python benchmarks/backflip.py "
                 "--seeds 0 --only pref-spread`, then `--seeds 0 --report-only`",
