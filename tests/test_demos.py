@@ -336,6 +336,34 @@ def test_a_policy_records_demos_of_a_task_with_the_same_observations(tmp_path):
     with pytest.raises(ValueError, match=r"env toy:point-reach has 6 observations and 2 "
                        r"actions; the policy, trained on toy:maze, takes 7 and gives 2"):  # fmt: skip
         record_demos(trained, episodes=1, env="toy:point-reach")
+    # --spread-from: 4 successes recorded, the 2 that start farthest apart kept
+    spread = record_demos(policy, episodes=2, env="toy:maze-open", spread_from=4, max_tries=4)
+    starts = {d.info["seed"]: d.observations[0] for d in spread.demos}
+    assert len(starts) == 2 and spread.info["spread_from"] == 4
+    assert np.linalg.norm(starts[1] - starts[3]) > 0.4  # seeds 1 and 3: the two far apart
+    assert set(starts) == {1, 3}
+    with pytest.raises(ValueError, match=r"spread.from 1 is invalid: expected 0 \(off\) or "
+                       r"at least (--)?episodes \(2\)"):  # fmt: skip
+        record_demos(policy, episodes=2, spread_from=1)
+
+
+def test_demos_spread_out_over_their_starts():
+    """`spread_out` keeps the start farthest from the mean, then each time the one farthest
+    from those kept: on starts at 0, 0.1, 0.2, 5 and 10, three kept are 10, 0 and 5, in
+    their recorded order."""
+    from prefrl.data.demos import Demo
+    from prefrl.demos.make import spread_out
+
+    def demo(x):
+        obs = np.array([[x, 1.0], [x, 2.0]], np.float32)
+        return Demo(obs, obs, np.zeros((1, 1), np.float32), np.zeros(1), np.ones(1, bool),
+                    {"start": x})  # fmt: skip
+
+    demos = [demo(x) for x in (0.0, 5.0, 0.1, 0.2, 10.0)]
+    assert [d.info["start"] for d in spread_out(demos, 3)] == [0.0, 5.0, 10.0]
+    assert spread_out(demos, 5) == demos
+    twins = [demo(1.0), demo(1.0), demo(3.0)]  # a repeated start is kept once before its twin
+    assert [d.info["start"] for d in spread_out(twins, 2)] == [1.0, 3.0]
 
 
 def test_a_dense_adroit_task_pays_the_planners_score_with_the_sparse_tasks_success():

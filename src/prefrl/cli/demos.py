@@ -73,6 +73,10 @@ class RecordArgs:
     """Record on this task instead of the one the policy was trained on: the same
     observations and actions, another reward (a policy trained on adroit:pen-dense records
     demos of adroit:pen)."""
+    spread_from: int = 0
+    """Record this many successes and keep the --episodes of them whose first observations
+    lie farthest apart: demos spread over the task's starts (the pen's goals) instead of the
+    first ones solved (0: off)."""
     force: bool = False
     """Replace the demos already at --out (once the new ones are made)."""
     seed: int = 0
@@ -209,7 +213,8 @@ def cmd_demos(args: list[str]) -> int:
                                settle=opts.settle, config=config)  # fmt: skip
         elif action == "record":
             demos = make.record_demos(opts.policy, opts.episodes, **saved, seed=opts.seed,
-                                      hold=opts.hold, settle=opts.settle, env=opts.env)  # fmt: skip
+                                      hold=opts.hold, settle=opts.settle, env=opts.env,
+                                      spread_from=opts.spread_from)  # fmt: skip
         elif action == "import-d4rl":
             demos = imports.import_d4rl_demos(opts.file, opts.env, **saved)
         elif action == "import-dapg":

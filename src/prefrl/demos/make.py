@@ -170,16 +170,23 @@ def script_demos(env: str = "toy:maze", episodes: int = 5, *, out: str | Path | 
 @python_arguments()
 def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: str | Path | None = None,
                  replace: bool = False, seed: int = 0, hold: int = 20, settle: int = 0,
-                 max_tries: int | None = None, env: str | None = None) -> DemoSet:  # fmt: skip
+                 max_tries: int | None = None, env: str | None = None,
+                 spread_from: int = 0) -> DemoSet:  # fmt: skip
     """Demos from a trained prefrl policy (`prefrl demos record`; deterministic actions): the
     first `episodes` episodes (seeds `seed`, `seed + 1`, ..., `max_tries` at most, default 10
-    x `episodes`) that reach a stable success. `policy`: a `LoadedPolicy`, or a run directory
-    or checkpoint of `prefrl rl`, `train` or `rfcl`; `out`, `replace`, `hold`, `settle`: as
-    `script_demos`. `env`: the task to record on, where not the one the policy was trained on:
-    the same observations and actions with another reward (a policy trained on
-    `adroit:pen-dense` records demos of `adroit:pen`, whose reward is the success)."""
+    x the episodes recorded) that reach a stable success. `policy`: a `LoadedPolicy`, or a run
+    directory or checkpoint of `prefrl rl`, `train` or `rfcl`; `out`, `replace`, `hold`,
+    `settle`: as `script_demos`. `env`: the task to record on, where not the one the policy was
+    trained on: the same observations and actions with another reward (a policy trained on
+    `adroit:pen-dense` records demos of `adroit:pen`, whose reward is the success).
+    `spread_from`: record that many successes and keep the `episodes` of them whose first
+    observations lie farthest apart (`spread_out`), so that the demos cover the task's
+    starts (the pen's goals) rather than the ones the policy solves first."""
     from prefrl.training.policies import LoadedPolicy, load_policy
 
+    if spread_from < 0 or 0 < spread_from < episodes:
+        raise ValueError(f"--spread-from {spread_from} is invalid: expected 0 (off) or at "
+                         f"least --episodes ({episodes}), the demos kept")  # fmt: skip
     check_out(out, replace)
     policy = policy if isinstance(policy, LoadedPolicy) else load_policy(policy)
     env_id = env or policy.config.env
@@ -192,9 +199,10 @@ def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: s
             f"policy, trained on {policy.config.env}, takes {trained[0]} and gives {trained[1]}: "
             "record on a task with the same observations and actions"
         )
-    demos, tried, limit = [], 0, max_tries or 10 * episodes
+    wanted = max(episodes, spread_from)
+    demos, tried, limit = [], 0, max_tries or 10 * wanted
     try:
-        while len(demos) < episodes and tried < limit:
+        while len(demos) < wanted and tried < limit:
             info = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed + tried}
             demo = rollout_demo(env, policy, seed + tried, hold, info, settle)
             tried += 1
@@ -205,12 +213,32 @@ def record_demos(policy: LoadedPolicy | str | Path, episodes: int = 5, *, out: s
     if not demos:
         raise RuntimeError(f"{policy.checkpoint} reached no stable success in {tried} episodes: "
                            "train it longer, or look at it with prefrl eval --video")  # fmt: skip
-    if len(demos) < episodes:
+    if len(demos) < wanted:
         print(f"warning: {len(demos)} of {tried} episodes reached a stable success "
-              f"({episodes} asked for)")  # fmt: skip
+              f"({wanted} asked for)")  # fmt: skip
+    demos = spread_out(demos, episodes)
     made = {"source": "policy", "checkpoint": str(policy.checkpoint), "seed": seed,
-            "hold": hold, "settle": settle, "trained_on": policy.config.env}  # fmt: skip
+            "hold": hold, "settle": settle, "trained_on": policy.config.env,
+            "spread_from": spread_from or None}  # fmt: skip
     return save_demos(DemoSet(env_id, demos, made), out, replace)
+
+
+def spread_out(demos: list[Demo], keep: int) -> list[Demo]:
+    """The `keep` demos whose first observations lie farthest apart (greedy farthest-point:
+    the start farthest from the mean first, then each time the one farthest from those
+    already kept), in their recorded order. Distances are plain Euclidean on observations: the
+    dimensions a task randomises at reset (the pen's goal, relocate's ball and target) are the
+    only ones that differ between starts, so no scaling is needed."""
+    if len(demos) <= keep:
+        return demos
+    starts = np.stack([d.observations[0] for d in demos]).astype(np.float64)
+    kept = [int(np.argmax(np.linalg.norm(starts - starts.mean(0), axis=1)))]
+    nearest = np.linalg.norm(starts - starts[kept[0]], axis=1)  # distance to the kept set
+    while len(kept) < keep:
+        kept.append(int(np.argmax(nearest)))
+        nearest = np.minimum(nearest, np.linalg.norm(starts - starts[kept[-1]], axis=1))
+        nearest[kept] = -np.inf  # (starts that repeat one kept are never kept twice)
+    return [demos[i] for i in sorted(kept)]
 
 
 @dataclass
