@@ -253,9 +253,10 @@ def main() -> int:
                         "(default: the preset's, else 0.9)")  # fmt: skip
     parser.add_argument("--env-workers", type=int,
                         help="processes each run steps its envs in (default: the preset's)")  # fmt: skip
-    parser.add_argument("--settle", type=int, default=0,
+    parser.add_argument("--settle", type=int,
                         help="demos go on past their hold to a state whose success lasts this "
-                        "many steps with the last action held (`prefrl demos plan --settle`)")  # fmt: skip
+                        "many steps with the last action held (`prefrl demos plan --settle`; "
+                        "default 0, with --demos-from the demos' own)")  # fmt: skip
     parser.add_argument("--dapg", type=Path,
                         help="hand_dapg's demo pickle of --env: people's demos, replayed here, "
                         "instead of planned ones (use a --runs of their own)")  # fmt: skip
@@ -291,6 +292,9 @@ def main() -> int:
         base = dataclasses.replace(base, **overrides)
     except ValueError as error:
         raise SystemExit(str(error)) from None
+    if args.settle is None:  # (given demos were cut where their maker said)
+        given = DemoSet.load(args.demos_from).info if args.demos_from else {}
+        args.settle = given.get("settle", 0)
     args.runs.mkdir(parents=True, exist_ok=True)
     demo_dir = args.runs / f"demos-{args.env.replace(':', '-')}-{args.demos}{source_suffix(args)}"
     if not demo_dir.exists():

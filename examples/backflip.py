@@ -129,6 +129,11 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
     """The rule's score of Hopper observations in time order (axis -2): the backward turns made
     in the air from its feet, less the forward ones on the floor, the landed flips' bonus, and
     the on-feet bonus for every step after the first."""
+    return rule_tally(obs)[0]
+
+
+def rule_tally(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`rule_score` of `obs` and the backflips landed in them."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
     down, air = floor_contacts(obs)
     feet = on_feet(height, angle, rising, air)
@@ -136,8 +141,9 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
     ready, since_feet = feet[..., 0] & ~down[..., 0], np.zeros(height.shape[:-1])
     flight = np.zeros(height.shape[:-1])
     score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
+    landed_flips = np.zeros(height.shape[:-1], int)
     for t in range(turns.shape[-1]):
-        credit, ready, since_feet, flight, _ = rule_step(
+        credit, ready, since_feet, flight, landed = rule_step(
             ready,
             since_feet,
             flight,
@@ -147,7 +153,8 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
             feet[..., t + 1],
         )
         score = score + credit
-    return score
+        landed_flips = landed_flips + landed
+    return score, landed_flips
 
 
 class BackflipTeacher(Teacher):

@@ -405,14 +405,14 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     assert latest_checkpoint(stopped.run_dir).name == "step_000000005"
 
 
-def test_the_backflip_rule_pays_backward_turns_in_the_air():
+def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     """examples/backflip.py's rule: a whole backward turn in the air, from its feet to its feet,
     scores the turn and as much again for the landing; with the torso on the floor midway, the
     turns made in the air before it are kept and no flip is landed; a turn and a half in the air
     without a landing scores one turn; the same turn made on the floor scores nothing, and
     tipping back in hops and forward on the foot nothing either; the env's rewards, step by step,
     add up to the rule's score. Its PEBBLE asks for 1000 labels by 190k steps, or spread over
-    the run."""
+    the run. tools/backflip_landings.py counts the flips landed in a run's buffer."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
@@ -427,9 +427,21 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air():
     obs[10:69, 6] = 2.0  # (moving up or down in flight)
     on_feet = 9 + 30  # (steps 1-9 and 70-99)
     assert abs(float(backflip.rule_score(obs)) - (2.0 + on_feet * standing)) < 1e-6
+    assert int(backflip.rule_tally(obs)[1]) == 1  # (one backflip landed)
     down = obs.copy()
     down[40, 0] = 0.07  # (the torso on the floor midway: 29 of the 59 steps' turns before it)
     assert abs(float(backflip.rule_score(down)) - (29 / 59 + on_feet * standing)) < 1e-6
+    assert int(backflip.rule_tally(down)[1]) == 0
+    # tools/backflip_landings.py: the same two, as the 1000-step episodes of a run's buffer
+    steps = np.concatenate([obs, np.repeat(obs[-1:], 900, 0), down, np.repeat(obs[-1:], 900, 0)])
+    where = tmp_path / "run/checkpoints/step_000002000"
+    where.mkdir(parents=True)
+    (where.parent / "latest").write_text(where.name)
+    np.savez(where / "buffer.npz", obs=steps, next_obs=np.concatenate([steps[1:], steps[-1:]]))
+    told = subprocess.run([sys.executable, "tools/backflip_landings.py", str(tmp_path / "run")],
+                          cwd=EXAMPLES.parent, capture_output=True, text=True, check=True,
+                          timeout=300)  # fmt: skip
+    assert told.stdout.startswith("2 episodes, 1 with a landed backflip, 1 landed in all")
     over = obs.copy()
     over[10:, 0] = 2.0  # (a turn and a half, never down again)
     over[10:, 1] = -np.linspace(0, 3 * np.pi, 90)

@@ -338,8 +338,9 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
 
 
 def test_the_benchmark_takes_demos_from_a_folder_of_yours(tmp_path):
-    """benchmarks/rfcl.py --demos-from: the first --demos of a demo folder (here "recorded"),
-    its row and run names saying where they came from; too few, or another env's, refused."""
+    """benchmarks/rfcl.py --demos-from: the first --demos of a demo folder (here "recorded",
+    cut with --settle 3: the grid takes their --settle without being told), its row and run
+    names saying where they came from; too few, or another env's, refused."""
     import subprocess
     import sys
 
@@ -348,7 +349,7 @@ def test_the_benchmark_takes_demos_from_a_folder_of_yours(tmp_path):
 
     root = Path(__file__).parent.parent
     made = script_demos("toy:maze-open", 2)
-    DemoSet(made.env_id, made.demos, {"source": "recorded"}).save(tmp_path / "mine")
+    DemoSet(made.env_id, made.demos, {"source": "recorded", "settle": 3}).save(tmp_path / "mine")
     out = tmp_path / "rfcl.json"
 
     def bench(demos: int, env: str = "toy:maze-open") -> subprocess.CompletedProcess:

@@ -1,0 +1,62 @@
+"""Count the backflips a Hopper backflip run landed while it trained, by the rule of
+`examples/backflip.py`, from the replay buffer of one of its checkpoints: whether its own
+experience ever held a landing for its reward to learn from.
+
+    python tools/backflip_landings.py runs/bench-backflip-one-turn/pref-spread_s0
+    python tools/backflip_landings.py RUN --checkpoint step_000200000 --every 25
+
+The buffer holds the run's steps in order (its episodes never end early: the backflip env goes
+on after a fall to its 1000-step limit), so each 1000 steps are one episode. Prints, for every
+`--every` episodes, the landings and the rule's score of the episodes (the mean and the best).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from prefrl.rundir.checkpoints import latest_checkpoint
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # (not a package)
+import backflip
+
+
+def episode_tallies(run_dir: Path, checkpoint: str | None = None,
+                    episode_steps: int = 1000) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The rule's score and the flips landed in each whole episode of the run's buffer."""
+    where = run_dir / "checkpoints" / checkpoint if checkpoint else latest_checkpoint(run_dir)
+    if where is None or not (where / "buffer.npz").exists():
+        raise SystemExit(f"{run_dir}: no checkpoint with a replay buffer (buffer.npz) found")
+    buffer = np.load(where / "buffer.npz")
+    obs, next_obs = buffer["obs"], buffer["next_obs"]
+    episodes = len(obs) // episode_steps
+    scores, landed = np.zeros(episodes), np.zeros(episodes, int)
+    for e in range(episodes):
+        end = (e + 1) * episode_steps
+        steps = np.concatenate([obs[e * episode_steps : end], next_obs[end - 1 : end]])
+        score, flips = backflip.rule_tally(steps)
+        scores[e], landed[e] = float(score), int(flips)
+    return scores, landed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path, help="a backflip run directory")
+    parser.add_argument("--checkpoint", help="a checkpoint's name (default: the latest)")
+    parser.add_argument("--every", type=int, default=50, help="episodes a line")
+    args = parser.parse_args()
+    scores, landed = episode_tallies(args.run, args.checkpoint)
+    print(f"{len(scores)} episodes, {int((landed > 0).sum())} with a landed backflip, "
+          f"{int(landed.sum())} landed in all")  # fmt: skip
+    for start in range(0, len(scores), args.every):
+        part = slice(start, start + args.every)
+        print(f"episodes {start}-{min(start + args.every, len(scores)) - 1}: landed "
+              f"{int(landed[part].sum())}, rule score {scores[part].mean():.2f} an episode "
+              f"(best {scores[part].max():.2f})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
