@@ -3,8 +3,9 @@
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
 backwards with the whole body in the air, having taken off from its feet, up to one turn a
-flight, with as much again for each backflip landed on its feet and a little for time spent on
-them. The agent never sees the rule, only the answers.
+flight, with half a turn more for coming down foot first after most of a turn (times how
+upright the torso is then), as much again for each backflip landed on its feet and a little
+for time spent on them. The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import gymnasium as gym
 import mujoco
@@ -39,17 +41,26 @@ earns no more, so landing it is the only way up."""
 LANDING_BONUS = 1.0
 """Score of a backflip landed on its feet, in turns, on top of its turns in the air: a landed
 flip is worth twice one that is not, and standing again it can flip again."""
+TOUCHDOWN_BONUS = 0.5
+"""Score, in turns, of coming down foot first (the torso and thigh off the floor) after
+`MOST_OF_A_TURN` in the air, times how upright the torso is then (the cosine of its angle, none
+past horizontal); once a flight. A near landing is then worth more than a fall on the back
+before any flip has landed, as it is to a person watching: without it PEBBLE's agents never
+landed one, and so never showed the teacher a landing (docs/notes/2026-11-29-backflip.md)."""
+MOST_OF_A_TURN = 0.75
+"""Turns in the air a flight needs before its touchdown counts (at 0.75 the torso is level)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
 # Four rules before this one were gamed or gave no way up to a flip (docs/notes/
 # 2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
 # lands (a half flip earned no more than standing); every backward turn in the air (taught a
-# tumble of 1.5-2 turns and a fall). This one pays at most one turn a flight, and a landing as
-# much again.
+# tumble of 1.5-2 turns and a fall); at most one turn a flight and a landing as much again
+# (taught three turns an episode that come down on the back, never a landing). This one adds
+# the touchdown.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "one-turn"
+RULE = "touchdown"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
@@ -105,24 +116,49 @@ def floor_contacts(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return down.reshape(shape), air.reshape(shape)
 
 
-def rule_step(ready, since_feet, flight, turn, air, down, feet):
-    """One step of the rule, for arrays of runs at once. `ready`: on its feet since the torso or
-    thigh last came down. A ready Hopper earns the backward turns it makes with its whole body in
-    the air (`air`: at both ends of the step; `turn`: this step's, in turns) and pays for the
-    forward turns it makes on the floor (so tipping back in the air and forward again on the
-    foot earns nothing); one not ready earns nothing either way (rolling, lying, getting up).
-    A flight (from its feet to its feet) earns its turns up to `ONE_FLIGHT` (`flight`: its turns
-    so far, uncapped), kept however it ends. A landed backflip: back on its feet, ready, at least
-    0.9 of a backward turn since it last stood (`since_feet`): it earns `LANDING_BONUS`.
-    Returns the step's credit, the new `ready`, `since_feet` and `flight`, and the flips landed."""
-    earned = np.where(ready & (air | (turn < 0)), turn, 0.0)
+class RuleState(NamedTuple):
+    """What the rule remembers between steps, for arrays of runs at once."""
+
+    ready: np.ndarray
+    """On its feet since the torso or thigh last came down."""
+    since_feet: np.ndarray
+    """Backward turns since it last stood."""
+    flight: np.ndarray
+    """This flight's turns in the air so far (uncapped)."""
+    touched: np.ndarray
+    """This flight's touchdown has been paid."""
+
+    @classmethod
+    def start(cls, ready: np.ndarray) -> RuleState:
+        zero = np.zeros(np.shape(ready))
+        return cls(np.asarray(ready), zero, zero, np.zeros(np.shape(ready), bool))
+
+
+def rule_step(state: RuleState, turn, air_before, air_after, down, feet, upright):
+    """One step of the rule. A ready Hopper earns the backward turns it makes with its whole
+    body in the air (`air_before` and `air_after`: at both ends of the step; `turn`: this
+    step's, in turns) and pays for the forward turns it makes on the floor (so tipping back in
+    the air and forward again on the foot earns nothing); one not ready earns nothing either
+    way (rolling, lying, getting up). A flight (from its feet to its feet) earns its turns up to
+    `ONE_FLIGHT`, kept however it ends; its first touch of the floor after `MOST_OF_A_TURN`,
+    foot first, earns `TOUCHDOWN_BONUS` x `upright` (the cosine of the torso's angle, none
+    below 0). A landed backflip: back on its feet, ready, at least 0.9 of a backward turn since
+    it last stood: it earns `LANDING_BONUS`. Returns the step's credit, the new state and the
+    flips landed."""
+    ready, since_feet, flight, touched = state
+    earned = np.where(ready & ((air_before & air_after) | (turn < 0)), turn, 0.0)
     credit = np.minimum(flight + earned, ONE_FLIGHT) - np.minimum(flight, ONE_FLIGHT)
     since_feet, flight = since_feet + turn, flight + earned
+    touchdown = ready & ~touched & air_before & ~air_after & ~down & (flight >= MOST_OF_A_TURN)
+    credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * np.maximum(upright, 0.0), 0.0)
     ready = ready & ~down
     landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
     credit = credit + LANDING_BONUS * landed
-    since_feet, flight = np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight)
-    return credit, ready | feet, since_feet, flight, landed
+    state = RuleState(
+        ready | feet, np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight),
+        (touched | touchdown) & ~feet,
+    )  # fmt: skip
+    return credit, state, landed
 
 
 def rule_score(obs: np.ndarray) -> np.ndarray:
@@ -138,20 +174,15 @@ def rule_tally(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     down, air = floor_contacts(obs)
     feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
-    ready, since_feet = feet[..., 0] & ~down[..., 0], np.zeros(height.shape[:-1])
-    flight = np.zeros(height.shape[:-1])
+    state = RuleState.start(feet[..., 0] & ~down[..., 0])
     score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
     landed_flips = np.zeros(height.shape[:-1], int)
+    upright = np.cos(angle)
     for t in range(turns.shape[-1]):
-        credit, ready, since_feet, flight, landed = rule_step(
-            ready,
-            since_feet,
-            flight,
-            turns[..., t],
-            air[..., t] & air[..., t + 1],
-            down[..., t + 1],
-            feet[..., t + 1],
-        )
+        credit, state, landed = rule_step(
+            state, turns[..., t], air[..., t], air[..., t + 1], down[..., t + 1],
+            feet[..., t + 1], upright[..., t + 1],
+        )  # fmt: skip
         score = score + credit
         landed_flips = landed_flips + landed
     return score, landed_flips
@@ -188,8 +219,7 @@ class HopperBackflip(HopperEnv):
     def reset_model(self):
         obs = super().reset_model()
         down, self._air = floor_contacts(obs)
-        self._ready = on_feet(obs[0], obs[1], obs[6], self._air) & ~down
-        self._since_feet, self._flight = np.zeros(()), np.zeros(())
+        self._rule = RuleState.start(on_feet(obs[0], obs[1], obs[6], self._air) & ~down)
         self._landed, self._score = 0, 0.0
         return obs
 
@@ -198,14 +228,8 @@ class HopperBackflip(HopperEnv):
         obs, _, terminated, truncated, info = super().step(action)
         down, air = floor_contacts(obs)
         feet = on_feet(obs[0], obs[1], obs[6], air)
-        credit, self._ready, self._since_feet, self._flight, landed = rule_step(
-            self._ready,
-            self._since_feet,
-            self._flight,
-            -(obs[1] - before[1]) / TURN,
-            self._air & air,
-            down,
-            feet,
+        credit, self._rule, landed = rule_step(
+            self._rule, -(obs[1] - before[1]) / TURN, self._air, air, down, feet, np.cos(obs[1])
         )
         self._air = air
         score = float(credit) + ON_FEET_BONUS * float(feet)

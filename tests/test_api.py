@@ -407,7 +407,9 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
 
 def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     """examples/backflip.py's rule: a whole backward turn in the air, from its feet to its feet,
-    scores the turn and as much again for the landing; with the torso on the floor midway, the
+    scores the turn, half a turn for coming down foot first and a turn for the landing; 0.9 of
+    a turn coming down foot first scores 0.5 x the cosine of its angle more than the same
+    flight coming down on the back; with the torso on the floor midway, the
     turns made in the air before it are kept and no flip is landed; a turn and a half in the air
     without a landing scores one turn; the same turn made on the floor scores nothing, and
     tipping back in hops and forward on the foot nothing either; the env's rewards, step by step,
@@ -426,12 +428,24 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     obs[70:, 1] = -2 * np.pi
     obs[10:69, 6] = 2.0  # (moving up or down in flight)
     on_feet = 9 + 30  # (steps 1-9 and 70-99)
-    assert abs(float(backflip.rule_score(obs)) - (2.0 + on_feet * standing)) < 1e-6
+    assert abs(float(backflip.rule_score(obs)) - (2.5 + on_feet * standing)) < 1e-6
     assert int(backflip.rule_tally(obs)[1]) == 1  # (one backflip landed)
     down = obs.copy()
     down[40, 0] = 0.07  # (the torso on the floor midway: 29 of the 59 steps' turns before it)
     assert abs(float(backflip.rule_score(down)) - (29 / 59 + on_feet * standing)) < 1e-6
     assert int(backflip.rule_tally(down)[1]) == 0
+    near = np.zeros((100, 11))
+    near[:, 0] = 1.2
+    near[10:58, 0], near[10:58, 6] = 2.0, 2.0  # (in the air, turning 0.9 of a turn back)
+    near[10:58, 1] = -np.linspace(0, 0.9 * 2 * np.pi, 48)
+    near[58:, 1] = -0.9 * 2 * np.pi
+    near[58, 0], near[58, 6] = 1.1, -2.0  # (down foot first, at 36 degrees: not standing)
+    near[59:, 0] = 0.07  # (then on its back)
+    back = near.copy()
+    back[58, 0] = 0.07  # (down on its back at once)
+    upright = np.cos(0.9 * 2 * np.pi)
+    assert abs(float(backflip.rule_score(back)) - (0.9 + 9 * standing)) < 1e-6
+    assert abs(float(backflip.rule_score(near)) - (0.9 + 0.5 * upright + 9 * standing)) < 1e-6
     # tools/backflip_landings.py: the same two, as the 1000-step episodes of a run's buffer
     steps = np.concatenate([obs, np.repeat(obs[-1:], 900, 0), down, np.repeat(obs[-1:], 900, 0)])
     where = tmp_path / "run/checkpoints/step_000002000"
