@@ -2,10 +2,11 @@
 
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
-backwards with the whole body in the air, having taken off from its feet, up to one turn a
-flight, with half a turn more for coming down foot first after most of a turn (times how
-upright the torso is then), as much again for each backflip landed on its feet and a little
-for time spent on them. The agent never sees the rule, only the answers.
+backwards in one leap (the whole body in the air from take-off to touch-down), having taken off
+from its feet, by the square of the leap's turns (so one big leap beats many small ones), up to
+one turn between standing, with half a turn more for coming down foot first from most of a turn
+(times how upright the torso is then), a turn for each backflip landed on its feet and a
+little for time spent on them. The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -42,13 +43,13 @@ LANDING_BONUS = 1.0
 """Score of a backflip landed on its feet, in turns, on top of its turns in the air: a landed
 flip is worth twice one that is not, and standing again it can flip again."""
 TOUCHDOWN_BONUS = 0.5
-"""Score, in turns, of coming down foot first (the torso and thigh off the floor) after
-`MOST_OF_A_TURN` in the air, times how upright the torso is then (the cosine of its angle, none
-past horizontal); once a flight. A near landing is then worth more than a fall on the back
-before any flip has landed, as it is to a person watching: without it PEBBLE's agents never
-landed one, and so never showed the teacher a landing (docs/notes/2026-11-29-backflip.md)."""
+"""Score, in turns, of ending a leap of `MOST_OF_A_TURN` or more foot first (the torso and
+thigh off the floor), times how upright the torso is then (the cosine of its angle, none past
+horizontal). A near landing is then worth more than a fall on the back before any flip has
+landed, as it is to a person watching: PEBBLE's agents never landed one, and so never showed
+the teacher a landing (docs/notes/2026-11-29-backflip.md)."""
 MOST_OF_A_TURN = 0.75
-"""Turns in the air a flight needs before its touchdown counts (at 0.75 the torso is level)."""
+"""Turns a leap needs before its touch-down counts (at 0.75 the torso is level)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
 # Four rules before this one were gamed or gave no way up to a flip (docs/notes/
@@ -56,11 +57,12 @@ TIE = 0.01
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
 # lands (a half flip earned no more than standing); every backward turn in the air (taught a
 # tumble of 1.5-2 turns and a fall); at most one turn a flight and a landing as much again
-# (taught three turns an episode that come down on the back, never a landing). This one adds
-# the touchdown.
+# (taught turning a turn in a chain of small hops on the foot, then a fall on the back: never a
+# leap of half a turn, never a landing). This one pays each leap by the square of its turns and
+# adds the touch-down.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "touchdown"
+RULE = "leaps"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
@@ -124,40 +126,47 @@ class RuleState(NamedTuple):
     since_feet: np.ndarray
     """Backward turns since it last stood."""
     flight: np.ndarray
-    """This flight's turns in the air so far (uncapped)."""
-    touched: np.ndarray
-    """This flight's touchdown has been paid."""
+    """What this flight (from its feet to its feet) has earned so far (uncapped)."""
+    leap: np.ndarray
+    """Backward turns of the leap under way (0 on the floor)."""
 
     @classmethod
     def start(cls, ready: np.ndarray) -> RuleState:
         zero = np.zeros(np.shape(ready))
-        return cls(np.asarray(ready), zero, zero, np.zeros(np.shape(ready), bool))
+        return cls(np.asarray(ready), zero, zero, zero)
+
+
+def leap_value(turns):
+    """A leap's worth for its backward turns: their square, up to one turn (a tenth of a turn
+    in each of ten hops earns a tenth of a whole turn in one leap)."""
+    return np.minimum(np.maximum(turns, 0.0), ONE_FLIGHT) ** 2
 
 
 def rule_step(state: RuleState, turn, air_before, air_after, down, feet, upright):
-    """One step of the rule. A ready Hopper earns the backward turns it makes with its whole
-    body in the air (`air_before` and `air_after`: at both ends of the step; `turn`: this
-    step's, in turns) and pays for the forward turns it makes on the floor (so tipping back in
-    the air and forward again on the foot earns nothing); one not ready earns nothing either
-    way (rolling, lying, getting up). A flight (from its feet to its feet) earns its turns up to
-    `ONE_FLIGHT`, kept however it ends; its first touch of the floor after `MOST_OF_A_TURN`,
-    foot first, earns `TOUCHDOWN_BONUS` x `upright` (the cosine of the torso's angle, none
-    below 0). A landed backflip: back on its feet, ready, at least 0.9 of a backward turn since
-    it last stood: it earns `LANDING_BONUS`. Returns the step's credit, the new state and the
-    flips landed."""
-    ready, since_feet, flight, touched = state
-    earned = np.where(ready & ((air_before & air_after) | (turn < 0)), turn, 0.0)
+    """One step of the rule. A ready Hopper earns what its leaps are worth (`leap_value`: the
+    backward turns made with the whole body in the air, `air_before` and `air_after` at both
+    ends of the step; `turn`: this step's, in turns) and pays for the forward turns it makes on
+    the floor (so tipping back in the air and forward again on the foot earns nothing); one not
+    ready earns nothing either way (rolling, lying, getting up). A flight (from its feet to its
+    feet) earns up to `ONE_FLIGHT`, kept however it ends. A leap of `MOST_OF_A_TURN` or more
+    that comes down foot first earns `TOUCHDOWN_BONUS` x `upright` (the cosine of the torso's
+    angle, none below 0). A landed backflip: back on its feet, ready, at least 0.9 of a backward
+    turn since it last stood: it earns `LANDING_BONUS`. Returns the step's credit, the new
+    state and the flips landed."""
+    ready, since_feet, flight, leap = state
+    in_air = ready & air_before & air_after
+    new_leap = np.where(in_air, leap + turn, 0.0)
+    on_floor = np.where(ready & (turn < 0), turn, 0.0)
+    earned = np.where(in_air, leap_value(new_leap) - leap_value(leap), on_floor)
     credit = np.minimum(flight + earned, ONE_FLIGHT) - np.minimum(flight, ONE_FLIGHT)
     since_feet, flight = since_feet + turn, flight + earned
-    touchdown = ready & ~touched & air_before & ~air_after & ~down & (flight >= MOST_OF_A_TURN)
+    touchdown = ready & air_before & ~air_after & ~down & (leap >= MOST_OF_A_TURN)
     credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * np.maximum(upright, 0.0), 0.0)
     ready = ready & ~down
     landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
     credit = credit + LANDING_BONUS * landed
-    state = RuleState(
-        ready | feet, np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight),
-        (touched | touchdown) & ~feet,
-    )  # fmt: skip
+    state = RuleState(ready | feet, np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight),
+                      new_leap)  # fmt: skip
     return credit, state, landed
 
 
