@@ -331,13 +331,14 @@ PROJECTS = (
                 "rl-teacher asks for labels all through training", "pref-spread", "one-turn",
             ),
             _backflip(
-                "the sixth rule ('leaps': each leap's turns squared, so hops on the foot earn "
+                "the sixth rule ('leaps': each leap's turns squared, so many small leaps earn "
                 "little; a leap of most of a turn that comes down foot first pays half a turn x "
                 "how upright), sessions spread", "a backflip from about 900 labels",
                 "pref-spread", "leaps", "queued (benchmarks/QUEUE.md row 1c): `python "
                 "benchmarks/backflip.py --seeds 0 --only pref-spread`, `--only rule-reward` "
                 "beside it, then `--seeds 0 --report-only`; under the fifth rule "
-                "PEBBLE turned in chains of small hops and never landed a flip in training, so "
+                "PEBBLE made ten leaps of 0.3 of a turn onto its back an episode and never "
+                "landed a flip in training, so "
                 "no clip showed the teacher one",
             ),
         ),

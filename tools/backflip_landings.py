@@ -50,18 +50,18 @@ def episode_tallies(obs: np.ndarray, next_obs: np.ndarray,
 
 
 def leaps(obs: np.ndarray) -> list[tuple[float, bool]]:
-    """(backward turns, came down foot first) of each leap in one episode's observations."""
+    """(backward turns, came down foot first) of each leap that turned at all in one episode's
+    observations, as the rule counts leaps (`backflip.RuleState.leap`)."""
     down, air = backflip.floor_contacts(obs)
     feet = backflip.on_feet(obs[:, 0], obs[:, 1], obs[:, 6], air)
-    turns = -np.diff(obs[:, 1]) / backflip.TURN
-    found, ready, leap = [], bool(feet[0] and not down[0]), None
-    for t, turn in enumerate(turns, start=1):
-        if ready and air[t - 1] and air[t]:
-            leap = (leap or 0.0) + turn
-        elif leap is not None and not air[t]:
-            found.append((leap, not down[t]))
-            leap = None
-        ready = (ready and not down[t]) or bool(feet[t])
+    turns, upright = -np.diff(obs[:, 1]) / backflip.TURN, np.cos(obs[:, 1])
+    state, found = backflip.RuleState.start(feet[0] & ~down[0]), []
+    for t, turn in enumerate(turns):
+        leap = float(state.leap)
+        _, state, _ = backflip.rule_step(state, turn, air[t], air[t + 1], down[t + 1],
+                                         feet[t + 1], upright[t + 1])  # fmt: skip
+        if leap != 0.0 and float(state.leap) == 0.0:  # (it ended: on the floor, or came down)
+            found.append((leap, not down[t + 1]))
     return found
 
 
