@@ -178,22 +178,29 @@ def rule_score(obs: np.ndarray) -> np.ndarray:
 
 def rule_tally(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`rule_score` of `obs` and the backflips landed in them."""
+    score, landed_flips = 0.0, 0
+    for credit, _, _, landed, _ in rule_trace(obs):
+        score, landed_flips = score + credit, landed_flips + landed
+    return score, landed_flips
+
+
+def rule_trace(obs: np.ndarray):
+    """The rule over observations in time order (axis -2), a step at a time: each step's credit
+    (with the on-feet bonus), the rule's state before and after it, the flips it landed and
+    whether the torso or thigh is down after it."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
     down, air = floor_contacts(obs)
     feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
-    state = RuleState.start(feet[..., 0] & ~down[..., 0])
-    score = ON_FEET_BONUS * feet[..., 1:].sum(-1)
-    landed_flips = np.zeros(height.shape[:-1], int)
     upright = np.cos(angle)
+    state = RuleState.start(feet[..., 0] & ~down[..., 0])
     for t in range(turns.shape[-1]):
-        credit, state, landed = rule_step(
+        credit, after, landed = rule_step(
             state, turns[..., t], air[..., t], air[..., t + 1], down[..., t + 1],
             feet[..., t + 1], upright[..., t + 1],
         )  # fmt: skip
-        score = score + credit
-        landed_flips = landed_flips + landed
-    return score, landed_flips
+        yield credit + ON_FEET_BONUS * feet[..., t + 1], state, after, landed, down[..., t + 1]
+        state = after
 
 
 class BackflipTeacher(Teacher):

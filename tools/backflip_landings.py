@@ -26,6 +26,9 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # (not a package)
 import backflip
 
+EPISODE_STEPS = 1000
+"""The backflip env's time limit: its episodes never end sooner."""
+
 
 def load_buffer(run_dir: Path, checkpoint: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The observations and next observations of a run's replay buffer."""
@@ -36,33 +39,15 @@ def load_buffer(run_dir: Path, checkpoint: str | None = None) -> tuple[np.ndarra
     return buffer["obs"], buffer["next_obs"]
 
 
-def episode_tallies(obs: np.ndarray, next_obs: np.ndarray,
-                    episode_steps: int = 1000) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
-    """The rule's score and the flips landed in each whole episode of a buffer's steps."""
-    episodes = len(obs) // episode_steps
-    scores, landed = np.zeros(episodes), np.zeros(episodes, int)
-    for e in range(episodes):
-        end = (e + 1) * episode_steps
-        steps = np.concatenate([obs[e * episode_steps : end], next_obs[end - 1 : end]])
-        score, flips = backflip.rule_tally(steps)
-        scores[e], landed[e] = float(score), int(flips)
-    return scores, landed
-
-
-def leaps(obs: np.ndarray) -> list[tuple[float, bool]]:
-    """(backward turns, came down foot first) of each leap that turned at all in one episode's
-    observations, as the rule counts leaps (`backflip.RuleState.leap`)."""
-    down, air = backflip.floor_contacts(obs)
-    feet = backflip.on_feet(obs[:, 0], obs[:, 1], obs[:, 6], air)
-    turns, upright = -np.diff(obs[:, 1]) / backflip.TURN, np.cos(obs[:, 1])
-    state, found = backflip.RuleState.start(feet[0] & ~down[0]), []
-    for t, turn in enumerate(turns):
-        leap = float(state.leap)
-        _, state, _ = backflip.rule_step(state, turn, air[t], air[t + 1], down[t + 1],
-                                         feet[t + 1], upright[t + 1])  # fmt: skip
-        if leap != 0.0 and float(state.leap) == 0.0:  # (it ended: on the floor, or came down)
-            found.append((leap, not down[t + 1]))
-    return found
+def episode_report(obs: np.ndarray) -> tuple[float, int, list[tuple[float, bool]]]:
+    """One episode's rule score, flips landed, and leaps that turned at all, as the rule counts
+    them (`backflip.RuleState.leap`): (backward turns, came down foot first)."""
+    score, landed, leaps = 0.0, 0, []
+    for credit, before, after, flips, down in backflip.rule_trace(obs):
+        score, landed = score + float(credit), landed + int(flips)
+        if before.leap != 0.0 and after.leap == 0.0:  # (it ended: on the floor, or came down)
+            leaps.append((float(before.leap), not down))
+    return score, landed, leaps
 
 
 def main() -> None:
@@ -72,7 +57,13 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=50, help="episodes a line")
     args = parser.parse_args()
     obs, next_obs = load_buffer(args.run, args.checkpoint)
-    scores, landed = episode_tallies(obs, next_obs)
+    reports = [  # (each episode's steps, and the observation its last step led to)
+        episode_report(np.concatenate([obs[start : start + EPISODE_STEPS],
+                                       next_obs[start + EPISODE_STEPS - 1 : start + EPISODE_STEPS]]))
+        for start in range(0, len(obs) - EPISODE_STEPS + 1, EPISODE_STEPS)
+    ]  # fmt: skip
+    scores = np.array([r[0] for r in reports])
+    landed = np.array([r[1] for r in reports])
     print(f"{len(scores)} episodes, {int((landed > 0).sum())} with a landed backflip, "
           f"{int(landed.sum())} landed in all")  # fmt: skip
     for start in range(0, len(scores), args.every):
@@ -80,8 +71,8 @@ def main() -> None:
         print(f"episodes {start}-{min(start + args.every, len(scores)) - 1}: landed "
               f"{int(landed[part].sum())}, rule score {scores[part].mean():.2f} an episode "
               f"(best {scores[part].max():.2f})")  # fmt: skip
-    last = range(max(len(scores) - args.every, 0), len(scores))
-    found = [leap for e in last for leap in leaps(obs[e * 1000 : (e + 1) * 1000])]
+    last = reports[-args.every :]
+    found = [leap for r in last for leap in r[2]]
     big = [foot for turns, foot in found if turns >= 0.5]
     print(f"last {len(last)} episodes: {len(found)} leaps, {len(big)} of half a turn or more, "
           f"{sum(big)} of those down foot first")  # fmt: skip
