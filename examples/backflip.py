@@ -1,12 +1,11 @@
 """Teach the Hopper a backflip from preferences: a behaviour no Gymnasium env has a reward for.
 
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
-who taught rl-teacher's Hopper saw) it prefers the one in which the torso turns further
-backwards in one leap (the whole body in the air from take-off to touch-down), having taken off
-from its feet, by the square of the leap's turns (so one big leap beats many small ones), up to
-one turn between standing, with half a turn more for coming down foot first from most of a turn
-(times how upright the torso is then), a turn for each backflip landed on its feet and a
-little for time spent on them. The agent never sees the rule, only the answers.
+who taught rl-teacher's Hopper saw) it prefers the one whose best leap (the whole body in the air
+from take-off to touch-down, having taken off from its feet) turned the torso further backwards,
+up to one turn, with half a turn more for coming down foot first from most of a turn (times how
+upright the torso is then), a turn for each backflip landed on its feet and a little for time
+spent on them. The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -37,7 +36,7 @@ ON_FEET_BONUS = 0.0002
 worth a fifth of a backflip. (At 0.002, two flips' worth, SAC given the rule as its reward settled
 on standing still.)"""
 ONE_FLIGHT = 1.0
-"""The most a flight earns for its turns in the air, in turns: turning further than a backflip
+"""The most a leap earns for its turns in the air, in turns: turning further than a backflip
 earns no more, so landing it is the only way up."""
 LANDING_BONUS = 1.0
 """Score of a backflip landed on its feet, in turns, on top of its turns in the air: a landed
@@ -52,16 +51,18 @@ MOST_OF_A_TURN = 0.75
 """Turns a leap needs before its touch-down counts (at 0.75 the torso is level)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
-# Four rules before this one were gamed or gave no way up to a flip (docs/notes/
+# Six rules before this one were gamed or gave no way up to a flip (docs/notes/
 # 2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
 # lands (a half flip earned no more than standing); every backward turn in the air (taught a
 # tumble of 1.5-2 turns and a fall); at most one turn a flight and a landing as much again
-# (taught ten leaps an episode of 0.3 of a turn onto its back, never a landing). This one pays
-# each leap by the square of its turns and adds the touch-down.
+# (taught ten leaps an episode of 0.3 of a turn onto its back, never a landing); each leap's
+# turns squared (a small leap earned less than the time on its feet it cost, so the agent
+# stood still and 85% of the answers were ties). This one pays the best leap of a stretch, by its
+# turns: one big leap beats many small ones, and a small one still beats standing.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "leaps"
+RULE = "best-leap"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
@@ -124,8 +125,8 @@ class RuleState(NamedTuple):
     """On its feet since the torso or thigh last came down."""
     since_feet: np.ndarray
     """Backward turns since it last stood."""
-    flight: np.ndarray
-    """What this flight (from its feet to its feet) has earned so far (uncapped)."""
+    best: np.ndarray
+    """The most backward turns of any leap so far (capped at `ONE_FLIGHT`)."""
     leap: np.ndarray
     """Backward turns of the leap under way (0 on the floor)."""
 
@@ -135,44 +136,35 @@ class RuleState(NamedTuple):
         return cls(np.asarray(ready), zero, zero, zero)
 
 
-def leap_value(turns):
-    """A leap's worth for its backward turns: their square, up to one turn (a tenth of a turn
-    in each of ten hops earns a tenth of a whole turn in one leap)."""
-    return np.minimum(np.maximum(turns, 0.0), ONE_FLIGHT) ** 2
-
-
 def rule_step(state: RuleState, turn, air_before, air_after, down, feet, upright):
-    """One step of the rule. A ready Hopper earns what its leaps are worth (`leap_value`: the
-    backward turns made with the whole body in the air, `air_before` and `air_after` at both
-    ends of the step; `turn`: this step's, in turns) and pays for the forward turns it makes on
-    the floor (so tipping back in the air and forward again on the foot earns nothing); one not
-    ready earns nothing either way (rolling, lying, getting up). A flight (from its feet to its
-    feet) earns up to `ONE_FLIGHT`, kept however it ends. A leap of `MOST_OF_A_TURN` or more
-    that comes down foot first earns `TOUCHDOWN_BONUS` x `upright` (the cosine of the torso's
-    angle, none below 0). A landed backflip: back on its feet, ready, at least 0.9 of a backward
-    turn since it last stood: it earns `LANDING_BONUS`. Returns the step's credit, the new
-    state and the flips landed."""
-    ready, since_feet, flight, leap = state
+    """One step of the rule. A leap is the stretch a ready Hopper spends with the whole body in
+    the air (`air_before` and `air_after` at both ends of the step); it earns its backward turns
+    (`turn`: this step's, in turns) as far as they beat the best leap so far, up to `ONE_FLIGHT`,
+    so only the biggest leap of a clip counts, and rocking back and forth earns one rock's
+    worth. A Hopper not ready (rolling, lying, getting up) earns nothing. A leap of
+    `MOST_OF_A_TURN` or more that comes down foot first earns `TOUCHDOWN_BONUS` x `upright` (the
+    cosine of the torso's angle, none below 0). A landed backflip: back on its feet, ready, at
+    least 0.9 of a backward turn since it last stood: it earns `LANDING_BONUS`. Returns the
+    step's credit, the new state and the flips landed."""
+    ready, since_feet, best, leap = state
     in_air = ready & air_before & air_after
     new_leap = np.where(in_air, leap + turn, 0.0)
-    on_floor = np.where(ready & (turn < 0), turn, 0.0)
-    earned = np.where(in_air, leap_value(new_leap) - leap_value(leap), on_floor)
-    credit = np.minimum(flight + earned, ONE_FLIGHT) - np.minimum(flight, ONE_FLIGHT)
-    since_feet, flight = since_feet + turn, flight + earned
+    new_best = np.maximum(best, np.clip(new_leap, 0.0, ONE_FLIGHT))
+    credit = new_best - best
     touchdown = ready & air_before & ~air_after & ~down & (leap >= MOST_OF_A_TURN)
     credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * np.maximum(upright, 0.0), 0.0)
+    since_feet = since_feet + turn
     ready = ready & ~down
     landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
     credit = credit + LANDING_BONUS * landed
-    state = RuleState(ready | feet, np.where(feet, 0.0, since_feet), np.where(feet, 0.0, flight),
-                      new_leap)  # fmt: skip
+    state = RuleState(ready | feet, np.where(feet, 0.0, since_feet), new_best, new_leap)
     return credit, state, landed
 
 
 def rule_score(obs: np.ndarray) -> np.ndarray:
-    """The rule's score of Hopper observations in time order (axis -2): the backward turns made
-    in the air from its feet, less the forward ones on the floor, the landed flips' bonus, and
-    the on-feet bonus for every step after the first."""
+    """The rule's score of Hopper observations in time order (axis -2): the backward turns of
+    their best leap from its feet, the touch-downs' and landed flips' bonuses, and the on-feet
+    bonus for every step after the first."""
     return rule_tally(obs)[0]
 
 
@@ -219,7 +211,7 @@ class BackflipTeacher(Teacher):
 
 class HopperBackflip(HopperEnv):
     """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
-    step, so that the sum of its rewards over any stretch is that stretch's rule score. It
+    step, so that the sum of its rewards over an episode is the episode's rule score. It
     counts the backflips it lands (at least 0.9 of a backward turn from its feet back to its
     feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's score so
     far in `info["episode_metrics"]`, which evaluations log as `eval/landed_flips_mean` and
