@@ -194,6 +194,25 @@ def test_a_teacher_subclass_with_a_rule_of_its_own_trains(tmp_path):
         PreferenceLearner("toy:point-free", ScriptedTeacher(TeacherConfig(), 0, 50), **small)
 
 
+class MostlyEqual(NearerTheGoal):
+    """A rule that tells only one pair in four apart: "equal" for the others."""
+
+    def answer(self, left, right):
+        answers = super().answer(left, right)
+        return np.where(np.arange(len(answers)) % 4 == 0, answers, Label.EQUAL)
+
+
+def test_a_run_whose_answers_are_mostly_ties_says_so(tmp_path, capsys):
+    result = PreferenceLearner("toy:point-reach", MostlyEqual(), runs_dir=tmp_path,
+                               **SMALL).train()  # fmt: skip
+    told = [n for n in result.details["notes"] if "answers were 'equal'" in n]
+    assert len(told) == 1, result.details["notes"]
+    equal = int(told[0].split(" of the ")[0])
+    assert equal > 20 and f"of the {result.labels} answers" in told[0]
+    out = capsys.readouterr().out  # (after the first fit that finds them, and at the end)
+    assert out.count("answers were 'equal'") == 2
+
+
 def test_help_on_teacher_states_the_contract():
     import pydoc
 

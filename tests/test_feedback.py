@@ -109,6 +109,18 @@ def test_preference_data_roundtrip_and_counts(tmp_path):
         data.add(_segments([1, 2]), _segments([1, 2]), ["left"])
 
 
+def test_a_run_says_when_most_answers_are_ties():
+    from prefrl.feedback.channel import mostly_ties
+
+    data = PreferenceData()
+    data.add(_segments(np.zeros(19)), _segments(np.zeros(19)), ["equal"] * 19)
+    assert mostly_ties(data) is None  # (too few to say)
+    data.add(_segments([1]), _segments([0]), ["left"])
+    assert mostly_ties(data).startswith("19 of the 20 answers were 'equal' (95%)")
+    data.add(_segments(np.zeros(18)), _segments(np.ones(18)), ["right"] * 18)
+    assert mostly_ties(data) is None  # (19 of 38: half, not more)
+
+
 def test_oracle_prefers_larger_return_and_ties_are_equal():
     left, right = _segments([1.0, 5.0, 2.0]), _segments([2.0, 1.0, 2.0])
     labels = scripted_labels(TEACHER_PRESETS["oracle"], left, right, np.random.default_rng(0), 1)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from prefrl.data.segments import Label, Segments
+from prefrl.data.segments import Label, PreferenceData, Segments
 from prefrl.feedback.store import FeedbackStore
 from prefrl.feedback.teachers import Query, ScriptedTeacher, Teacher, check_teacher
 
@@ -149,6 +149,24 @@ def unanswered_at_end(channel: FeedbackChannel) -> str | None:
         return (f"{unanswered} of the {channel.asked()} pairs asked were unanswered at the run's "
                 "last step: their labels were not trained on")  # fmt: skip
     return None
+
+
+TIES_SHARE = 0.5
+"""`mostly_ties`' threshold: the share of "equal" answers above which a run says so."""
+
+
+def mostly_ties(labels: PreferenceData) -> str | None:
+    """What a run says when most of its answers so far are "equal" (of 20 or more): a tie
+    teaches the reward model only that two clips are alike, so such a run learns from a
+    fraction of its labels (a backflip rule that answered 85% "equal" taught its agent to
+    stand still). None otherwise."""
+    total, equal = len(labels), labels.counts()["equal"]
+    if total < 20 or equal <= TIES_SHARE * total:
+        return None
+    return (f"{equal:,} of the {total:,} answers were 'equal' ({100 * equal / total:.0f}%): a tie "
+            "teaches the reward model only that two clips are alike. A teacher's rule that tells "
+            "more clips apart (a smaller tie threshold, a score that grows with each step towards "
+            "the goal) gives it more to learn from")  # fmt: skip
 
 
 class InMemoryChannel:

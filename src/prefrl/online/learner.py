@@ -29,6 +29,7 @@ from prefrl.agents import PPO, SAC
 from prefrl.envs import PrefrlEnv, make_env
 from prefrl.envs.check import check_people_can_label
 from prefrl.feedback import ScheduleConfig, ScriptedTeacher, Teacher, TeacherConfig
+from prefrl.feedback.channel import mostly_ties
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.store import run_uid
 from prefrl.feedback.teachers import check_teacher
@@ -267,6 +268,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     title = method_title(cfg)
     minutes = cfg.checkpoint_minutes if run.feedback.is_human else None
     periodic = PeriodicTasks(run, metrics, progress, title, minutes and 60 * minutes)
+    told_ties: list[str] = []  # (said once a session, after the fit that first finds them)
 
     def use_fit_if_ready() -> None:  # 5. relabel (a fit due now lands before queries use it)
         if run.fitting.ready(run.step):
@@ -276,6 +278,9 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             with stop.meanwhile(fitting):
                 fit_metrics = run.take_fit()
             agent.after_fit(first)
+            if not told_ties and (ties := mostly_ties(run.labels)):
+                progress.say(f"note: {ties}")
+                told_ties.append(ties)
             metrics.log(run.step, fit_metrics)
             check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, run.step)
             run.callbacks("fit", run.step, fit_metrics)

@@ -25,6 +25,7 @@ from prefrl.feedback.channel import (
     FeedbackChannel,
     InMemoryChannel,
     StoreChannel,
+    mostly_ties,
     unanswered_at_end,
 )
 from prefrl.feedback.store import FeedbackStore, run_uid
@@ -272,6 +273,8 @@ class OnlineRun(TrainingLoop):
             notes.append(f"the reward model was never fitted to the {len(self.labels)} labels")
         if unanswered := unanswered_at_end(self.feedback):
             notes.append(unanswered)
+        if ties := mostly_ties(self.labels):
+            notes.append(ties)
         return notes
 
     # ------------------------------------------------------------------ checkpoints

@@ -28,7 +28,7 @@ from prefrl.data.frame_clips import FrameClipRecorder
 from prefrl.data.segments import PreferenceData, SegmentPool, Segments
 from prefrl.envs import is_pixel_env
 from prefrl.envs.frames import FRAME_SIZE
-from prefrl.feedback.channel import StoreChannel, unanswered_at_end
+from prefrl.feedback.channel import StoreChannel, mostly_ties, unanswered_at_end
 from prefrl.feedback.exchange import check_same_env, import_labels, read_labels
 from prefrl.feedback.selection import select_pairs
 from prefrl.feedback.store import FeedbackStore, run_uid
@@ -394,8 +394,9 @@ class FramePreferenceRun(FrameRun):
         result.agreement = self.reward_metrics.get("reward/clip_return_corr")
         result.details["reward_metrics"] = self.reward_metrics
         result.details["unanswered"] = self.feedback.unanswered()
-        note = None if result.interrupted else unanswered_at_end(self.feedback)
-        result.details["notes"] = [note] if note else []  # (train_frames prints them)
+        notes = [] if result.interrupted else [unanswered_at_end(self.feedback),
+                                               mostly_ties(self.labels)]  # fmt: skip
+        result.details["notes"] = [n for n in notes if n]  # (train_frames prints them)
 
     def fit(self) -> dict[str, float]:
         """A fit of the reward model, shown on the progress bar; a stop ends it at its next
