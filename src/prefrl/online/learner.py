@@ -268,9 +268,10 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
     title = method_title(cfg)
     minutes = cfg.checkpoint_minutes if run.feedback.is_human else None
     periodic = PeriodicTasks(run, metrics, progress, title, minutes and 60 * minutes)
-    told_ties: list[str] = []  # (said once a session, after the fit that first finds them)
+    told_ties = False  # (said once a session, after the fit that first finds them)
 
     def use_fit_if_ready() -> None:  # 5. relabel (a fit due now lands before queries use it)
+        nonlocal told_ties
         if run.fitting.ready(run.step):
             first = not run.fitted
             fitting = (f"the reward model's fit on {len(run.labels):,} labels ends first (it "
@@ -280,7 +281,7 @@ def pebble_loop(run: OnlineRun, metrics: MetricsLogger, server: LabellingServer 
             agent.after_fit(first)
             if not told_ties and (ties := mostly_ties(run.labels)):
                 progress.say(f"note: {ties}")
-                told_ties.append(ties)
+                told_ties = True
             metrics.log(run.step, fit_metrics)
             check_finite({k: v for k, v in fit_metrics.items() if "corr" not in k}, run.step)
             run.callbacks("fit", run.step, fit_metrics)
