@@ -38,8 +38,8 @@ side on this machine (on 2 cores the small maze networks leave a core mostly idl
 side by side finish sooner than one after the other), --address a Ray cluster. Each run is a
 normal run directory under --runs (logs/rfcl-bench by default)/runs: stop the script at any
 time and start it again with the same arguments; finished runs are skipped, stopped ones
-resume from their checkpoints. Each finished run's metrics are kept in benchmarks/results/rfcl-runs
-(--keep; gzipped, committed): on a new machine the grid restores its finished runs from there and
+resume from their checkpoints. Each run's metrics are kept in benchmarks/results/rfcl-runs
+(--keep; gzipped, to commit) within a minute of its end: on a new machine the grid restores its finished runs from there and
 runs only the others. Writes benchmarks/results/rfcl.json (success at the end
 and at some step on the task's own initial states, deterministic actions, mean and std over
 seeds, beside the env steps per second of each method).
@@ -55,6 +55,7 @@ import os
 import platform
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -195,6 +196,15 @@ def keep_finished(runs: Path, keep: Path, names: list[str]) -> None:
             gzip_files(run_dir, kept, KEPT_FILES)
 
 
+def keep_while_running(
+    runs: Path, keep: Path, names: list[str], stop: threading.Event, every_s: float = 60.0
+) -> None:
+    """`keep_finished` each minute while the grid runs: a run is kept as it finishes, not when
+    the whole grid does (a session can end, and its machine go, between the two)."""
+    while not stop.wait(every_s):
+        keep_finished(runs, keep, names)
+
+
 def gzip_files(src: Path, dst: Path, names) -> None:
     """Copy the files `names` that `src` holds into `dst`, gzipped (the same bytes each time)."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -324,9 +334,13 @@ def main() -> int:
         )  # fmt: skip
     names = [r.name for r in expand_runs(configs, args.seeds, args.runs / "runs")]
     keep_finished(args.runs, args.keep, names)
+    stop_keeping = threading.Event()
+    threading.Thread(target=keep_while_running, daemon=True,
+                     args=(args.runs, args.keep, names, stop_keeping)).start()  # fmt: skip
     try:
         sweep = run_grid(configs, args.seeds, args.runs, args)
     finally:
+        stop_keeping.set()
         keep_finished(args.runs, args.keep, names)
     rows, device = [], device_kind()
     command = command_line()
