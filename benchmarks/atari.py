@@ -17,7 +17,9 @@ learning curves of the two reach Pong's top score in about the same frames.
 The grid (2 methods x seeds) runs as a sweep on Ray: --jobs N trains N runs side by side, and
 each run is a run directory under --runs (logs/atari-bench by default)/runs: stop the script and
 start it again with the same arguments; finished runs are skipped, stopped ones resume from their
-checkpoints. Writes the game's rows in benchmarks/results/atari.json: each method's return in its
+checkpoints; each run's metrics are kept in benchmarks/results/atari-runs (--keep) as it ends,
+so a grid longer than one machine's life goes on, on the next, from the runs it finished. Writes
+the game's rows in benchmarks/results/atari.json: each method's return in its
 last evaluation (10 episodes of the true game score, actions sampled) per seed, their mean, and
 each run's training hours.
 """
@@ -80,13 +82,18 @@ def main() -> int:
     parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
     add_grid_flags(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--keep", type=Path,
+                        help="where each run's metrics are kept as it ends, by --runs name "
+                        "(default: atari-runs beside --out; commit them): a new machine's grid "
+                        "restores them and runs the others")  # fmt: skip
     args = parser.parse_args()
     if not args.env.startswith("atari:"):
         parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
 
     grid = configs(args.env, args.steps, args.labels, args.initial_labels, args.pretrain_steps,
                    args.eval_episodes)  # fmt: skip
-    sweep = run_grid(grid, args.seeds, args.runs, args)
+    sweep = run_grid(grid, args.seeds, args.runs, args,
+                     keep=args.keep or args.out.with_name("atari-runs"))  # fmt: skip
     rows = []
     for label in grid:
         runs = [sweep.run_dir(label, seed) for seed in args.seeds]

@@ -13,7 +13,8 @@ the reward model and relabelling the buffer (the rest is what plain SAC does too
 The grid (envs x {each method of --methods, true reward} x seeds) runs as a sweep on Ray (`prefrl.sweep`):
 --jobs N runs N side by side here, --address on a cluster. Runs go to
 runs/bench-labels/runs/; stopped and started again, finished runs are reused and stopped ones
-resume. Wall seconds are a run's training time from its metrics' timestamps (stops and resumes
+resume. Each run's metrics are kept in benchmarks/results/label-efficiency-runs (--keep) as it
+ends, so a grid longer than one machine's life goes on, on the next, from the runs it finished. Wall seconds are a run's training time from its metrics' timestamps (stops and resumes
 counted once, without the time it stood still). Results are merged into
 benchmarks/results/label_efficiency.json (one row per env, teacher, method and budget).
 """
@@ -233,6 +234,10 @@ def main() -> None:
     parser.add_argument("--runs-dir", default=str(ROOT / "runs/bench-labels"))
     add_grid_flags(parser)
     parser.add_argument("--out", type=Path, default=RESULTS, help="results file to merge into")
+    parser.add_argument("--keep", type=Path,
+                        help="where each run's metrics are kept as it ends, by --runs-dir name "
+                        "(default: label-efficiency-runs beside --out; commit them): a new "
+                        "machine's grid restores them and runs the others")  # fmt: skip
     parser.add_argument(
         "--variant",
         choices=list(VARIANTS),
@@ -280,7 +285,8 @@ def main() -> None:
                 configs[label] = sides[env, method][0]
         if args.only != "pref":
             configs[f"{tag}_true"] = true
-    run_grid(configs, args.seeds, runs, args)
+    run_grid(configs, args.seeds, runs, args,
+             keep=args.keep or args.out.with_name("label-efficiency-runs"))  # fmt: skip
     if args.only:
         return  # one side only: nothing to compare yet
     rows: dict[tuple, dict] = {}  # this invocation's; merged into the file when written

@@ -39,9 +39,9 @@ side by side finish sooner than one after the other), --address a Ray cluster. E
 normal run directory under --runs (logs/rfcl-bench by default)/runs: stop the script at any
 time and start it again with the same arguments; finished runs are skipped, stopped ones
 resume from their checkpoints. Each run's metrics are kept in benchmarks/results/rfcl-runs
-(--keep; gzipped, to commit) within a minute of its end: on a new machine the grid restores its finished runs from there and
-runs only the others. Writes benchmarks/results/rfcl.json (success at the end
-and at some step on the task's own initial states, deterministic actions, mean and std over
+(--keep; gzipped, to commit) within a minute of its end: on a new machine the grid restores
+its finished runs from there and runs only the others. Writes benchmarks/results/rfcl.json
+(success at the end and at some step on the task's own initial states, deterministic actions, mean and std over
 seeds, beside the env steps per second of each method).
 """
 
@@ -49,13 +49,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gzip
 import json
 import os
 import platform
 import shutil
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -72,8 +70,6 @@ from prefrl.demos.rfcl_config import RFCL_SAC, RFCLConfig
 from prefrl.presets import RFCL_PRESETS
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.plots import plot_curriculum
-from prefrl.sweep.runner import DONE_FILE
-from prefrl.sweep.spec import expand_runs
 
 METHODS = {
     "rfcl": {},
@@ -81,9 +77,6 @@ METHODS = {
     "sac": {"reverse_curriculum": False, "forward_curriculum": False, "demo_actions": False},
 }
 RESULTS = Path(__file__).parent / "results" / "rfcl.json"
-KEPT_FILES = ("metrics.jsonl", "sessions.jsonl", DONE_FILE)
-"""What is kept of a finished run: enough for its rows and plots, and for a sweep to skip it
-(the record that it finished last, so that a copy cut short is no finished run)."""
 
 
 OVERRIDES = ("reverse_time_divisor", "solved_share", "env_workers", "demo_action_scale")
@@ -176,42 +169,6 @@ THROUGHPUT_CONFIGS = {  # (--throughput-configs picks them by the label's first 
     "sample-efficient-cpu (10 critics 3x128, 20 critic steps and an actor step every 2 steps)": {
         "sac": dataclasses.replace(_CPU_CRITICS, utd_ratio=20), "update_every": 2},
 }  # fmt: skip
-
-
-def keep_finished(runs: Path, keep: Path, names: list[str]) -> None:
-    """Both ways between the run directories and `keep` (gzipped): a finished run missing from
-    `runs` is restored from `keep` (a new machine, a cleaned logs folder), one missing from
-    `keep` is kept."""
-    for name in names:
-        run_dir, kept = runs / "runs" / name, keep / runs.name / name
-        kept_done, done = kept / f"{DONE_FILE}.gz", run_dir / DONE_FILE
-        if kept_done.exists() and not done.exists():
-            shutil.rmtree(run_dir, ignore_errors=True)  # (a run stopped midway: it finished)
-            run_dir.mkdir(parents=True)
-            for f in KEPT_FILES:  # (the record that it finished last)
-                if (kept / f"{f}.gz").exists():
-                    with gzip.open(kept / f"{f}.gz") as src, open(run_dir / f, "wb") as dst:
-                        shutil.copyfileobj(src, dst)
-        elif done.exists() and not kept_done.exists():
-            gzip_files(run_dir, kept, KEPT_FILES)
-
-
-def keep_while_running(
-    runs: Path, keep: Path, names: list[str], stop: threading.Event, every_s: float = 60.0
-) -> None:
-    """`keep_finished` each minute while the grid runs: a run is kept as it finishes, not when
-    the whole grid does (a session can end, and its machine go, between the two)."""
-    while not stop.wait(every_s):
-        keep_finished(runs, keep, names)
-
-
-def gzip_files(src: Path, dst: Path, names) -> None:
-    """Copy the files `names` that `src` holds into `dst`, gzipped (the same bytes each time)."""
-    dst.mkdir(parents=True, exist_ok=True)
-    for f in names:
-        if (src / f).exists():
-            with open(src / f, "rb") as a, gzip.GzipFile(dst / f"{f}.gz", "wb", mtime=0) as b:
-                shutil.copyfileobj(a, b)
 
 
 def throughput(args, demo_dir: Path) -> list[dict]:
@@ -332,16 +289,7 @@ def main() -> int:
             base, env=args.env, demos=demo_dir, steps=args.steps,
             eval_episodes=args.eval_episodes, **METHODS[method],
         )  # fmt: skip
-    names = [r.name for r in expand_runs(configs, args.seeds, args.runs / "runs")]
-    keep_finished(args.runs, args.keep, names)
-    stop_keeping = threading.Event()
-    threading.Thread(target=keep_while_running, daemon=True,
-                     args=(args.runs, args.keep, names, stop_keeping)).start()  # fmt: skip
-    try:
-        sweep = run_grid(configs, args.seeds, args.runs, args)
-    finally:
-        stop_keeping.set()
-        keep_finished(args.runs, args.keep, names)
+    sweep = run_grid(configs, args.seeds, args.runs, args, keep=args.keep)
     rows, device = [], device_kind()
     command = command_line()
     for method in args.methods:

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 from device_results import results_path
-from rfcl import gzip_files, steps_per_s
+from rfcl import steps_per_s
+from sweep_grid import gzip_files
 
 from prefrl.rundir.metrics import read_metrics
 

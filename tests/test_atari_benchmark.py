@@ -34,6 +34,8 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
         assert -21 <= row["return_mean"] <= 21 and row["per_seed"] == [row["return_mean"]]
         assert row["hours_per_seed"][0] > 0 and row["command"].endswith(f"--out {out}")
     assert rows[0]["labels"] == 12 and "labels" not in rows[1]
+    kept = sorted(p.name for p in (tmp_path / "atari-runs/bench").iterdir())
+    assert kept == ["pong_prefs_s0", "pong_score_s0"]
     bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode != 0 and "--env 'Hopper-v5': an Atari game, atari:<Game>" in bad.stderr

@@ -535,34 +535,3 @@ def test_a_baseline_run_is_named_for_the_method_it_runs(tmp_path, demo_file, cap
              for r in (True, False) for a in (True, False)}  # fmt: skip
     assert slugs == {(True, True): "rfcl", (True, False): "rfcl", (False, True): "sac-demos",
                      (False, False): "sac"}  # fmt: skip
-
-
-def test_the_benchmark_keeps_each_run_as_it_finishes(tmp_path):
-    """While the grid runs, a run that finishes is kept within the keeper's interval, before
-    the grid ends (a session can end between the two); a run still going is not kept."""
-    import sys
-    import threading
-
-    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
-    import rfcl as bench
-
-    runs, keep = tmp_path / "bench", tmp_path / "kept"
-    for name in ("a_s0", "b_s0"):
-        (runs / "runs" / name).mkdir(parents=True)
-        (runs / "runs" / name / "metrics.jsonl").write_text('{"step": 1}\n')
-    stop = threading.Event()
-    keeper = threading.Thread(target=bench.keep_while_running,
-                              args=(runs, keep, ["a_s0", "b_s0"], stop, 0.05))  # fmt: skip
-    keeper.start()
-    try:
-        (runs / "runs/a_s0" / bench.DONE_FILE).write_text("{}\n")
-        kept = keep / "bench/a_s0" / f"{bench.DONE_FILE}.gz"
-        for _ in range(200):
-            if kept.exists():
-                break
-            threading.Event().wait(0.05)
-    finally:
-        stop.set()
-        keeper.join(timeout=10)
-    assert kept.exists() and (keep / "bench/a_s0/metrics.jsonl.gz").exists()
-    assert not (keep / "bench/b_s0").exists()

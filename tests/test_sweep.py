@@ -288,3 +288,34 @@ def test_a_sweep_runs_on_its_own_ray_beside_a_running_cluster_and_sigterm_stops_
     assert "stopped; start the same sweep again to resume it" in out
     assert "SIGTERM received" not in out and not (run / DONE_FILE).exists()
     assert not list(temp.glob("session_*/logs/python-core-driver-*"))  # (nobody joined it)
+
+
+def test_a_benchmark_grid_keeps_each_run_as_it_finishes(tmp_path):
+    """benchmarks/sweep_grid.py: while a grid runs, a run that finishes is kept within the
+    keeper's interval, before the grid ends (a session can end between the two); a run still
+    going is not kept."""
+    import threading
+
+    sys.path.insert(0, str(Path(__file__).parent.parent / "benchmarks"))
+    import sweep_grid as bench
+
+    runs, keep = tmp_path / "bench", tmp_path / "kept"
+    for name in ("a_s0", "b_s0"):
+        (runs / "runs" / name).mkdir(parents=True)
+        (runs / "runs" / name / "metrics.jsonl").write_text('{"step": 1}\n')
+    stop = threading.Event()
+    keeper = threading.Thread(target=bench.keep_while_running,
+                              args=(runs, keep, ["a_s0", "b_s0"], stop, 0.05))  # fmt: skip
+    keeper.start()
+    try:
+        (runs / "runs/a_s0" / bench.DONE_FILE).write_text("{}\n")
+        kept = keep / "bench/a_s0" / f"{bench.DONE_FILE}.gz"
+        for _ in range(200):
+            if kept.exists():
+                break
+            threading.Event().wait(0.05)
+    finally:
+        stop.set()
+        keeper.join(timeout=10)
+    assert kept.exists() and (keep / "bench/a_s0/metrics.jsonl.gz").exists()
+    assert not (keep / "bench/b_s0").exists()
