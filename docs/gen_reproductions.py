@@ -68,7 +68,9 @@ class Result:
     """Whether prefrl's figure reproduces the published one (None: not a yes-or-no target)."""
     target: str = ""
     missing: str = ""
-    """What is missing while `ours` matches no row."""
+    """What is missing while `ours` matches no row (or has fewer than `seeds` seeds)."""
+    seeds: int = 0
+    """Seeds the target asks for: a row with fewer is met or not only so far."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ class Project:
 def _mean_std(mean: str, std: str, seeds: str | None = None) -> Callable[[dict], str]:
     def text(row: dict) -> str:
         n = row.get(seeds) if seeds else None
-        count = f" ({len(n) if isinstance(n, list) else n} seeds)" if n else ""
+        k = len(n) if isinstance(n, list) else n
+        count = f" ({k} seed{'s' if k != 1 else ''})" if n else ""
         return f"{row[mean]:.3g} ± {row[std]:.2g}{count}"
 
     return text
@@ -245,9 +248,10 @@ PROJECTS = (
                 _rfcl("adroit:pen", "sac+demos", "policy"),
                 lambda r: f"SAC + demos {r['success_mean']:.2f}",
                 lambda r, b: r["success_mean"] >= b["success_mean"], "at least SAC + demos",
-                "running (benchmarks/QUEUE.md row 15): `python benchmarks/rfcl.py --env "
-                "adroit:pen --demos 5 --demos-from benchmarks/demos/pen-spread --preset rfcl-adroit-cpu "
-                "--methods rfcl sac+demos --seeds 0 1 2`",
+                "the others run two a session (benchmarks/QUEUE.md row 15): `python "
+                "benchmarks/rfcl.py --env adroit:pen --demos 5 --demos-from "
+                "benchmarks/demos/pen-spread --preset rfcl-adroit-cpu --methods rfcl sac+demos "
+                "--seeds 0 1 2 --jobs 2`", seeds=3,
             ),
             Result(
                 "adroit:relocate from 5 planned demos (--settle 17), 500k steps",
@@ -266,9 +270,9 @@ PROJECTS = (
                     _rfcl(f"metaworld:{task}", "sac+demos", "scripted"),
                     lambda r: f"SAC + demos {r['success_mean']:.2f}",
                     lambda r, b: r["success_mean"] >= b["success_mean"], "at least SAC + demos",
-                    f"not run yet (4-5 h on 2 cores): `python benchmarks/rfcl.py --env "
-                    f"metaworld:{task} --demos 1 --preset rfcl-metaworld-cpu --methods rfcl "
-                    "sac+demos --seeds 0 1 2 --jobs 2`",
+                    f"2.3 h a run, two a session (benchmarks/QUEUE.md rows 11-13): `python "
+                    f"benchmarks/rfcl.py --env metaworld:{task} --demos 1 --preset "
+                    "rfcl-metaworld-cpu --methods rfcl sac+demos --seeds 0 1 2 --jobs 2`", seeds=3,
                 )
                 for task in _METAWORLD_HARD
             ),
@@ -361,10 +365,17 @@ def _adroit_mean() -> str:
         return ""
     mean = sum(r["success_mean"] for r in rows) / 3
     verdict = "met" if mean >= 0.5 else f"not met, {0.5 - mean:.2f} short"
+    if any(_seed_count(r) < 3 for r in rows):
+        verdict += " so far (a row below has fewer than 3 seeds)"
     pens = "recorded" if recorded else "planned"
     return (f"| the Adroit mean of door, pen and relocate (rows below: the door from people's "
             f"demos, the pen from {pens} ones, relocate from planned ones; 500k steps) | "
             f"≈ 0.50 at 400k, 5 people's demos each | {mean:.2f} | | ≥ 0.5: {verdict} |")  # fmt: skip
+
+
+def _seed_count(row: dict) -> int:
+    seeds = row.get("seeds", 1)
+    return len(seeds) if isinstance(seeds, list) else int(seeds)
 
 
 def _row(result: Result) -> str:
@@ -374,6 +385,9 @@ def _row(result: Result) -> str:
     base = result.baseline.row() if result.baseline else row  # (none: the row's own start)
     met = result.met(row, base)
     verdict = "" if met is None else ("met" if met else "not met")
+    seeds = _seed_count(row)
+    if verdict and seeds < result.seeds:
+        verdict += f" so far ({seeds} of {result.seeds} seeds; {result.missing})"
     target = f"{result.target}: {verdict}" if result.target else verdict
     return (f"| {result.what} | {result.published} | {result.figure(row)} | "
             f"{result.baseline_figure(base) if base else ''} | {target} |")  # fmt: skip
