@@ -41,8 +41,8 @@ time and start it again with the same arguments; finished runs are skipped, stop
 resume from their checkpoints. Each run's metrics are kept in benchmarks/results/rfcl-runs
 (--keep; gzipped, to commit) within a minute of its end: on a new machine the grid restores
 its finished runs from there and runs only the others. Writes benchmarks/results/rfcl.json
-(success at the end and at some step on the task's own initial states, deterministic actions, mean and std over
-seeds, beside the env steps per second of each method).
+(success at the end and at some step on the task's own initial states, deterministic actions,
+mean and std over seeds, beside the env steps per second of each method).
 """
 
 from __future__ import annotations
