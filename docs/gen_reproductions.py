@@ -70,7 +70,7 @@ class Result:
     missing: str = ""
     """What is missing while `ours` matches no row (or has fewer than `seeds` seeds)."""
     seeds: int = 0
-    """Seeds the target asks for: a row with fewer is met or not only so far."""
+    """Seeds the target asks for: a row (or its baseline) with fewer is met or not only so far."""
 
 
 @dataclass(frozen=True)
@@ -385,8 +385,8 @@ def _row(result: Result) -> str:
     base = result.baseline.row() if result.baseline else row  # (none: the row's own start)
     met = result.met(row, base)
     verdict = "" if met is None else ("met" if met else "not met")
-    seeds = _seed_count(row)
-    if verdict and seeds < result.seeds:
+    seeds = min(_seed_count(row), _seed_count(base)) if base else _seed_count(row)
+    if verdict and seeds < result.seeds:  # (a baseline short of seeds too)
         verdict += f" so far ({seeds} of {result.seeds} seeds; {result.missing})"
     target = f"{result.target}: {verdict}" if result.target else verdict
     return (f"| {result.what} | {result.published} | {result.figure(row)} | "
