@@ -196,6 +196,15 @@ BENCHMARKS = [
         "The obvious formulation (the full difference tensor, `lax.top_k`), same run.",
     ),
     Benchmark(
+        "Two runs at once on two cores",
+        ("side_by_side",),
+        "Env steps per second in all of RFCL's pen loop (rfcl-adroit-cpu, updates after a warm "
+        "start): two runs at once, with XLA's own thread pool or one thread each.",
+        "One run alone on the same machine, rounds alternating (`vs_two_default`: against two "
+        "with XLA's pool).",
+        {"results": ("setting", "runs_at_once", "machine_steps_per_s", "vs_two_default")},
+    ),
+    Benchmark(
         "Reward-model fit cost",
         ("reward_fit_cost",),
         "Milliseconds per comparison-epoch fitting a reward model to 1000 labelled pairs of "
