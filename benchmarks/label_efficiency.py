@@ -14,8 +14,9 @@ The grid (envs x {each method of --methods, true reward} x seeds) runs as a swee
 --jobs N runs N side by side here, --address on a cluster. Runs go to
 runs/bench-labels/runs/; stopped and started again, finished runs are reused and stopped ones
 resume. Each run's metrics are kept in benchmarks/results/label-efficiency-runs (--keep) as it
-ends, so a grid longer than one machine's life goes on, on the next, from the runs it finished. Wall seconds are a run's training time from its metrics' timestamps (stops and resumes
-counted once, without the time it stood still). Results are merged into
+ends, so a grid longer than one machine's life goes on, on the next, from the runs it finished.
+Wall seconds are a run's training time from its metrics' timestamps (stops and resumes counted
+once, without the time it stood still). Results are merged into
 benchmarks/results/label_efficiency.json (one row per env, teacher, method and budget).
 """
 

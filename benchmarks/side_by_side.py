@@ -28,9 +28,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from reward_fit_cost import SINGLE_THREAD_XLA as ONE_THREAD_XLA
 
 ROOT = Path(__file__).resolve().parent.parent
-ONE_THREAD_XLA = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
 SETTINGS = {
     "alone": (1, {}),
     "two, default pool": (2, {}),
