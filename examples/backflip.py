@@ -276,9 +276,8 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
         warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
         schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
                                 interval=max(1, interval)),
-        segment_length=SEGMENT_LENGTH, reward=RewardConfig(max_epochs=50),
-        eval_interval=min(10_000, steps), eval_episodes=5,
-        **settings,
+        segment_length=SEGMENT_LENGTH, eval_interval=min(10_000, steps), eval_episodes=5,
+        **{"reward": RewardConfig(max_epochs=50), **settings},
     )  # fmt: skip
 
 
