@@ -347,6 +347,14 @@ PROJECTS = (
                 "the sixth it stood still. A PEBBLE run takes 4.5 h, longer than a session "
                 "here (benchmarks/QUEUE.md row 1)",
             ),
+            _backflip(
+                "the ninth try: the same rule and sessions, a linear-output reward model "
+                "(3 x 3x128; the eighth try's tanh ensemble rated big leaps below small ones)",
+                "a backflip from about 900 labels", "pref-linear", "best-leap",
+                "not run yet: `python benchmarks/backflip.py --seeds 0 --only pref-linear` beside "
+                "`--only rule-reward`, then `--seeds 0 --report-only` (2.5-3 h a run, "
+                "benchmarks/QUEUE.md row 1d)",
+            ),
         ),
         media=("benchmarks/results/backflip-one-turn.png", "benchmarks/results/backflip-best-leap.png",
                "docs/img/backflip.mp4"),
