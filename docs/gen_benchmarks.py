@@ -64,13 +64,15 @@ BENCHMARKS = [
         "Learning from preferences (PEBBLE, label efficiency)",
         ("label_efficiency",),
         "Final true return of a preference run (PEBBLE: SAC and a reward model learned from a "
-        "scripted teacher's labels) and the loop's overhead: the share of its wall time spent "
-        "selecting queries, labelling, fitting the reward model and relabelling.",
+        "scripted teacher's labels; `method` qpa: QPA's policy-aligned queries, hybrid replay "
+        "and crops, run in the same grid) and the loop's cost: the share of its wall time spent "
+        "selecting queries, labelling, fitting the reward model and relabelling, and those "
+        "seconds per label.",
         "SAC on the true reward with the same agent, steps and seeds, in the same invocation "
         "(`ratio`: preferences / true reward; with negative returns, below 1 is better).",
-        {"results": ("env", "variant", "teacher", "labels", "steps", "seeds",
+        {"results": ("env", "method", "variant", "teacher", "labels", "steps", "seeds",
                      "pref_return_mean", "pref_return_std", "true_reward_return_mean", "ratio",
-                     "loop_overhead")},
+                     "loop_overhead", "loop_seconds_per_label")},
         notes=(("PEBBLE on HalfCheetah, Hopper and the walker", "notes/2026-11-28-pebble.md"),),
     ),
     Benchmark(
