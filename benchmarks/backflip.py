@@ -24,6 +24,7 @@ same with a linear-output reward model.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -36,7 +37,6 @@ sys.path.insert(0, str(ROOT / "examples"))
 import backflip  # (examples/backflip.py: registers the env)
 
 from prefrl import RLLearner
-from prefrl.reward import RewardConfig
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
@@ -61,7 +61,7 @@ COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "rule-reward":
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
 # al.'s did. Half the width makes its fits of 190-step clips about 3x cheaper, so a run ends
 # within a working session.
-LINEAR_REWARD = RewardConfig(max_epochs=50, output="linear", hidden_dims=(128, 128, 128))
+LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hidden_dims=(128,) * 3)
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -77,7 +77,8 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
     if method.startswith("pref"):
         if method == "pref-linear":
             settings["reward"] = LINEAR_REWARD
-        result = backflip.teach(steps, seed=seed, spread=method != "pref", **settings)
+        spread = method in ("pref-spread", "pref-linear")
+        result = backflip.teach(steps, seed=seed, spread=spread, **settings)
     else:
         result = RLLearner(backflip.SCALED_ENV_ID, steps=steps, seed=seed, warmstart_steps=1_000,
                            eval_interval=10_000, eval_episodes=5, **settings).train()  # fmt: skip

@@ -254,6 +254,10 @@ if "HopperBackflip-v0" not in gym.registry:
                  kwargs={"reward_scale": 100.0})  # fmt: skip
 
 
+# PEBBLE's ensemble (3 x 3x256, tanh), fitted for up to 50 epochs (B-Pref's reward_update).
+PEBBLE_REWARD = RewardConfig(max_epochs=50)
+
+
 def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread: bool = False,
           **settings):  # fmt: skip
     """`learner(...)` trained: its result."""
@@ -261,13 +265,15 @@ def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread
 
 
 def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread: bool = False,
+            reward: RewardConfig = PEBBLE_REWARD,
             **settings) -> PreferenceLearner:  # fmt: skip
     """PEBBLE with the schedule that reached 0.96 of SAC on walker-walk (`--preset
     pebble-walker-1000`): 1k random steps, 9k of unsupervised pre-training, then sessions of
     100 labels every 20k steps until the budget (default 1000; fewer on short runs) is spent.
     `spread`: the sessions spread evenly over the whole run instead (every 45k steps of 500k),
     as rl-teacher asks for labels all through training (at a decaying rate): answers then come
-    while the policy tries the landings it finds late, which the first 200k steps never show."""
+    while the policy tries the landings it finds late, which the first 200k steps never show.
+    `reward`: the reward model (default PEBBLE_REWARD)."""
     labels = labels or min(1000, max(10, steps // 500))
     sessions = max(1, labels // 100)
     interval = steps // (sessions + 1) if spread else min(20_000, steps // (sessions + 1))
@@ -276,8 +282,8 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
         warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
         schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
                                 interval=max(1, interval)),
-        segment_length=SEGMENT_LENGTH, eval_interval=min(10_000, steps), eval_episodes=5,
-        **{"reward": RewardConfig(max_epochs=50), **settings},
+        segment_length=SEGMENT_LENGTH, reward=reward, eval_interval=min(10_000, steps),
+        eval_episodes=5, **settings,
     )  # fmt: skip
 
 

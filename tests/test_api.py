@@ -316,6 +316,11 @@ def test_a_teacher_refuses_an_env_it_cannot_judge_before_anything_is_written(tmp
         PreferenceLearner("Pendulum-v1", backflip.BackflipTeacher(), runs_dir=tmp_path, **SMALL)
     assert list(tmp_path.iterdir()) == []
     PreferenceLearner(backflip.ENV_ID, backflip.BackflipTeacher(), runs_dir=tmp_path, **SMALL)
+    # The example's learner: PEBBLE's tanh ensemble unless a reward model is given (the
+    # benchmark's pref-linear method gives a linear-output one).
+    assert backflip.learner(2_000, runs_dir=tmp_path).config.reward.output == "tanh"
+    linear = RewardConfig(output="linear", hidden_dims=(128, 128, 128))
+    assert backflip.learner(2_000, runs_dir=tmp_path, reward=linear).config.reward == linear
 
 
 def test_the_examples_run(tmp_path):
