@@ -168,6 +168,11 @@ METHODS = {
     # QPA (Hu et al. 2024): policy-aligned queries, hybrid replay, 20 crops per label, one reward
     # network fitted on every label (presets.QPA_PARTS).
     "qpa": lambda config: dataclasses.replace(config, **QPA_PARTS),
+    # QPA without its label augmentation (each labelled pair trained on once, whole): beside
+    # "qpa", what the crops add, and under a teacher that errs, what they do to robustness.
+    "qpa-no-crops": lambda config: dataclasses.replace(
+        config, **{**QPA_PARTS, "reward": dataclasses.replace(QPA_PARTS["reward"], crops=0)}
+    ),
 }
 
 
