@@ -52,7 +52,7 @@ DONE = "finished.json"
 METHODS = {
     "pref": "PEBBLE on the rule's preferences",
     "pref-spread": "PEBBLE, its labels spread over the run",
-    "pref-linear": "the same, a linear-output reward (3 x 3x128)",
+    "pref-linear": "PEBBLE, labels spread, a linear-output reward (3 x 3x128)",
     "rule-reward": "SAC on the rule (x100) as reward",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "rule-reward": "C1"}
@@ -150,15 +150,18 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
     prefs = [m for m in rows if m.startswith("pref")]
     if prefs:  # (the preference method that lands the most flips at the end; ties: the first)
         best = max(prefs, key=lambda m: rows[m]["landed_flips_mean"])
-        rows[best]["video"] = _film(runs / f"{best}_s{rows[best]['seeds'][0]}")
+        rows[best]["video"] = _film(runs / f"{best}_s{rows[best]['seeds'][0]}",
+                                    rows[best]["description"])
     existing = json.loads(RESULTS.read_text())["results"] if RESULTS.exists() else []
+    if prefs:  # (the video file was replaced: an older row no longer describes it)
+        existing = [{k: v for k, v in r.items() if k != "video"} for r in existing]
     key = lambda r: (r.get("rule"), r["method"])
     merged = {key(r): r for r in existing} | {key(r): r for r in rows.values()}
     RESULTS.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
 
 
-def _film(run_dir: Path, tries: int = 10) -> dict:
+def _film(run_dir: Path, description: str, tries: int = 10) -> dict:
     """One episode of the policy to docs/img/backflip.mp4: the first of reset seeds 0, 1, ...
     (up to `tries`) in which it lands a backflip, else seed 0's. Returns which, and how many of
     the episodes tried landed one, for the row."""
@@ -175,7 +178,9 @@ def _film(run_dir: Path, tries: int = 10) -> dict:
     compare_policies([run_dir], 1, seed, VIDEO, 256)
     print(f"video: {VIDEO} (reset seed {seed}: {landed[seed]:.0f} landed flips; "
           f"{sum(x >= 1 for x in landed)} of the {len(landed)} episodes tried landed one)")  # fmt: skip
-    return {"path": str(VIDEO.relative_to(ROOT)), "reset_seed": seed,
+    caption = (f"{description} (rule '{backflip.RULE}', {run_dir.name}), reset seed {seed}: "
+               f"{landed[seed]:.0f} landed flips")  # fmt: skip
+    return {"path": str(VIDEO.relative_to(ROOT)), "reset_seed": seed, "caption": caption,
             "landed_flips": landed[seed], "episodes_tried": len(landed)}  # fmt: skip
 
 

@@ -344,16 +344,13 @@ PROJECTS = (
                 "at 500k, 811 leaps in its last 100 episodes, none of half a turn (its row was "
                 "lost with its machine; the backflip note keeps the figures); under the fifth "
                 "rule PEBBLE made ten leaps of 0.3 of a turn onto its back an episode, under "
-                "the sixth it stood still. A PEBBLE run takes 4.5 h, longer than a session "
-                "here (benchmarks/QUEUE.md row 1)",
+                "the sixth it stood still. SAC given this rule made leaps of most of a turn "
+                "and landed none (the next row's baseline)",
             ),
             _backflip(
                 "the ninth try: the same rule and sessions, a linear-output reward model "
                 "(3 x 3x128; the eighth try's tanh ensemble rated big leaps below small ones)",
                 "a backflip from about 900 labels", "pref-linear", "best-leap",
-                "not run yet: `python benchmarks/backflip.py --seeds 0 --only pref-linear` beside "
-                "`--only rule-reward`, then `--seeds 0 --report-only` (2.5-3 h a run, "
-                "benchmarks/QUEUE.md row 1d)",
             ),
         ),
         media=("benchmarks/results/backflip-one-turn.png", "benchmarks/results/backflip-best-leap.png",
@@ -444,10 +441,20 @@ def render() -> str:
             if path.exists():
                 # (docs/gen_benchmarks.py copies benchmarks/results/*.png to docs/results/)
                 link = media.replace("benchmarks/", "", 1).replace("docs/", "", 1)
-                label = "video" if media.endswith(".mp4") else "plot"
-                lines += ["", f"[{label}: {path.name}]({link})" if label == "video"
-                          else f"![{path.name}]({link})"]  # fmt: skip
+                lines += ["", f"[video: {_film_caption(media) or path.name}]({link})"
+                          if media.endswith(".mp4") else f"![{path.name}]({link})"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _film_caption(media: str) -> str | None:
+    """The caption a results row gives the video it made (its `video` entry names the file), so
+    that a video of a try that missed is not taken for the result."""
+    for file in sorted(RESULTS.glob("*.json")):
+        for row in json.loads(file.read_text()).get("results", []):
+            film = row.get("video")
+            if isinstance(film, dict) and film.get("path") == media:
+                return film.get("caption")
+    return None
 
 
 def check() -> list[str]:
