@@ -150,8 +150,9 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
     prefs = [m for m in rows if m.startswith("pref")]
     if prefs:  # (the preference method that lands the most flips at the end; ties: the first)
         best = max(prefs, key=lambda m: rows[m]["landed_flips_mean"])
-        rows[best]["video"] = _film(runs / f"{best}_s{rows[best]['seeds'][0]}",
-                                    rows[best]["description"])
+        rows[best]["video"] = _film(
+            runs / f"{best}_s{rows[best]['seeds'][0]}", rows[best]["description"]
+        )
     existing = json.loads(RESULTS.read_text())["results"] if RESULTS.exists() else []
     if prefs:  # (the video file was replaced: an older row no longer describes it)
         existing = [{k: v for k, v in r.items() if k != "video"} for r in existing]
