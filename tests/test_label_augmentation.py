@@ -70,3 +70,23 @@ def test_crops_longer_than_the_segments_are_refused_naming_the_field():
                          ({"pseudo_label_threshold": 0.3}, "pseudo_label_threshold")]:  # fmt: skip
         with pytest.raises(ValueError, match=message):
             RewardConfig(**bad)
+
+
+def test_a_fit_judged_over_the_whole_fit_stops_at_once_when_warm_and_trains_on_when_not():
+    """QPA's dm_control rule (`stop_measured_over="fit"`): the accuracy summed over every step of
+    the fit so far, checked after each step. A model that already fits the labels stops after
+    its first step; a fresh one trains for steps while its early misses weigh on the mean."""
+    config = RewardConfig(hidden_dims=(32, 32), max_epochs=300, batch_size=64, min_steps=1,
+                          stop_accuracy=0.9, stop_measured_over="fit", members=1,
+                          bootstrap=False, val_fraction=0.0)  # fmt: skip
+    model = MLPRewardEnsemble(config, OBS, ACT, seed=0)
+    data = _labelled(64)  # (one batch an epoch)
+    first = model.fit(data)
+    assert 5 < first["reward/epochs"] < 300 and first["reward/train_accuracy"] >= 0.9, first
+    again = model.fit(data)  # warm: its first step already fits the labels
+    assert again["reward/epochs"] == 1 and again["reward/train_accuracy"] >= 0.9, again
+    epoch_rule = RewardConfig(**{**config.__dict__, "stop_measured_over": "epoch"})
+    fresh = MLPRewardEnsemble(epoch_rule, OBS, ACT, seed=0).fit(data)
+    assert fresh["reward/epochs"] < first["reward/epochs"]  # (no early misses to outweigh)
+    with pytest.raises(ValueError, match=r"stop_measured_over='step' is invalid: expected "):
+        RewardConfig(stop_measured_over="step")

@@ -41,6 +41,11 @@ class RewardConfig:
     """Gradient steps per fit at least, refits included (more epochs while labels are few)."""
     stop_accuracy: float = 0.97
     """A fit stops once the ensemble's training accuracy reaches this (PEBBLE); above 1: never."""
+    stop_measured_over: str = "epoch"
+    """What `stop_accuracy` is measured on: "epoch", the last pass over the labels, checked at
+    its end (PEBBLE); "fit", every step of the fit so far, checked after each step (QPA's
+    dm_control fits: a warm model that already fits the labels stops at once, one that misses
+    the new ones at first trains on until its running mean catches up)."""
     val_fraction: float = 1.0 / math.e
     """Share of the labels held out for validation (Christiano: 1/e). 0: every label is trained
     on (PEBBLE), and validation accuracy is the out-of-bag estimate: each label judged by the
@@ -89,6 +94,7 @@ class RewardConfig:
             ),
             "min_steps": (self.min_steps >= 0, ">= 0"),
             "stop_accuracy": (self.stop_accuracy > 0, "a positive value (above 1: never stop)"),
+            "stop_measured_over": (self.stop_measured_over in ("epoch", "fit"), '"epoch" or "fit"'),
             "val_fraction": (0 <= self.val_fraction < 1, "a value in [0, 1)"),
             "random_response": (0 <= self.random_response < 1, "a value in [0, 1)"),
             "target_std": (self.target_std > 0, "a positive number"),

@@ -193,9 +193,13 @@ class MLPRewardEnsemble(RewardModel):
         epochs_cap = cfg.max_epochs if first else cfg.refit_epochs
         max_epochs = max(epochs_cap, -(-cfg.min_steps // batches_per_epoch))
         epochs, acc, loss = 0, 0.0, float("nan")
+        over_fit = cfg.stop_measured_over == "fit"
+        correct_sum, decided_sum, fit_steps, stop = 0.0, 0.0, 0, False
         for epochs in range(1, max_epochs + 1):
             order = rng.permutation(train_idx)
-            correct_sum, decided_sum, losses, pseudo_used = 0.0, 0.0, [], []
+            losses, pseudo_used = [], []
+            if not over_fit:  # (the accuracy of this epoch alone)
+                correct_sum, decided_sum = 0.0, 0.0
             for start in range(0, len(order), b):
                 idx = order[start : start + b]
                 m = len(idx)
@@ -217,9 +221,15 @@ class MLPRewardEnsemble(RewardModel):
                 losses.append(per_member)
                 correct_sum += correct
                 decided_sum += decided
+                fit_steps += 1
+                if over_fit and fit_steps >= cfg.min_steps:
+                    stop = float(correct_sum / max(float(decided_sum), 1.0)) >= cfg.stop_accuracy
+                    if stop:
+                        break
             loss = float(jnp.mean(jnp.stack(losses)))
             acc = float(correct_sum / max(float(decided_sum), 1.0))
-            if acc >= cfg.stop_accuracy and epochs * batches_per_epoch >= cfg.min_steps:
+            if stop or (not over_fit and acc >= cfg.stop_accuracy
+                        and fit_steps >= cfg.min_steps):  # fmt: skip
                 break
         self.fits += 1
         self._update_normalisation(arrays, train_idx, rng)
