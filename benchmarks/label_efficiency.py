@@ -162,28 +162,26 @@ VARIANTS = {
 }
 
 
+def _qpa_with_reward(config: OnlineConfig, **changes) -> OnlineConfig:
+    """`config` with QPA's parts, its reward model's settings changed by `changes`."""
+    reward = dataclasses.replace(QPA_PARTS["reward"], **changes)
+    return dataclasses.replace(config, **{**QPA_PARTS, "reward": reward})
+
+
 # Ways to learn from the same labels, run side by side on the same seeds and budgets (--methods).
 METHODS = {
     "pebble": lambda config: config,
     # QPA (Hu et al. 2024): policy-aligned queries, hybrid replay, 20 crops per label, one reward
     # network fitted on every label (presets.QPA_PARTS).
     "qpa": lambda config: dataclasses.replace(config, **QPA_PARTS),
-    # QPA without its label augmentation (each labelled pair trained on once, whole): beside
-    # "qpa", what the crops add, and under a teacher that errs, what they do to robustness.
     # QPA with its code's dm_control fit rule: stop once the accuracy over the whole fit so far
     # reaches 98%, checked after every step (no minimum), rather than 97% over an epoch.
-    "qpa-fit-stop": lambda config: dataclasses.replace(
-        config,
-        **{
-            **QPA_PARTS,
-            "reward": dataclasses.replace(
-                QPA_PARTS["reward"], stop_measured_over="fit", stop_accuracy=0.98, min_steps=1
-            ),
-        },
+    "qpa-fit-stop": lambda config: _qpa_with_reward(
+        config, stop_measured_over="fit", stop_accuracy=0.98, min_steps=1
     ),
-    "qpa-no-crops": lambda config: dataclasses.replace(
-        config, **{**QPA_PARTS, "reward": dataclasses.replace(QPA_PARTS["reward"], crops=0)}
-    ),
+    # QPA without its label augmentation (each labelled pair trained on once, whole): beside
+    # "qpa", what the crops add, and under a teacher that errs, what they do to robustness.
+    "qpa-no-crops": lambda config: _qpa_with_reward(config, crops=0),
 }
 
 

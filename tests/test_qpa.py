@@ -102,3 +102,25 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
     with pytest.raises(ValueError, match=message):
         _config(tmp_path, "bad", **overrides)
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
+    """benchmarks/label_efficiency.py's methods beside "qpa": without crops, and with QPA's
+    dm_control fit rule; everything else is QPA's."""
+    import dataclasses
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import label_efficiency as bench
+
+    walker = bench.SETTINGS["dmc:walker-walk"]
+    qpa = bench.METHODS["qpa"](walker)
+    assert qpa.selection == "policy-aligned" and qpa.reward.crops == 20
+    variants = {"qpa-no-crops": {"crops": 0},
+                "qpa-fit-stop": {"stop_measured_over": "fit", "stop_accuracy": 0.98,
+                                 "min_steps": 1}}  # fmt: skip
+    for name, changes in variants.items():
+        variant = bench.METHODS[name](walker)
+        assert variant.reward == dataclasses.replace(qpa.reward, **changes), name
+        assert dataclasses.replace(variant, reward=qpa.reward) == qpa, name

@@ -222,14 +222,16 @@ class MLPRewardEnsemble(RewardModel):
                 correct_sum += correct
                 decided_sum += decided
                 fit_steps += 1
+                # (over the fit: checked each step, so each step waits for its accuracy)
                 if over_fit and fit_steps >= cfg.min_steps:
                     stop = float(correct_sum / max(float(decided_sum), 1.0)) >= cfg.stop_accuracy
                     if stop:
                         break
             loss = float(jnp.mean(jnp.stack(losses)))
             acc = float(correct_sum / max(float(decided_sum), 1.0))
-            if stop or (not over_fit and acc >= cfg.stop_accuracy
-                        and fit_steps >= cfg.min_steps):  # fmt: skip
+            stop = stop or (not over_fit and acc >= cfg.stop_accuracy
+                            and fit_steps >= cfg.min_steps)  # fmt: skip
+            if stop:
                 break
         self.fits += 1
         self._update_normalisation(arrays, train_idx, rng)
