@@ -103,6 +103,9 @@ def test_the_reproductions_page_shows_one_row_per_result_or_what_is_missing():
             else:
                 shown += 1
                 assert result.figure(row) in line and result.ours.command(row) in part
+                if result.baseline and result.baseline.row() is None:  # (judged on nothing)
+                    assert "its baseline not run yet" in line, line
+                    assert not re.search(r"\bmet\b", line), line
     assert shown >= 8, "the results already measured (PEBBLE, PT, CPL, RFCL, MovingDot)"
 
 
