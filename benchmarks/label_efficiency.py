@@ -182,6 +182,10 @@ METHODS = {
     # QPA without its label augmentation (each labelled pair trained on once, whole): beside
     # "qpa", what the crops add, and under a teacher that errs, what they do to robustness.
     "qpa-no-crops": lambda config: _qpa_with_reward(config, crops=0),
+    # QPA with PEBBLE's three reward networks (each on every label, its own start and crops),
+    # the agent trained on their mean: whether one network's errors are what makes QPA's
+    # outcome swing with the seed on the walker (656 and 206 from 100 labels).
+    "qpa-ensemble": lambda config: _qpa_with_reward(config, members=3),
 }
 
 

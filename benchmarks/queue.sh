@@ -34,6 +34,7 @@ walker() {  # walker NUMBER ARGS...: the walker from 100 labels, SAC-true runs s
 mw 11 stick-pull
 walker 7b --methods qpa-fit-stop --seeds 0 1
 walker 7 --methods pebble qpa --seeds 0 1 2
+walker 7c --methods qpa-ensemble --seeds 0 1
 walker 8 --teacher mistake --methods pebble qpa qpa-no-crops --seeds 0
 mw 12 stick-push
 row 9 $PY benchmarks/label_efficiency.py --envs dmc:cheetah-run --labels 100 \

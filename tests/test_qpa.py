@@ -105,8 +105,8 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 
 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
-    """benchmarks/label_efficiency.py's methods beside "qpa": without crops, and with QPA's
-    dm_control fit rule; everything else is QPA's."""
+    """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
+    dm_control fit rule, and with three reward networks; everything else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -117,7 +117,7 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
     walker = bench.SETTINGS["dmc:walker-walk"]
     qpa = bench.METHODS["qpa"](walker)
     assert qpa.selection == "policy-aligned" and qpa.reward.crops == 20
-    variants = {"qpa-no-crops": {"crops": 0},
+    variants = {"qpa-no-crops": {"crops": 0}, "qpa-ensemble": {"members": 3},
                 "qpa-fit-stop": {"stop_measured_over": "fit", "stop_accuracy": 0.98,
                                  "min_steps": 1}}  # fmt: skip
     for name, changes in variants.items():
