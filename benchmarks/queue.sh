@@ -42,3 +42,6 @@ row 9 $PY benchmarks/label_efficiency.py --envs dmc:cheetah-run --labels 100 \
 mw 13 pick-place-wall
 row 10 $PY benchmarks/label_efficiency.py --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2 \
   --jobs 2 --runs-dir "$RUNS/bench-labels"
+# Too long for one session (5-8 h a preferences run): they go on only where machines are handed on.
+row 6 $PY benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2 --runs "$RUNS/atari-bench"
+row 6e $PY benchmarks/atari.py --env atari:Enduro --seeds 0 1 --jobs 2 --runs "$RUNS/atari-bench"
