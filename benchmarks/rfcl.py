@@ -42,7 +42,8 @@ resume from their checkpoints. Each run's metrics are kept in benchmarks/results
 (--keep; gzipped, to commit) within a minute of its end: on a new machine the grid restores
 its finished runs from there and runs only the others. Writes benchmarks/results/rfcl.json
 (success at the end and at some step on the task's own initial states, deterministic actions,
-mean and std over seeds, beside the env steps per second of each method).
+mean and std over seeds, in the last evaluation and averaged over the last 5, beside the env
+steps per second of each method).
 """
 
 from __future__ import annotations
