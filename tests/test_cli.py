@@ -191,6 +191,24 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
         assert container.streams.video[0].codec_context.width == 2 * width + 8
 
 
+def test_the_eval_table_gives_each_policy_the_envs_own_figures(capsys):
+    """`prefrl eval` on a task with its own figures (a goal's success, the piano's F1): a column
+    each in the table, beside the returns, for every policy compared."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from prefrl.cli.common import print_eval
+
+    def result(success: float):
+        return SimpleNamespace(returns=np.array([1.0, 3.0]), lengths=np.array([200, 200]),
+                               extra={"eval/success_at_end": success})  # fmt: skip
+
+    print_eval([result(0.25), result(0.75)], ["a", "b"], "two policies")
+    table = capsys.readouterr().out.split("a: evaluation return")[0]
+    assert "success" in table and "0.250" in table and "0.750" in table
+
+
 def test_preset_then_flag_override(tmp_path, capsys):
     assert (
         main(

@@ -129,13 +129,17 @@ def print_eval(results, names: list[str], title: str) -> None:
 
     table = Table(title=title)
     table.add_column("policy", overflow="fold")  # (a run's path is wrapped, not cut short)
+    own = list(results[0].extra)  # the env's own figures (success, the piano's F1): one env
     for col in ("episodes", "return mean", "std", "min", "max", "length"):
         table.add_column(col, justify="right")
+    for key in own:
+        table.add_column(key.removeprefix("eval/").replace("_", " "), justify="right")
     for name, result in zip(names, results, strict=True):
         r = result.returns
         table.add_row(
             name, str(len(r)), f"{r.mean():.1f}", f"{r.std():.1f}", f"{r.min():.1f}",
             f"{r.max():.1f}", f"{result.lengths.mean():.0f}",
+            *(f"{result.extra[key]:.3f}" for key in own),
         )  # fmt: skip
     Console().print(table)
     for name, result in zip(names, results, strict=True):
