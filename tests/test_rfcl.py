@@ -311,6 +311,19 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     assert [r["method"] for r in rows] == ["rfcl", "sac+demos", "sac"]
     assert all(r["env"] == "toy:maze-open" and r["env_steps"] == 1000 for r in rows)
     assert all(0 <= r["success_mean"] <= 1 and len(r["per_seed"]) == 1 for r in rows)
+    for r in rows:  # (1000 steps, an evaluation every 1000: the last evaluation is the only one)
+        assert r["last_evaluations"] == 5 and r["success_last_evaluations_mean"] == r["per_seed"][0]
+    sys.path.insert(0, "benchmarks")
+    try:
+        from rfcl import success_over_last
+    finally:
+        sys.path.remove("benchmarks")
+    run = tmp_path / "seven-evaluations"
+    run.mkdir()
+    lines = [{"step": 1000 * i, "eval/success_at_end": i / 10} for i in range(1, 8)]
+    lines.insert(3, {"step": 3500, "train/actor_loss": 0.0})  # (other metrics are passed over)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert success_over_last(run) == pytest.approx((0.3 + 0.4 + 0.5 + 0.6 + 0.7) / 5)
     assert all(r["solved_share"] == 0.5 and r["demo_source"] == "scripted" for r in rows)
     stored = json.loads((tmp_path / "bench/runs/toy-maze-open_rfcl_d1_s0/config.json").read_text())
     assert stored["solved_share"] == 0.5
