@@ -156,17 +156,16 @@ def make_demos(args, demo_dir: Path) -> None:
 LAST_EVALUATIONS = 5
 
 
-def last_eval(run_dir: Path) -> dict | None:
-    evals = [r for r in read_metrics(run_dir) if "eval/success_at_end" in r]
-    return evals[-1] if evals else None
+def evaluations(run_dir: Path) -> list[dict]:
+    """The run's evaluation rows, in order."""
+    return [r for r in read_metrics(run_dir) if "eval/success_at_end" in r]
 
 
-def success_over_last(run_dir: Path, evaluations: int = LAST_EVALUATIONS) -> float:
-    """Success at the end, averaged over the run's last `evaluations` evaluations: one
-    evaluation of 20 episodes swings (a MetaWorld policy went from 0.9 to 0 between its last
-    two), so rows give this beside the last one."""
-    evals = [r["eval/success_at_end"] for r in read_metrics(run_dir) if "eval/success_at_end" in r]
-    return float(np.mean(evals[-evaluations:]))
+def success_over_last(evals: list[dict], count: int = LAST_EVALUATIONS) -> float:
+    """Success at the end, averaged over the last `count` of `evals`: one evaluation of 20
+    episodes swings (a MetaWorld policy went from 0.9 to 0 between its last two), so rows give
+    this beside the last one."""
+    return float(np.mean([r["eval/success_at_end"] for r in evals[-count:]]))
 
 
 def steps_per_s(run_dir: Path) -> float:
@@ -306,7 +305,8 @@ def main() -> int:
     command = command_line()
     for method in args.methods:
         runs = [sweep.run_dir(label(args, method), seed) for seed in args.seeds]
-        finals = [last_eval(r) for r in runs]
+        evals = [evaluations(r) for r in runs]
+        finals = [e[-1] for e in evals]
         at_end = [f["eval/success_at_end"] for f in finals]
         once = [f["eval/success_once"] for f in finals]
         rows.append({
@@ -316,7 +316,7 @@ def main() -> int:
             "seeds": len(args.seeds), "success_mean": float(np.mean(at_end)),
             "success_std": float(np.std(at_end)), "success_once_mean": float(np.mean(once)),
             "per_seed": at_end,
-            "success_last_evaluations_mean": float(np.mean([success_over_last(r) for r in runs])),
+            "success_last_evaluations_mean": float(np.mean([success_over_last(e) for e in evals])),
             "last_evaluations": LAST_EVALUATIONS,
             "steps_per_s": float(np.mean([steps_per_s(r) for r in runs])),
             "device": device, "sac_hidden": list(base.sac.hidden_dims),

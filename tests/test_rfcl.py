@@ -315,7 +315,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
         assert r["last_evaluations"] == 5 and r["success_last_evaluations_mean"] == r["per_seed"][0]
     sys.path.insert(0, "benchmarks")
     try:
-        from rfcl import success_over_last
+        from rfcl import evaluations, success_over_last
     finally:
         sys.path.remove("benchmarks")
     run = tmp_path / "seven-evaluations"
@@ -323,7 +323,7 @@ def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):
     lines = [{"step": 1000 * i, "eval/success_at_end": i / 10} for i in range(1, 8)]
     lines.insert(3, {"step": 3500, "train/actor_loss": 0.0})  # (other metrics are passed over)
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert success_over_last(run) == pytest.approx((0.3 + 0.4 + 0.5 + 0.6 + 0.7) / 5)
+    assert success_over_last(evaluations(run)) == pytest.approx((0.3 + 0.4 + 0.5 + 0.6 + 0.7) / 5)
     assert all(r["solved_share"] == 0.5 and r["demo_source"] == "scripted" for r in rows)
     stored = json.loads((tmp_path / "bench/runs/toy-maze-open_rfcl_d1_s0/config.json").read_text())
     assert stored["solved_share"] == 0.5
