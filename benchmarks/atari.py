@@ -18,8 +18,9 @@ The grid (2 methods x seeds) runs as a sweep on Ray: --jobs N trains N runs side
 each run is a run directory under --runs (logs/atari-bench by default)/runs: stop the script and
 start it again with the same arguments; finished runs are skipped, stopped ones resume from their
 checkpoints; each run's metrics are kept in benchmarks/results/atari-runs (--keep) as it ends,
-so a grid longer than one machine's life goes on, on the next, from the runs it finished. Writes
-the game's rows in benchmarks/results/atari.json: each method's return in its
+so a grid longer than one machine's life goes on, on the next, from the runs it finished
+(`--methods score` first runs the shorter score runs alone). Writes the game's rows (of the
+methods run; the others' rows stay) in benchmarks/results/atari.json: each method's return in its
 last evaluation (10 episodes of the true game score, actions sampled) per seed, their mean, and
 each run's training hours.
 """
@@ -45,6 +46,8 @@ from prefrl.rundir.metrics import read_metrics
 RESULTS = Path(__file__).parent / "results" / "atari.json"
 EVAL_EPISODES = 10
 """The target is judged on the last 10 evaluation episodes."""
+METHODS = ("prefs", "score")
+"""Run by default in this order; the labels of `configs`' grid end with them."""
 CHECKPOINT_INTERVAL = 100_000
 """Agent steps between checkpoints: about 10 minutes of a run on 2 busy cores, what a stopped
 run loses."""
@@ -78,6 +81,9 @@ def main() -> int:
                         default=FRAME_PRESETS["pong"].config.pretrain_steps,
                         help="the reward CNN's steps on the first labels, before the agent")  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
+                        help="prefs: from preferences; score: on the game's score. A grid of "
+                        "some methods leaves the others' rows")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
     add_grid_flags(parser)
@@ -92,6 +98,7 @@ def main() -> int:
 
     grid = configs(args.env, args.steps, args.labels, args.initial_labels, args.pretrain_steps,
                    args.eval_episodes)  # fmt: skip
+    grid = {label: c for label, c in grid.items() if label.rsplit("_", 1)[1] in args.methods}
     sweep = run_grid(grid, args.seeds, args.runs, args,
                      keep=args.keep or args.out.with_name("atari-runs"))  # fmt: skip
     rows = []
@@ -112,7 +119,8 @@ def main() -> int:
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
-    old["results"] = [r for r in old["results"] if r["env"] != args.env] + rows
+    written = {(r["env"], r["method"]) for r in rows}
+    old["results"] = [r for r in old["results"] if (r["env"], r["method"]) not in written] + rows
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     args.out.write_text(json.dumps(old, indent=1) + "\n")
     print(f"wrote {args.out}; the sweep's table: {args.runs / 'results.md'}")

@@ -1,10 +1,10 @@
 #!/bin/bash
 # The run queue of benchmarks/QUEUE.md: two lanes side by side, one run at a time each (one
 # core each), so that no core waits while a grid with an odd number of runs finishes its last
-# one. The MetaWorld lane and the label-efficiency lane use different run folders (a folder takes
-# one grid at a time). Every grid skips its finished runs (restored from benchmarks/results/*-runs
-# on a new machine) and resumes stopped ones from their checkpoints, so the queue is started again
-# from the top in each session:
+# one. The two lanes never use the same run folder at once (a folder takes one grid at a time).
+# Every grid skips its finished runs (restored from benchmarks/results/*-runs on a new machine)
+# and resumes stopped ones from their checkpoints, so the queue is started again from the top in
+# each session:
 #
 #   mkdir -p logs && setsid nohup bash benchmarks/queue.sh > logs/queue.log 2>&1 &
 #
@@ -29,28 +29,37 @@ mw() {  # mw NUMBER TASK: RFCL and SAC + demos from 1 scripted demo, 3 seeds
     --methods rfcl sac+demos --seeds 0 1 2 --jobs 1 --runs "$RUNS/rfcl-bench-mw"
 }
 
-labels() {  # labels NUMBER ARGS...: a label-efficiency grid, SAC-true runs shared
-  row "$1" $PY benchmarks/label_efficiency.py "${@:2}" --jobs 1 --runs-dir "$RUNS/bench-labels"
+labels() {  # labels NUMBER DIR ARGS...: a label-efficiency grid, SAC-true runs shared in DIR
+  row "$1" $PY benchmarks/label_efficiency.py "${@:3}" --jobs 1 --runs-dir "$RUNS/$2"
 }
 
+atari() {  # atari NUMBER ARGS...: a game from preferences and on its score
+  row "$1" $PY benchmarks/atari.py "${@:2}" --jobs 1 --runs "$RUNS/atari-bench"
+}
+
+# Issue 58's rows first, then 59's (the issues' order). The lanes reach 59's rows at different
+# times, so each lane's label-efficiency grids have their own run folder.
 metaworld_lane() {
   mw 11 stick-pull
   mw 12 stick-push
   mw 13 pick-place-wall
+  labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
+  labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
 }
 
-labels_lane() {
-  labels 7 --envs dmc:walker-walk --labels 100 --methods pebble qpa --seeds 0 1 2
-  labels 7c --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1
-  labels 8 --envs dmc:walker-walk --labels 100 --teacher mistake \
+pixels_lane() {
+  labels 7 bench-labels --envs dmc:walker-walk --labels 100 --methods pebble qpa --seeds 0 1 2
+  # A score run (2-3 h) fits a session; a preferences run (5-8 h) goes on where machines are
+  # handed on. The first score run says whether the agent reaches +15 in the budget at all.
+  atari 6 --env atari:Pong --methods score --seeds 0
+  atari 6 --env atari:Pong --seeds 0
+  atari 6 --env atari:Pong --seeds 0 1 2
+  atari 6e --env atari:Enduro --seeds 0 1
+  labels 7c bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1
+  labels 8 bench-labels --envs dmc:walker-walk --labels 100 --teacher mistake \
     --methods pebble qpa qpa-no-crops --seeds 0
-  labels 9 --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
-  labels 10 --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
 }
 
 metaworld_lane > >(sed -u 's/^/[metaworld] /') 2>&1 &
-labels_lane > >(sed -u 's/^/[labels] /') 2>&1 &
+pixels_lane > >(sed -u 's/^/[pixels] /') 2>&1 &
 wait
-# Too long for one session (5-8 h a preferences run): they go on only where machines are handed on.
-row 6 $PY benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2 --runs "$RUNS/atari-bench"
-row 6e $PY benchmarks/atari.py --env atari:Enduro --seeds 0 1 --jobs 2 --runs "$RUNS/atari-bench"

@@ -34,6 +34,15 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
         assert -21 <= row["return_mean"] <= 21 and row["per_seed"] == [row["return_mean"]]
         assert row["hours_per_seed"][0] > 0 and row["command"].endswith(f"--out {out}")
     assert rows[0]["labels"] == 12 and "labels" not in rows[1]
+    # A grid of one method, its runs finished, rewrites that method's row only.
+    score = rows[1]["return_mean"]
+    out.write_text(json.dumps({"results": [*results[:2], {**rows[1], "return_mean": 99.0}]}))
+    subprocess.run([*command, "--methods", "score"], cwd=root, check=True, capture_output=True,
+                   timeout=300)  # fmt: skip
+    again = json.loads(out.read_text())["results"]
+    assert [(r["env"], r["method"]) for r in again] == [
+        ("atari:Enduro", "score"), ("atari:Pong", "prefs"), ("atari:Pong", "score")]
+    assert again[1] == rows[0] and again[2]["return_mean"] == score != 99.0
     kept = sorted(p.name for p in (tmp_path / "atari-runs/bench").iterdir())
     assert kept == ["pong_prefs_s0", "pong_score_s0"]
     bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
