@@ -41,7 +41,10 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
                    timeout=300)  # fmt: skip
     again = json.loads(out.read_text())["results"]
     assert [(r["env"], r["method"]) for r in again] == [
-        ("atari:Enduro", "score"), ("atari:Pong", "prefs"), ("atari:Pong", "score")]
+        ("atari:Enduro", "score"),
+        ("atari:Pong", "prefs"),
+        ("atari:Pong", "score"),
+    ]
     assert again[1] == rows[0] and again[2]["return_mean"] == score != 99.0
     kept = sorted(p.name for p in (tmp_path / "atari-runs/bench").iterdir())
     assert kept == ["pong_prefs_s0", "pong_score_s0"]
