@@ -287,6 +287,11 @@ def test_an_rfcl_policy_loads_like_any_other(tmp_path, gentle_demos):
 
     compared = compare_policies([ckpt], episodes=2)
     assert compared.env_id == "toy:maze" and len(compared.results[0].success) == 2
+    # Its best-evaluated policy (here its only evaluation's) loads with the same bound.
+    best = load_policy(result.run_dir / "best")
+    assert result.best_eval.step == 800 and result.best_eval.path == result.run_dir / "best"
+    np.testing.assert_allclose(best.action_scale, [0.5, 0.25], rtol=1e-6)
+    np.testing.assert_allclose(best(obs), actions, atol=1e-6)
 
 
 def test_the_benchmark_writes_a_row_per_method_from_its_sweep(tmp_path):

@@ -88,6 +88,21 @@ def test_run_directory_holds_everything(trained):
     assert train_rows and all(np.isfinite(r["train/critic_loss"]) for r in train_rows)
 
 
+def test_the_best_evaluated_policy_is_kept_and_loads(trained):
+    result, _ = trained
+    evals = [r for r in read_metrics(result.run_dir) if "eval/return_mean" in r]
+    top = max(evals, key=lambda r: r["eval/return_mean"])
+    best = result.best_eval
+    assert best.step == top["step"] and best.success_rate is None
+    assert best.mean == pytest.approx(top["eval/return_mean"], rel=1e-6)
+    assert best.path == result.run_dir / "best"
+    policy = load_policy(best.path)  # (prefrl eval RUN/best)
+    same = load_policy(result.run_dir / "checkpoints" / f"step_{best.step:09d}")
+    obs = np.random.default_rng(0).normal(size=(16, policy.agent.obs_dim)).astype(np.float32)
+    np.testing.assert_allclose(policy(obs), same(obs), atol=1e-6)
+    np.testing.assert_allclose(result.best_policy(obs), same(obs), atol=1e-6)
+
+
 def test_resume_continues_from_the_checkpoint_with_its_buffer(tmp_path, capsys):
     first = train_rl(_config(tmp_path, steps=1000))
     assert first.steps == 1000

@@ -71,6 +71,7 @@ class RFCLRun(TrainingLoop):
         (("eval/return_mean", "at the end of an episode"), ("eval/success_once", "at any step")),
         "at the end: ± 1 std over the evaluation episodes (each 0 or 1)",
     )  # fmt: skip
+    keeps_best = True
 
     def __init__(self, config: RFCLConfig, run_dir: Path, demos: DemoSet | None = None):
         # Env i of the pool has seed `seed + i`; with the envs in this process the loop's own
@@ -198,6 +199,11 @@ class RFCLRun(TrainingLoop):
         })  # fmt: skip
         return commit_checkpoint(tmp)
 
+    def write_policy(self, folder: Path) -> None:
+        super().write_policy(folder)  # (and the bound its actions are scaled by)
+        bound = None if self.bound is None else self.bound.tolist()
+        write_json(folder / "loop.json", {"action_bound": bound})
+
     def restore(self, ckpt: Path) -> None:
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())
         loop = json.loads((ckpt / "loop.json").read_text())
@@ -288,7 +294,8 @@ def _run(loop: RFCLRun, metrics: MetricsLogger) -> TrainResult:
                "demos_solved": int(loop.reverse.solved.sum()), "demos": len(loop.demos),
                "success_once": extra.get("eval/success_once", float("nan"))}  # fmt: skip
     return TrainResult(loop.run_dir, loop.step, final, stop.requested, video=periodic.video,
-                       title=periodic.title, details=details)  # fmt: skip
+                       best_eval=periodic.best.best, title=periodic.title,
+                       details=details)  # fmt: skip
 
 
 def _stage(loop: RFCLRun) -> str | None:

@@ -255,6 +255,7 @@ def online_result(run: OnlineRun, periodic: PeriodicTasks | None = None, interru
     return TrainResult(
         run.run_dir, run.step, periodic and periodic.final, interrupted, labels=len(run.labels),
         agreement=fit.get("reward/segment_return_corr"), video=periodic and periodic.video,
+        best_eval=periodic and periodic.best.best,
         title=method_title(run.config), details={"reward_metrics": fit, "notes": notes or [],
                                                  "unanswered": run.feedback.unanswered()},
     )  # fmt: skip

@@ -56,6 +56,8 @@ class Parts:
 
 
 class OnlineRun(TrainingLoop):
+    keeps_best = True
+
     def __init__(self, config: OnlineConfig, run_dir: Path, parts: Parts):
         super().__init__(config, run_dir, parts.env, parts.owns_env)
         obs_dim, action_dim = self.env.obs_dim, self.env.action_dim

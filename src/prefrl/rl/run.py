@@ -38,6 +38,8 @@ class RLRun(TrainingLoop):
     """Everything a run needs between steps; saved in and restored from checkpoints (PPO: not
     a partly collected rollout, which a resumed run collects again)."""
 
+    keeps_best = True
+
     def __init__(self, config: RLConfig, run_dir: Path, env=None, agent: SAC | PPO | None = None,
                  demos: DemoSet | None = None):  # fmt: skip
         """`env`, `agent`: objects a Python user passed (`RLLearner`); made from the config
@@ -146,7 +148,7 @@ def periodic_work(loop: RLRun, metrics: MetricsLogger) -> tuple[TrainingProgress
 def rl_result(loop: RLRun, periodic: PeriodicTasks, interrupted: bool) -> TrainResult:
     """What an RL run returns."""
     return TrainResult(loop.run_dir, loop.step, periodic.final, interrupted, video=periodic.video,
-                       title=periodic.title)  # fmt: skip
+                       best_eval=periodic.best.best, title=periodic.title)  # fmt: skip
 
 
 def _start(loop: RLRun, metrics: MetricsLogger):

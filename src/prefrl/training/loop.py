@@ -38,6 +38,7 @@ from prefrl.rundir.provenance import record_session
 from prefrl.rundir.stop import graceful_stop
 from prefrl.rundir.uid import claim_run_uid
 from prefrl.rundir.workers import hold_trainer
+from prefrl.training.best import BestPolicy
 from prefrl.training.callbacks import Callbacks
 from prefrl.training.evaluate import EvalResult, evaluate, make_eval_envs
 
@@ -51,6 +52,9 @@ class TrainingLoop:
 
     eval_curve: Curve = Curve()
     """What `learning_curve.png` draws of the evaluations, and says of them."""
+    keeps_best = False
+    """Whether evaluations keep the best policy in `RUN/best` (`prefrl.training.best`): loops
+    whose policies `load_policy` loads, through `write_policy`."""
 
     def __init__(self, config, run_dir: Path, env, owns_env: bool = True):
         """`owns_env`: close the env with the loop (not one a Python user passed in)."""
@@ -79,6 +83,11 @@ class TrainingLoop:
             self._eval_envs = make_eval_envs(self.env, cfg.eval_episodes, render_size)
         return evaluate(self.policy, self._eval_envs, seed=cfg.seed + 1_000_000,
                         record=record and self._video, learned_reward=self.learned_reward())  # fmt: skip
+
+    def write_policy(self, folder: Path) -> None:
+        """The files `load_policy` reads of the current policy (the agent and the config)."""
+        (folder / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        write_json(folder / "config.json", config_to_dict(self.config))
 
     def check_savable(self, state) -> None:
         """Never checkpoint NaN or inf: the latest checkpoint must be one to resume from."""
@@ -347,6 +356,7 @@ class PeriodicTasks:
         self.final: EvalResult | None = None
         self.video: Path | None = None
         self.checkpoint_seconds, self.saved_at = checkpoint_seconds, time.monotonic()
+        self.best = BestPolicy(loop) if loop.keeps_best else None
         self.restart_clock(loop.step)
         if "log_interval" in {f.name for f in dataclasses.fields(loop.config)}:
             progress.print_at_logs()  # (a --log-interval given is where plain lines are wanted)
@@ -397,6 +407,8 @@ class PeriodicTasks:
                 )
                 or self.video
             )
+            if self.best is not None:
+                self.best.consider(step, self.final)
             self.progress.update(step, last_eval=loop.last_eval)
             loop.callbacks("eval", step, self.final.summary, eval=self.final)
             self.restart_clock(step)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from prefrl.fielddocs import document_fields
+from prefrl.training.best import BestEval, score
 from prefrl.training.evaluate import EvalResult
 
 if TYPE_CHECKING:
@@ -49,6 +50,9 @@ class TrainResult:
     episodes (offline). None otherwise."""
     video: Path | None = None
     """The last evaluation's video, where one was recorded."""
+    best_eval: BestEval | None = None
+    """The best evaluation so far (`step`, `success_rate`, `mean`) and where its policy is kept
+    (`path`: `RUN/best`); RL, preference and RFCL runs keep one."""
     title: str = ""
     """What was trained, on what: "SAC on Pendulum-v1", "PEBBLE on toy:point-reach", ..."""
     details: dict = field(default_factory=dict)
@@ -67,6 +71,17 @@ class TrainResult:
         from prefrl.training.policies import load_policy
 
         return load_policy(self.run_dir)
+
+    @functools.cached_property
+    def best_policy(self) -> LoadedPolicy:
+        """The best-evaluated policy (`load_policy(run_dir / "best")`), where the run kept one;
+        its evaluation is `best_eval`."""
+        from prefrl.training.policies import load_policy
+
+        if self.best_eval is None:
+            raise ValueError(f"{self.run_dir} keeps no best policy: RL, preference and RFCL "
+                             "runs keep one at their evaluations")  # fmt: skip
+        return load_policy(self.best_eval.path)
 
     def summary(self) -> str:
         """One line: what was trained, how far, how it did; what `train()` prints last."""
@@ -90,6 +105,10 @@ class TrainResult:
             parts.append(f"{self.labels:,} labels")
         if self.agreement is not None:
             parts.append(f"learned vs true reward {self.agreement:.2f}")
+        best = self.best_eval
+        final = self.final_eval
+        if best is not None and best.score > score(final.success_rate, final.mean):
+            parts.append(f"best {best.describe()} (its policy: {best.path})")
         last = ", its last evaluation" if self.interrupted else ""
         return f"{head}{last}: {', '.join(parts)}; {self.run_dir}"
 
