@@ -185,10 +185,13 @@ def test_rl_then_eval_with_video(tmp_path, capsys):
     args = ["eval", str(first), str(tmp_path / "r"), "--episodes", "2", "--video", str(both)]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert f"{first}: evaluation return" in out and "step_000000600: evaluation return" in out
-    assert "left to right:" in out
+    assert "r step 300: evaluation return" in out and "r step 600: evaluation return" in out
+    assert "left to right: r step 300, r step 600" in out
     with av.open(str(both)) as container:
         assert container.streams.video[0].codec_context.width == 2 * width + 8
+    # The run's best-evaluated policy plays as a run does.
+    assert main(["eval", str(tmp_path / "r" / "best"), "--episodes", "2"]) == 0
+    assert "over 2 episodes" in capsys.readouterr().out
 
 
 def test_the_eval_table_gives_each_policy_the_envs_own_figures(capsys):
@@ -207,6 +210,20 @@ def test_the_eval_table_gives_each_policy_the_envs_own_figures(capsys):
     print_eval([result(0.25), result(0.75)], ["a", "b"], "two policies")
     table = capsys.readouterr().out.split("a: evaluation return")[0]
     assert "success" in table and "0.250" in table and "0.750" in table
+
+
+def test_the_eval_table_names_policies_by_run_and_step(tmp_path):
+    """A terminal-wide table: each policy by its run's folder and step, not its whole path;
+    whole paths where two would read alike."""
+    from prefrl.rl.compare import policy_names
+
+    run = tmp_path / "runs" / "hopper_sac_s0"
+    names = policy_names([run / "checkpoints/step_000475000",
+                          run / "best/checkpoints/step_000480000", tmp_path / "elsewhere"])  # fmt: skip
+    assert names == ["hopper_sac_s0 step 475,000", "hopper_sac_s0 best, step 480,000",
+                     str(tmp_path / "elsewhere")]  # fmt: skip
+    twins = [tmp_path / f"{a}/hopper_sac_s0/checkpoints/step_000000100" for a in "ab"]
+    assert policy_names(twins) == [str(t) for t in twins]
 
 
 def test_preset_then_flag_override(tmp_path, capsys):

@@ -5,6 +5,7 @@ piano's sound)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 from prefrl.feedback.clips import side_by_side
 from prefrl.render import write_video
 from prefrl.rundir.config import python_arguments
+from prefrl.training.best import BEST
 from prefrl.training.evaluate import EvalResult, make_eval_envs
 from prefrl.training.evaluate import evaluate as run_episodes
 from prefrl.training.loop import env_argument
@@ -76,7 +78,7 @@ def evaluate(
 class Comparison:
     env_id: str
     names: list[str]
-    """Each policy's checkpoint, in the order given."""
+    """Each policy's name, in the order given: its run and step (`policy_names`)."""
     results: list[EvalResult]
     video: Path | None
 
@@ -113,7 +115,28 @@ def compare_policies(
     finally:
         for env in envs:
             env.close()
-    return Comparison(env_id, [str(p.checkpoint) for p in policies], results, video)
+    return Comparison(env_id, policy_names([p.checkpoint for p in policies]), results, video)
+
+
+def policy_names(checkpoints: list[Path]) -> list[str]:
+    """What a table calls each checkpoint: its run's folder and step ("RUN step 480,000"; a
+    kept best policy "RUN best, step 480,000"), short enough for a terminal; the checkpoints'
+    paths where those names would not tell them apart."""
+    names = []
+    for ckpt in checkpoints:
+        ckpt = Path(ckpt).absolute()
+        found = re.fullmatch(r"step_(\d+)", ckpt.name)
+        if found is None or ckpt.parent.name != "checkpoints":
+            names.append(str(ckpt))
+            continue
+        step, run = int(found[1]), ckpt.parent.parent
+        best = run.name == BEST
+        names.append(
+            f"{run.parent.name} best, step {step:,}" if best else f"{run.name} step {step:,}"
+        )
+    if len(set(names)) < len(names):
+        return [str(c) for c in checkpoints]
+    return names
 
 
 def _sound(results: list[EvalResult]):
