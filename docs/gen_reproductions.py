@@ -78,8 +78,9 @@ class Project:
     name: str
     source: str
     results: tuple[Result, ...]
-    media: tuple[str, ...] = ()
-    """Plots and videos (paths from the repository root) shown under the table, where present."""
+    media: tuple[str | tuple[str, str], ...] = ()
+    """Plots and videos (paths from the repository root, or (path, caption)) shown under the
+    table, where present."""
     how: str = ""
 
 
@@ -288,7 +289,11 @@ PROJECTS = (
             ),
         ),
         media=("benchmarks/results/rfcl_adroit-door-dapg-as1.25.png",
-               *(f"benchmarks/results/rfcl_metaworld-{t}.png" for t in _METAWORLD_HARD)),
+               *(f"benchmarks/results/rfcl_metaworld-{t}.png" for t in _METAWORLD_HARD),
+               ("docs/img/metaworld-stick-pull-rfcl-vs-sac-demos.mp4",
+                "stick-pull, RFCL (left) and SAC + demos (right), seed 1 of each at 500k steps, "
+                "the same episode: one RFCL solves (reset seed 7; it solves 2 of the 5 of reset "
+                "seeds 5-9, SAC + demos none)")),
         how="`python benchmarks/rfcl.py` (the demonstrations guide). The paper's Adroit figure is "
             "the mean of door, pen and relocate: ≈ 0.50 at 400k steps, ≈ 0.62 at 1M (RLPD ≈ 0.49 "
             "/ 0.57); prefrl's mean of its door, pen and relocate rows is the table's first line.",
@@ -450,11 +455,12 @@ def render() -> str:
             lines += ["", "As recorded with their rows:", "",
                       *(f"- {c}" for c in commands if c not in runnable)]  # fmt: skip
         for media in project.media:
+            media, caption = (media, None) if isinstance(media, str) else media
             path = ROOT / media
             if path.exists():
                 # (docs/gen_benchmarks.py copies benchmarks/results/*.png to docs/results/)
                 link = media.replace("benchmarks/", "", 1).replace("docs/", "", 1)
-                lines += ["", f"[video: {_film_caption(media) or path.name}]({link})"
+                lines += ["", f"[video: {caption or _film_caption(media) or path.name}]({link})"
                           if media.endswith(".mp4") else f"![{path.name}]({link})"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
