@@ -291,9 +291,9 @@ PROJECTS = (
         media=("benchmarks/results/rfcl_adroit-door-dapg-as1.25.png",
                *(f"benchmarks/results/rfcl_metaworld-{t}.png" for t in _METAWORLD_HARD),
                ("docs/img/metaworld-stick-pull-rfcl-vs-sac-demos.mp4",
-                "stick-pull, RFCL (left) and SAC + demos (right), seed 1 of each at 500k steps, "
-                "the same episode: one RFCL solves (reset seed 7; it solves 2 of the 5 of reset "
-                "seeds 5-9, SAC + demos none)")),
+                ("stick-pull, RFCL (left) and SAC + demos (right), seed 1 of each at 500k steps, "
+                 "the same episode: one RFCL solves (reset seed 7; it solves 2 of the 5 of reset "
+                 "seeds 5-9, SAC + demos none)"))),
         how="`python benchmarks/rfcl.py` (the demonstrations guide). The paper's Adroit figure is "
             "the mean of door, pen and relocate: ≈ 0.50 at 400k steps, ≈ 0.62 at 1M (RLPD ≈ 0.49 "
             "/ 0.57); prefrl's mean of its door, pen and relocate rows is the table's first line.",
