@@ -20,7 +20,9 @@ row() {  # row NUMBER COMMAND...: run one grid, logged with its start and end
   local number=$1
   shift
   echo "$(date -u '+%F %T') row $number: $*"
-  nice -n 5 "$@" || echo "$(date -u '+%F %T') row $number ended with status $?"
+  nice -n 5 "$@"
+  local status=$?  # (read before anything else sets it)
+  [ $status -eq 0 ] || echo "$(date -u '+%F %T') row $number ended with status $status"
   echo "$(date -u '+%F %T') row $number done"
 }
 
