@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
+from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint
 from prefrl.training.best import BestPolicy, read_best
 from prefrl.training.evaluate import EvalResult
 from prefrl.training.loop import TrainingLoop
+from prefrl.training.policies import load_policy
 from prefrl.training.result import TrainResult
 
 
@@ -90,3 +93,13 @@ def test_the_summary_names_the_best_policy_where_it_beats_the_last(tmp_path):
     assert f"best success 0.50 at step 480 (its policy: {tmp_path / 'best'})" in worse.summary()
     same = TrainResult(tmp_path, 480, _eval([1, 1], success=[True, False]), best_eval=best)
     assert "best" not in same.summary().replace(str(tmp_path), "")
+
+
+def test_loading_the_best_policy_of_a_run_that_keeps_none_says_so(tmp_path):
+    tmp = begin_checkpoint(tmp_path, 100)
+    (tmp / "agent.msgpack").write_bytes(b"")
+    commit_checkpoint(tmp)
+    with pytest.raises(FileNotFoundError, match="keeps no best-evaluated policy"):
+        load_policy(tmp_path / "best")
+    with pytest.raises(FileNotFoundError, match="expected a run directory or a checkpoint"):
+        load_policy(tmp_path / "elsewhere" / "best")

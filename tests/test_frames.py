@@ -530,12 +530,13 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
     """Ctrl-C while the reward model trains: said at once, the fit ends before its next gradient
     step, a checkpoint is written; resumed, the pre-training goes on where it stopped. The run
     directory is said before anything slow (the envs and networks being built)."""
-    import os
     import signal
+    import time
 
     from prefrl.pixels import preferences as frames_prefs
     from prefrl.pixels.preferences import FramePreferenceConfig, train_frames_from_preferences
     from prefrl.reward.frames import FrameRewardConfig, FrameRewardModel
+    from prefrl.rundir import stop as stop_module
     from prefrl.rundir.checkpoints import latest_checkpoint
 
     config = FramePreferenceConfig(
@@ -553,13 +554,22 @@ def test_a_stop_in_pretraining_or_a_fit_is_said_at_once_and_ends_it_at_the_next_
         build(self, *args)
 
     monkeypatch.setattr(frames_prefs.FramePreferenceRun, "__init__", building)
+    said, acknowledge = [], stop_module._acknowledge
+    monkeypatch.setattr(stop_module, "_acknowledge",
+                        lambda stop, message: said.append(message) or acknowledge(stop, message))  # fmt: skip
     steps, stop_at = [], [3]
     step = FrameRewardModel.train_step
 
     def train_step(self, *args):
         steps.append(len(steps) + 1)
         if len(steps) in stop_at:
-            os.kill(os.getpid(), signal.SIGINT)  # (handled before this step returns)
+            # Ctrl-C, said by the stop's own thread: waited for, as a person's Ctrl-C comes
+            # mid-step (the fit's 2 steps would otherwise end before a loaded machine runs it).
+            heard = len(said)
+            signal.raise_signal(signal.SIGINT)
+            deadline = time.monotonic() + 60
+            while len(said) == heard and time.monotonic() < deadline:
+                time.sleep(0.01)
         return step(self, *args)
 
     monkeypatch.setattr(FrameRewardModel, "train_step", train_step)

@@ -33,7 +33,6 @@ from prefrl.demos.rfcl_demos import action_bound, load_demos
 from prefrl.envs import make_env
 from prefrl.envs.pool import EnvPool, seeded
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
-from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.plots import Curve, plot_curriculum
 from prefrl.rundir.progress import TrainingProgress
@@ -185,24 +184,25 @@ class RFCLRun(TrainingLoop):
     def save(self) -> Path:
         self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
-        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.write_policy(tmp)  # (the agent and the config)
         self.online.save(tmp / "online.npz")
         if self.stage == 2 and self.offline is not None:
             self.offline.save(tmp / "offline.npz")
-        write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(tmp / "loop.json", {
             "step": self.step, "stage": self.stage, "stage2_step": self.stage2_step,
             "episodes": self.episodes, "last_eval": self.last_eval,
             "rng": self.rng.bit_generator.state, "reverse": self.reverse.state_dict(),
             "forward": self.forward.state_dict(),
-            "action_bound": None if self.bound is None else self.bound.tolist(),
+            "action_bound": self.bound_list(),
         })  # fmt: skip
         return commit_checkpoint(tmp)
 
     def write_policy(self, folder: Path) -> None:
         super().write_policy(folder)  # (and the bound its actions are scaled by)
-        bound = None if self.bound is None else self.bound.tolist()
-        write_json(folder / "loop.json", {"action_bound": bound})
+        write_json(folder / "loop.json", {"action_bound": self.bound_list()})
+
+    def bound_list(self) -> list[float] | None:
+        return None if self.bound is None else self.bound.tolist()
 
     def restore(self, ckpt: Path) -> None:
         self.state = self.agent.state_from_bytes((ckpt / "agent.msgpack").read_bytes())

@@ -36,7 +36,6 @@ from prefrl.online.fitting import RewardFitting
 from prefrl.reward import RewardModel, load_reward_model, pearson
 from prefrl.reward.knn_entropy import KnnEntropyReward
 from prefrl.rundir.checkpoints import begin_checkpoint, checkpoints, commit_checkpoint, write_json
-from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import write_fit_scatter
 from prefrl.training.loop import TrainingLoop
 from prefrl.web.serve import LabellingServer
@@ -283,12 +282,11 @@ class OnlineRun(TrainingLoop):
     def save(self) -> Path:
         self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
-        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.write_policy(tmp)  # (the agent and the config)
         self.buffer.save(tmp / "buffer.npz")
         self.pool.save(tmp / "segments.npz")
         self.labels.save(tmp / "labels.npz")
         self.model.save(tmp / "reward_model")
-        write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(
             tmp / "loop.json",
             {

@@ -21,7 +21,6 @@ from prefrl.envs import FrameVectorEnv, PixelEnv, make_pixel_env
 from prefrl.envs.pool import seeded
 from prefrl.render.video import Enlarged, block_scale
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, write_json
-from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.rundir.stop import StopRequest, graceful_stop
@@ -61,8 +60,7 @@ class FrameRun(TrainingLoop):
     def save(self) -> Path:
         self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
-        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
-        write_json(tmp / "config.json", config_to_dict(self.config))
+        self.write_policy(tmp)  # (the agent and the config)
         write_json(tmp / "loop.json", {"step": self.step, "episodes": self.episodes,
                                        "last_eval": self.last_eval, "begun": self.begun})  # fmt: skip
         self.save_more(tmp)

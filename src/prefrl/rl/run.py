@@ -21,7 +21,6 @@ from prefrl.rundir.checkpoints import (
     commit_checkpoint,
     write_json,
 )
-from prefrl.rundir.config import config_to_dict
 from prefrl.rundir.metrics import MetricsLogger
 from prefrl.rundir.progress import TrainingProgress
 from prefrl.training.loop import (
@@ -76,10 +75,9 @@ class RLRun(TrainingLoop):
     def save(self) -> Path:
         self.check_savable(self.state)
         tmp = begin_checkpoint(self.run_dir, self.step)
-        (tmp / "agent.msgpack").write_bytes(self.agent.state_to_bytes(self.state))
+        self.write_policy(tmp)  # (the agent and the config)
         if self.buffer is not None:
             self.buffer.save(tmp / "buffer.npz")
-        write_json(tmp / "config.json", config_to_dict(self.config))
         write_json(
             tmp / "loop.json",
             {

@@ -325,7 +325,9 @@ def _terminate_as_interrupt() -> Iterator[None]:
 def _watch_runs(ray, todo, outcomes, cpus, gpus, retries, progress) -> None:
     from rich.progress import Progress
 
-    task = ray.remote(execute_run)
+    # A fresh worker process a run (`max_calls=1`): each run imports prefrl as it is when it
+    # starts, so code updated under a long sweep never mixes versions inside one run.
+    task = ray.remote(max_calls=1)(execute_run)
     refs = {
         task.options(num_cpus=cpus, num_gpus=gpus, max_retries=retries,
                      name=f"prefrl:{r.name}").remote(r.config, os.getcwd()): r

@@ -21,6 +21,7 @@ import numpy as np
 from prefrl.agents import PPO, SAC
 from prefrl.envs import is_pixel_env, make_env
 from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.training.best import BEST
 
 
 def policy_action(agent: SAC | PPO, state, obs, key, step: int = 0, deterministic: bool = False):
@@ -94,6 +95,11 @@ def load_policy(path: Path) -> LoadedPolicy:
     finetune`."""
     path = Path(path)
     if not path.exists():
+        if path.name == BEST and latest_checkpoint(path.parent) is not None:
+            raise FileNotFoundError(
+                f"{path.parent} keeps no best-evaluated policy ({BEST}/): it ran before prefrl "
+                f"kept one, or has not evaluated yet; {path.parent} loads its latest checkpoint"
+            )
         raise FileNotFoundError(f"{path} does not exist: expected a run directory or a checkpoint")
     ckpt = path if (path / "agent.msgpack").exists() else latest_checkpoint(path)
     if ckpt is None:
