@@ -9,10 +9,14 @@ grid (learning-from-human-preferences' headline: Pong, and Enduro):
 
     python benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2
     python benchmarks/atari.py --env atari:Enduro --seeds 0 1 --jobs 2
+    python benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2
 
-A2C rather than PPO: it is the seed's agent, and on this 2-core CPU it trains 2.2x as many agent
-steps a second on Pong (1026 against 456, benchmarks/pixels_agent_speed.py), while published
-learning curves of the two reach Pong's top score in about the same frames.
+`--algo a2c` (the seed's agent, the default) or `--algo ppo` (the PPO paper's Atari settings;
+fits every 6 updates of 1024 agent steps, about A2C's 6,400 steps between fits). A2C trains 2.2x
+as many agent steps a second on this CPU (1026 against 456, benchmarks/pixels_agent_speed.py), but
+on Pong's score it was still at -7 to -3 after 4.5M of the 5M agent steps (20M frames) the issue
+allows, where published curves of PPO reach Pong's top score in fewer frames: PPO's rows say
+whether it reaches +15 within the budget. Each agent has its own rows (`algo`) and run folders.
 
 The grid (2 methods x seeds) runs as a sweep on Ray: --jobs N trains N runs side by side, and
 each run is a run directory under --runs (logs/atari-bench by default)/runs: stop the script and
@@ -54,18 +58,35 @@ run loses."""
 
 
 def configs(env: str, steps: int, labels: int, initial_labels: int, pretrain_steps: int,
-            eval_episodes: int = EVAL_EPISODES) -> dict:  # fmt: skip
+            eval_episodes: int = EVAL_EPISODES, algo: str = "a2c") -> dict:  # fmt: skip
+    """The grid's two runs of a seed, by label: `<game>_prefs` and `<game>_score` for A2C,
+    `<game>_ppo-prefs` and `<game>_ppo-score` for PPO."""
     game = env.split(":", 1)[1].lower()
-    prefs = dataclasses.replace(FRAME_PRESETS["pong"].config, env=env, steps=steps, labels=labels,
-                                initial_labels=initial_labels, pretrain_steps=pretrain_steps,
-                                eval_episodes=eval_episodes, video=False,
-                                checkpoint_interval=CHECKPOINT_INTERVAL)  # fmt: skip
-    score = RLConfig(env=env, algo="a2c", steps=steps, a2c=prefs.a2c,
+    preset = FRAME_PRESETS["pong"].config
+    fit_every = preset.fit_every
+    if algo == "ppo":  # (the same agent steps between fits as A2C's, in PPO's longer updates)
+        a2c, ppo = preset.a2c, preset.ppo_frames
+        fit_every = max(1, round(fit_every * a2c.n_envs * a2c.n_steps / (ppo.n_envs * ppo.n_steps)))
+    prefs = dataclasses.replace(preset, env=env, steps=steps, labels=labels, algo=algo,
+                                fit_every=fit_every, initial_labels=initial_labels,
+                                pretrain_steps=pretrain_steps, eval_episodes=eval_episodes,
+                                video=False, checkpoint_interval=CHECKPOINT_INTERVAL)  # fmt: skip
+    score = RLConfig(env=env, algo=algo, steps=steps, a2c=prefs.a2c, ppo_frames=prefs.ppo_frames,
                      eval_interval=prefs.eval_interval, eval_episodes=eval_episodes,
                      checkpoint_interval=prefs.checkpoint_interval,
                      log_interval=prefs.log_interval, video=False)  # fmt: skip
-    assert score.a2c == prefs.a2c, "both methods train the same A2C"
-    return {f"{game}_prefs": prefs, f"{game}_score": score}
+    prefix = "" if algo == "a2c" else f"{algo}-"
+    return {f"{game}_{prefix}prefs": prefs, f"{game}_{prefix}score": score}
+
+
+def row_key(row: dict) -> tuple[str, str, str]:
+    """What a row is the result of: game, method and agent (rows before `algo` were A2C's)."""
+    return row["env"], row["method"], row.get("algo", "a2c")
+
+
+def method_of(label: str) -> str:
+    """`prefs` or `score`, of a grid label (`pong_ppo-prefs`: prefs)."""
+    return label.rsplit("_", 1)[1].rsplit("-", 1)[-1]
 
 
 def main() -> int:
@@ -81,6 +102,8 @@ def main() -> int:
                         default=FRAME_PRESETS["pong"].config.pretrain_steps,
                         help="the reward CNN's steps on the first labels, before the agent")  # fmt: skip
     parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
+    parser.add_argument("--algo", default="a2c", choices=["a2c", "ppo"],
+                        help="the agent of both methods (its own rows and run folders)")  # fmt: skip
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
                         help="prefs: from preferences; score: on the game's score. A grid of "
                         "some methods leaves the others' rows")  # fmt: skip
@@ -97,8 +120,8 @@ def main() -> int:
         parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
 
     grid = configs(args.env, args.steps, args.labels, args.initial_labels, args.pretrain_steps,
-                   args.eval_episodes)  # fmt: skip
-    grid = {label: c for label, c in grid.items() if label.rsplit("_", 1)[1] in args.methods}
+                   args.eval_episodes, args.algo)  # fmt: skip
+    grid = {label: c for label, c in grid.items() if method_of(label) in args.methods}
     sweep = run_grid(grid, args.seeds, args.runs, args,
                      keep=args.keep or args.out.with_name("atari-runs"))  # fmt: skip
     rows = []
@@ -107,7 +130,8 @@ def main() -> int:
         finals = [[r for r in read_metrics(run) if "eval/return_mean" in r][-1] for run in runs]
         returns = [f["eval/return_mean"] for f in finals]
         rows.append({
-            "env": args.env, "method": label.rsplit("_", 1)[1], "agent_steps": args.steps,
+            "env": args.env, "method": method_of(label), "algo": args.algo,
+            "agent_steps": args.steps,
             "frames": 4 * args.steps, "seeds": args.seeds,
             "return_mean": float(np.mean(returns)),
             "return_std": float(np.std(returns, ddof=1)) if len(returns) > 1 else None,
@@ -119,8 +143,8 @@ def main() -> int:
         })  # fmt: skip
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
-    written = {(r["env"], r["method"]) for r in rows}
-    old["results"] = [r for r in old["results"] if (r["env"], r["method"]) not in written] + rows
+    written = {row_key(r) for r in rows}
+    old["results"] = [r for r in old["results"] if row_key(r) not in written] + rows
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     args.out.write_text(json.dumps(old, indent=1) + "\n")
     print(f"wrote {args.out}; the sweep's table: {args.runs / 'results.md'}")

@@ -152,14 +152,19 @@ BENCHMARKS = [
                ("RFCL on the pen, rule by rule", "notes/2026-11-28-rfcl-pen.md")),
     ),
     Benchmark(
-        "From pixels (MovingDot, Pong)",
-        ("pixels", "pixels_nvidia-h100-80gb-hbm3"),
-        "MovingDot's return after 150k agent steps from synthetic preferences; the reward CNN's "
-        "held-out accuracy on Pong; the speed of the CNN steps, of the agents' training and of "
-        "stepping Pong.",
-        "A2C on MovingDot's true reward, same seeds; PyTorch 2.13 on the same CNN steps and "
-        "Stable-Baselines3 on the same envs and batches (`peer`), rounds alternating.",
-        {"speed": ("what", "algo", "env_workers", "prefrl", "peer", "peer_value", "ratio",
+        "From pixels (MovingDot, Pong, Enduro)",
+        ("pixels", "pixels_nvidia-h100-80gb-hbm3", "atari"),
+        "MovingDot's return after 150k agent steps from synthetic preferences; Atari games "
+        "(`atari`: the return over the last 10 evaluation episodes after 5M agent steps, 20M "
+        "frames, from synthetic preferences, `prefs`, or on the game's score, `score`); the reward "
+        "CNN's held-out accuracy on Pong; the speed of the CNN steps, of the agents' training and "
+        "of stepping Pong.",
+        "A2C on MovingDot's true reward, same seeds; the same agent (`algo`) on an Atari game's "
+        "score in the same grid; PyTorch 2.13 on the same CNN steps and Stable-Baselines3 on the "
+        "same envs and batches (`peer`), rounds alternating.",
+        {"results": ("env", "method", "algo", "agent_steps", "frames", "seeds", "return_mean",
+                     "per_seed", "labels", "hours_per_seed"),
+         "speed": ("what", "algo", "env_workers", "prefrl", "peer", "peer_value", "ratio",
                    "unit"),
          "env_speed": ("what", "way", "steps_per_s", "cores"),
          "reward_accuracy": ("env", "labels", "held_out_pairs", "held_out_accuracy",

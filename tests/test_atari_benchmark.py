@@ -51,3 +51,25 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
     bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode != 0 and "--env 'Hopper-v5': an Atari game, atari:<Game>" in bad.stderr
+
+
+def test_ppo_has_its_own_runs_and_fits_as_often_in_agent_steps_as_a2c():
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import atari as bench
+
+    a2c = bench.configs("atari:Pong", 5_000_000, 5500, 500, 3000)
+    ppo = bench.configs("atari:Pong", 5_000_000, 5500, 500, 3000, algo="ppo")
+    assert list(a2c) == ["pong_prefs", "pong_score"]  # (the run folders of before)
+    assert list(ppo) == ["pong_ppo-prefs", "pong_ppo-score"]
+    assert [bench.method_of(label) for label in ppo] == ["prefs", "score"]
+    prefs, score = ppo.values()
+    assert prefs.algo == score.algo == "ppo" and score.ppo_frames == prefs.ppo_frames
+
+    def between_fits(c):
+        agent = c.ppo_frames if c.algo == "ppo" else c.a2c
+        return c.fit_every * agent.n_envs * agent.n_steps
+
+    assert between_fits(a2c["pong_prefs"]) == 6400
+    assert abs(between_fits(prefs) - 6400) / 6400 < 0.05  # (6 updates of 1024 steps)
+    assert bench.row_key({"env": "atari:Pong", "method": "score"}) == (
+        "atari:Pong", "score", "a2c")  # fmt: skip
