@@ -23,8 +23,9 @@ from prefrl.rundir.config import check_fields
 @document_fields
 @dataclasses.dataclass(frozen=True)
 class FramePPOConfig:
-    """Defaults: the PPO paper's Atari settings (8 envs x 128 steps, 4 epochs of 4 minibatches,
-    clip 0.1, Adam 2.5e-4)."""
+    """Defaults: the PPO paper's Atari settings as OpenAI Baselines' ppo2 runs them (8 envs x
+    128 steps, 4 epochs of 4 minibatches, clip 0.1, Adam 2.5e-4), at a constant learning rate
+    and clip (the paper anneals both linearly to 0 over the run)."""
 
     n_envs: int = 8
     """Environments stepped side by side."""
