@@ -1,6 +1,7 @@
 """Learning from frames: A2C and PPO (returns, chunked updates, resume, env workers) and the
 preference loop on frames (labels, fits, gather-only and pretrain-only runs, a person)."""
 
+import dataclasses
 import json
 
 import jax.numpy as jnp
@@ -381,7 +382,7 @@ def test_updates_in_chunks_of_frames_match_one_pass(algo):
     state = whole.init(jax.random.key(0))
     data = whole._prepare(state.params, rollout)
     rows = np.arange(T * N)
-    extra = () if algo == "a2c" else whole._adv_stats(data[3], rows)
+    extra = () if algo == "a2c" else (*whole._adv_stats(data[3], rows), np.float32(0.1))
     (g1, m1), (g2, m2) = (a._grads(state.params, data, rows, *extra) for a in (whole, chunked))
     for a, b in zip(jax.tree.leaves((g1, m1)), jax.tree.leaves((g2, m2)), strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
@@ -391,6 +392,46 @@ def test_updates_in_chunks_of_frames_match_one_pass(algo):
     )  # (an update donates its state)
     for a, b in zip(jax.tree.leaves(s1.params), jax.tree.leaves(s2.params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_annealed_ppo_steps_shrink_with_the_updates_left_and_need_the_run_length():
+    """--ppo-frames.anneal: the learning rate and the clip fall linearly over the run's updates
+    (the PPO paper's Atari runs); a step late in the run is that share of the full one."""
+    import jax
+
+    from prefrl.agents.a2c import FrameRollout
+    from prefrl.agents.frame_ppo import FramePPO, FramePPOConfig
+
+    rng = np.random.default_rng(0)
+    T, N = 4, 2
+    rollout = FrameRollout(
+        rng.integers(0, 255, (T, N, 84, 84, 4), np.uint8), rng.integers(0, 6, (T, N)),
+        rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32),
+        rng.normal(size=(T, N)).astype(np.float32), np.zeros((T, N), np.float32),
+        rng.integers(0, 255, (N, 84, 84, 4), np.uint8),
+    )  # fmt: skip
+    config = FramePPOConfig(n_envs=N, n_steps=T, minibatches=1, epochs=1)
+    steady = FramePPO(config, (84, 84, 4), 6)
+    annealed = FramePPO(dataclasses.replace(config, anneal=True), (84, 84, 4), 6,
+                        total_updates=100)  # fmt: skip
+    assert [annealed.remaining(k) for k in (0, 50, 99)] == [1.0, 0.5, pytest.approx(0.01)]
+    assert steady.remaining(99) == 1.0
+
+    def moved(agent, updates_done: int) -> list[np.ndarray]:
+        """The parameters' change in one update after `updates_done` (one epoch of one
+        minibatch: its ratios are all 1, so the clip cannot change its gradient)."""
+        state = agent.init(jax.random.key(0))
+        state = state.replace(step=jax.numpy.asarray(updates_done, jax.numpy.int32))
+        before = [np.asarray(x) for x in jax.tree.leaves(state.params)]
+        after = agent.update(state, rollout, jax.random.key(1))[0]  # (it donates `state`)
+        return [np.asarray(a) - b for a, b in zip(jax.tree.leaves(after.params), before)]
+
+    full, late = moved(steady, 75), moved(annealed, 75)
+    assert max(float(np.abs(x).max()) for x in full) > 1e-5
+    for f, a in zip(full, late, strict=True):
+        np.testing.assert_allclose(a, 0.25 * f, rtol=1e-3, atol=2e-8)  # (float32 spacing)
+    with pytest.raises(ValueError, match="anneal needs the run's number of updates"):
+        FramePPO(dataclasses.replace(config, anneal=True), (84, 84, 4), 6)
 
 
 def test_summed_grads_refuses_a_bad_chunk_or_no_rows():

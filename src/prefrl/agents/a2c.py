@@ -144,9 +144,11 @@ class A2C:
         flat = lambda x: x.reshape(-1, *x.shape[2:])
         return flat(rollout.obs), flat(rollout.action), flat(returns)
 
-    def _apply(self, state: A2CState, grads):
-        """The optimiser's step (the update count is the caller's); the gradients' norm."""
+    def _apply(self, state: A2CState, grads, lr_share=1.0):
+        """The optimiser's step, its size times `lr_share` (an annealed learning rate; the
+        update count is the caller's); the gradients' norm."""
         updates, opt_state = self.tx.update(grads, state.opt_state, state.params)
+        updates = jax.tree.map(lambda u: lr_share * u, updates)
         params = optax.apply_updates(state.params, updates)
         return state.replace(params=params, opt_state=opt_state), optax.tree.norm(grads)
 

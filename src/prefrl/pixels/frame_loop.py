@@ -48,8 +48,12 @@ class FrameRun(TrainingLoop):
         super().__init__(config, run_dir, make_pixel_env(config.env, seed=first_seed))
         self.envs = FrameVectorEnv(seeded(make_pixel_env, config.env, first_seed), cfg.n_envs,
                                    config.env_workers)  # fmt: skip
-        agent_class = FramePPO if config.algo == "ppo" else A2C
-        self.agent = agent_class(cfg, self.env.obs_shape, self.env.n_actions)
+        shape = (self.env.obs_shape, self.env.n_actions)
+        if config.algo == "ppo":  # (its updates, over which `anneal` lowers its step sizes)
+            updates = -(-config.steps // (cfg.n_envs * cfg.n_steps))
+            self.agent = FramePPO(cfg, *shape, total_updates=updates)
+        else:
+            self.agent = A2C(cfg, *shape)
         self.key = jax.random.key(config.seed, impl="rbg")
         self.state = self.agent.init(jax.random.fold_in(self.key, 1))
         self.episodes = 0
