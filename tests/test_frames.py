@@ -357,28 +357,35 @@ def test_gae_matches_a_hand_computation():
     np.testing.assert_allclose(ret, adv + value, rtol=1e-6)
 
 
+def _random_rollout(T: int, N: int):
+    """A rollout of T steps of N envs of random frames, actions, values and rewards."""
+    from prefrl.agents.a2c import FrameRollout
+
+    rng = np.random.default_rng(0)
+    return FrameRollout(
+        rng.integers(0, 255, (T, N, 84, 84, 4), np.uint8), rng.integers(0, 6, (T, N)),
+        rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32),
+        rng.normal(size=(T, N)).astype(np.float32), np.zeros((T, N), np.float32),
+        rng.integers(0, 255, (N, 84, 84, 4), np.uint8),
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("algo", ["a2c", "ppo"])
 def test_updates_in_chunks_of_frames_match_one_pass(algo):
     """The gradients summed over chunks of frames (how a CPU computes them, faster) are those of
     one pass over the whole batch, and so is the step."""
     import jax
 
-    from prefrl.agents.a2c import A2C, A2CConfig, FrameRollout
+    from prefrl.agents.a2c import A2C, A2CConfig
     from prefrl.agents.frame_ppo import FramePPO, FramePPOConfig
 
-    rng = np.random.default_rng(0)
     T, N = 5, 3  # 15 frames: chunks of 4, 4, 4 and 3
     make = lambda: (A2C(A2CConfig(n_envs=N, n_steps=T), (84, 84, 4), 6) if algo == "a2c" else
                     FramePPO(FramePPOConfig(n_envs=N, n_steps=T, minibatches=1, epochs=1),
                              (84, 84, 4), 6))  # fmt: skip
     whole, chunked = make(), make()
     whole._grads.chunk, chunked._grads.chunk = None, 4
-    rollout = FrameRollout(
-        rng.integers(0, 255, (T, N, 84, 84, 4), np.uint8), rng.integers(0, 6, (T, N)),
-        rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32),
-        rng.normal(size=(T, N)).astype(np.float32), np.zeros((T, N), np.float32),
-        rng.integers(0, 255, (N, 84, 84, 4), np.uint8),
-    )  # fmt: skip
+    rollout = _random_rollout(T, N)
     state = whole.init(jax.random.key(0))
     data = whole._prepare(state.params, rollout)
     rows = np.arange(T * N)
@@ -399,17 +406,10 @@ def test_annealed_ppo_steps_shrink_with_the_updates_left_and_need_the_run_length
     (the PPO paper's Atari runs); a step late in the run is that share of the full one."""
     import jax
 
-    from prefrl.agents.a2c import FrameRollout
     from prefrl.agents.frame_ppo import FramePPO, FramePPOConfig
 
-    rng = np.random.default_rng(0)
     T, N = 4, 2
-    rollout = FrameRollout(
-        rng.integers(0, 255, (T, N, 84, 84, 4), np.uint8), rng.integers(0, 6, (T, N)),
-        rng.normal(size=(T, N)).astype(np.float32), rng.normal(size=(T, N)).astype(np.float32),
-        rng.normal(size=(T, N)).astype(np.float32), np.zeros((T, N), np.float32),
-        rng.integers(0, 255, (N, 84, 84, 4), np.uint8),
-    )  # fmt: skip
+    rollout = _random_rollout(T, N)
     config = FramePPOConfig(n_envs=N, n_steps=T, minibatches=1, epochs=1)
     steady = FramePPO(config, (84, 84, 4), 6)
     annealed = FramePPO(dataclasses.replace(config, anneal=True), (84, 84, 4), 6,
