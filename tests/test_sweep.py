@@ -22,6 +22,7 @@ from prefrl.cli.sweep import build_configs
 from prefrl.offline.learner import OfflineConfig
 from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
+from prefrl.rundir.provenance import read_sessions
 from prefrl.sweep import grid, run_sweep
 from prefrl.sweep.runner import DONE_FILE, connect_ray, sweep_lock
 
@@ -70,6 +71,9 @@ def test_a_grid_over_seeds_gives_a_table_of_means_and_curves_and_skips_finished_
     assert saved["configs"]["sac.batch_size-64"]["seeds"] == [0, 1] and saved["failed"] == []
     assert "| sac.batch_size-32 | 2 |" in (tmp_path / "sw" / "results.md").read_text()
     assert (tmp_path / "sw" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # Each run had a fresh worker (two at a time here): none imported prefrl for an earlier run.
+    pids = {read_sessions(runs / name)[0]["pid"] for name in os.listdir(runs)}
+    assert len(pids) == 4
     # Started again: nothing runs again.
     sessions = (runs / "sac.batch_size-32_s0" / "sessions.jsonl").read_text()
     again = run_sweep(configs, seeds=[0, 1], directory=tmp_path / "sw", progress=False)

@@ -4,6 +4,7 @@ resumed run may continue on another machine (a CPU run resumed on a GPU, say).""
 from __future__ import annotations
 
 import json
+import os
 import platform
 import socket
 import time
@@ -26,6 +27,7 @@ def session_record() -> dict:
     return {
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": socket.gethostname(),
+        "pid": os.getpid(),
         "python": platform.python_version(),
         "backend": jax.default_backend(),
         "devices": [d.device_kind for d in devices],
