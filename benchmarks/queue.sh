@@ -35,22 +35,19 @@ labels() {  # labels NUMBER DIR ARGS...: a label-efficiency grid, SAC-true runs 
   row "$1" $PY benchmarks/label_efficiency.py "${@:3}" --jobs 1 --runs-dir "$RUNS/$2"
 }
 
-atari() {  # atari NUMBER ARGS...: a game from preferences and on its score
-  row "$1" $PY benchmarks/atari.py "${@:2}" --jobs 1 --runs "$RUNS/atari-bench"
+atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score, runs in DIR
+  row "$1" $PY benchmarks/atari.py "${@:3}" --jobs 1 --runs "$RUNS/$2"
 }
 
-# Issue 58's rows first, then 59's (the issues' order). The lanes reach 59's rows at different
-# times, so each lane's label-efficiency grids have their own run folder.
+# Issue 58's rows first, then 59's (the issues' order).
 metaworld_lane() {
   mw 11 stick-pull
   mw 12 stick-push
   mw 13 pick-place-wall
+  # Enduro here, beside Pong's rows (its own run folder: a folder takes one grid at a time).
+  atari 6e atari-bench-enduro --env atari:Enduro --algo ppo --seeds 0 1
   labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
   labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
-  # (Walker's rows here, not after Pong and Enduro: this lane ends a day earlier.)
-  labels 7c bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1
-  labels 8 bench-labels --envs dmc:walker-walk --labels 100 --teacher mistake \
-    --methods pebble qpa qpa-no-crops --seeds 0
 }
 
 pixels_lane() {
@@ -58,11 +55,13 @@ pixels_lane() {
   # A score run (2-4 h) fits a session; a preferences run (5-8 h) goes on where machines are
   # handed on. A2C on the score reached -7 to -3 by 4.5M of its 5M agent steps: PPO's score run
   # says whether PPO reaches +15 within the budget, and PPO takes the preference rows.
-  atari 6 --env atari:Pong --methods score --seeds 0
-  atari 6p --env atari:Pong --algo ppo --methods score --seeds 0
-  atari 6p --env atari:Pong --algo ppo --seeds 0
-  atari 6p --env atari:Pong --algo ppo --seeds 0 1 2
-  atari 6e --env atari:Enduro --algo ppo --seeds 0 1
+  atari 6 atari-bench --env atari:Pong --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0 1 2
+  labels 7c bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1
+  labels 8 bench-labels --envs dmc:walker-walk --labels 100 --teacher mistake \
+    --methods pebble qpa qpa-no-crops --seeds 0
 }
 
 # `bash benchmarks/queue.sh pixels` (or `metaworld`) runs one lane: a lane whose rows changed is
