@@ -1,22 +1,23 @@
 """An Atari game from synthetic preferences against the same agent on the game's score, in one
 grid (learning-from-human-preferences' headline: Pong, and Enduro):
 
-- `prefs`: `prefrl frames --preset pong` (the seed's reward CNN, 500 random-policy labels to
-  pre-train it, labels from a scripted teacher comparing the clips' clipped scores while the
-  agent trains on the learned reward), for `--steps` agent steps (4 frames each);
-- `score`: `prefrl rl --env <game> --algo a2c` with the same A2C settings and budget, on the
-  game's own (clipped) score.
+- `prefs`: `prefrl frames --preset pong` (`--preset pong-ppo` with `--algo ppo`): the seed's
+  reward CNN, 500 random-policy labels to pre-train it, labels from a scripted teacher comparing
+  the clips' clipped scores while the agent trains on the learned reward, for `--steps` agent
+  steps (4 frames each);
+- `score`: `prefrl rl --env <game> --algo a2c` (or ppo) with the same agent settings and budget,
+  on the game's own (clipped) score.
 
     python benchmarks/atari.py --env atari:Pong --seeds 0 1 2 --jobs 2
     python benchmarks/atari.py --env atari:Enduro --seeds 0 1 --jobs 2
     python benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2
 
-`--algo a2c` (the seed's agent, the default) or `--algo ppo` (the PPO paper's Atari settings;
-fits every 6 updates of 1024 agent steps, about A2C's 6,400 steps between fits). A2C trains 2.2x
-as many agent steps a second on this CPU (1026 against 456, benchmarks/pixels_agent_speed.py), but
-on Pong's score it was still at -7 to -3 after 4.5M of the 5M agent steps (20M frames) the issue
-allows, where published curves of PPO reach Pong's top score in fewer frames: PPO's rows say
-whether it reaches +15 within the budget. Each agent has its own rows (`algo`) and run folders.
+`--algo a2c` (the seed's agent, the default) or `--algo ppo` (Baselines' Atari settings; fits
+every 6 updates of 1024 agent steps, about A2C's 6,400 steps between fits). A2C trains 2.2x as
+many agent steps a second on this CPU (1026 against 456, benchmarks/pixels_agent_speed.py), but
+on Pong's score it reached -5.4 in the 5M agent steps (20M frames) the issue allows, where PPO
+passed +15 by 1.5M: the 20M-frame rows are PPO's. Each agent has its own rows (`algo`) and run
+folders.
 
 The grid (2 methods x seeds) runs as a sweep on Ray: --jobs N trains N runs side by side, and
 each run is a run directory under --runs (logs/atari-bench by default)/runs: stop the script and
@@ -62,13 +63,9 @@ def configs(env: str, steps: int, labels: int, initial_labels: int, pretrain_ste
     """The grid's two runs of a seed, by label: `<game>_prefs` and `<game>_score` for A2C,
     `<game>_ppo-prefs` and `<game>_ppo-score` for PPO."""
     game = env.split(":", 1)[1].lower()
-    preset = FRAME_PRESETS["pong"].config
-    fit_every = preset.fit_every
-    if algo == "ppo":  # (the same agent steps between fits as A2C's, in PPO's longer updates)
-        a2c, ppo = preset.a2c, preset.ppo_frames
-        fit_every = max(1, round(fit_every * a2c.n_envs * a2c.n_steps / (ppo.n_envs * ppo.n_steps)))
-    prefs = dataclasses.replace(preset, env=env, steps=steps, labels=labels, algo=algo,
-                                fit_every=fit_every, initial_labels=initial_labels,
+    preset = FRAME_PRESETS["pong-ppo" if algo == "ppo" else "pong"].config
+    prefs = dataclasses.replace(preset, env=env, steps=steps, labels=labels,
+                                initial_labels=initial_labels,
                                 pretrain_steps=pretrain_steps, eval_episodes=eval_episodes,
                                 video=False, checkpoint_interval=CHECKPOINT_INTERVAL)  # fmt: skip
     score = RLConfig(env=env, algo=algo, steps=steps, a2c=prefs.a2c, ppo_frames=prefs.ppo_frames,

@@ -71,5 +71,11 @@ def test_ppo_has_its_own_runs_and_fits_as_often_in_agent_steps_as_a2c():
 
     assert between_fits(a2c["pong_prefs"]) == 6400
     assert abs(between_fits(prefs) - 6400) / 6400 < 0.05  # (6 updates of 1024 steps)
+    # The PPO rows run the pong-ppo preset, apart from the grid's budget and evaluations.
+    from prefrl.presets import FRAME_PRESETS
+
+    preset = FRAME_PRESETS["pong-ppo"].config
+    assert (prefs.fit_every, prefs.reward, prefs.labels) == (preset.fit_every, preset.reward,
+                                                             preset.labels)  # fmt: skip
     assert bench.row_key({"env": "atari:Pong", "method": "score"}) == (
         "atari:Pong", "score", "a2c")  # fmt: skip

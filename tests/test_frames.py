@@ -114,18 +114,26 @@ def test_frame_algos_and_envs_must_fit():
         FramePreferenceConfig(web_port=70000)
 
 
-def test_the_pong_preset_has_the_papers_settings():
+def test_the_pong_presets_have_the_papers_settings():
     """Christiano et al. 2017 on Atari: 16 envs x 5 steps of A2C, clips of 25 steps, 500
     random-policy labels of 5.5k, batches of 32 pairs, dropout 0.5, and the reward model
-    processing about one labelled pair per 10 agent steps."""
+    processing about one labelled pair per 10 agent steps; pong-ppo the same with PPO's
+    longer updates, in 5M agent steps."""
     from prefrl.presets import FRAME_PRESETS
 
+    def pairs_per_agent_step(c) -> float:
+        per_update = c.agent.n_envs * c.agent.n_steps
+        return c.reward.steps_per_fit * c.reward.batch_size / (c.fit_every * per_update)
+
     c = FRAME_PRESETS["pong"].config
-    per_update = c.a2c.n_envs * c.a2c.n_steps
-    pairs_per_agent_step = c.reward.steps_per_fit * c.reward.batch_size / (c.fit_every * per_update)
-    assert pairs_per_agent_step == pytest.approx(0.1)
-    assert (per_update, c.segment_length, c.initial_labels, c.labels) == (80, 25, 500, 5500)
+    assert c.algo == "a2c" and pairs_per_agent_step(c) == pytest.approx(0.1)
+    assert (c.a2c.n_envs * c.a2c.n_steps, c.segment_length, c.initial_labels, c.labels) == (
+        80, 25, 500, 5500)  # fmt: skip
     assert (c.reward.batch_size, c.reward.dropout) == (32, 0.5)
+    ppo = FRAME_PRESETS["pong-ppo"].config
+    assert ppo.algo == "ppo" and ppo.steps == 5_000_000
+    assert pairs_per_agent_step(ppo) == pytest.approx(0.1, rel=0.05)  # (20 x 32 / 6,144)
+    assert (ppo.reward, ppo.labels, ppo.segment_length) == (c.reward, c.labels, c.segment_length)
 
 
 def test_preferences_on_frames_label_and_fit(tmp_path):

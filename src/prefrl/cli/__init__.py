@@ -17,7 +17,7 @@ COMMANDS = {  # name -> ("module:function" in prefrl.cli, one-line description)
     "labels": ("feedback:cmd_labels", "export a run's labels as JSON, or import them into a run"),
     "annotators": ("feedback:cmd_annotators", "add annotators (prints their links) or list them"),
     "dataset": ("dataset:cmd_dataset", "make, import and inspect offline datasets; sample and label queries"),
-    "frames": ("train:cmd_frames", "learn from preferences on frames (movingdot, atari:*): A2C + a reward CNN"),
+    "frames": ("train:cmd_frames", "learn from preferences on frames (movingdot, atari:*): A2C or PPO + a reward CNN"),
     "rfcl": ("train:cmd_rfcl", "learn a sparse-reward task from a few demonstrations (RFCL)"),
     "demos": ("demos:cmd_demos", "make, check and render demonstrations (with simulator states)"),
     "sweep": ("sweep:cmd_sweep", "run a training command over a grid of flags x seeds on Ray (resumable)"),

@@ -188,8 +188,8 @@ def cmd_frames(args: list[str]) -> int:
     config = parse_config(
         FramePreferenceConfig, FRAME_PRESETS, args, "prefrl frames",
         "Learn from preferences on frames (Christiano et al. 2017, Atari): clips of a random "
-        "policy labelled, a reward CNN pre-trained on them, then A2C on the learned reward while "
-        "more clips are labelled (a scripted teacher on sign-clipped game rewards).",
+        "policy labelled, a reward CNN pre-trained on them, then A2C (or PPO) on the learned "
+        "reward while more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
     result = train_frames_from_preferences(config)
     if result.details.get("stop_after"):  # (no agent yet)

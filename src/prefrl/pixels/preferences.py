@@ -71,7 +71,9 @@ class FramePreferenceConfig:
     labels: int = 1500
     """Label budget in all (the initial ones included)."""
     fit_every: int = 8
-    """A2C updates between reward-model fits (each `reward.steps_per_fit` gradient steps)."""
+    """Agent updates between reward-model fits (each `reward.steps_per_fit` gradient steps). A
+    PPO update is 12.8 A2C updates' agent steps at the defaults (8 x 128 against 16 x 5): the
+    pong preset fits every 80 A2C updates, pong-ppo every 6 PPO updates."""
     pool_size: int = 300
     """Newest clips that queries are drawn from."""
     selection: str = "uniform"
