@@ -512,7 +512,13 @@ def test_resumes_and_flags_that_do_not_fit_are_refused_before_any_run_directory(
              "8", "--runs-dir", str(runs), "--no-progress"]  # fmt: skip
     assert main(["frames", "--preset", "movingdot", "--stop-after", "gather", "--name", "dot",
                  *small]) == 0  # fmt: skip
-    capsys.readouterr()
+    assert "note:" not in capsys.readouterr().err
+    # The preset's fits counted in the other agent's updates: said, with the flag that fixes it.
+    assert main(["frames", "--preset", "movingdot", "--algo", "ppo", "--stop-after", "gather",
+                 "--name", "dot-ppo", *small]) == 0  # fmt: skip
+    assert ("note: --algo ppo keeps the movingdot preset's --fit-every 64, counted in PPO "
+            "updates: a reward fit every 65,536 agent steps where the preset fits every 320; "
+            "--fit-every 1 keeps its rate") in capsys.readouterr().err  # fmt: skip
     run = runs / "dot"
     assert main(["rl", "--resume", str(run)]) == 2
     err = capsys.readouterr().err
@@ -533,7 +539,7 @@ def test_resumes_and_flags_that_do_not_fit_are_refused_before_any_run_directory(
         assert "atari:Breakot is not an Atari game ale-py knows; close: atari:Breakout" in (
             capsys.readouterr().err
         )
-    assert sorted(p.name for p in runs.iterdir()) == ["dot"]
+    assert sorted(p.name for p in runs.iterdir()) == ["dot", "dot-ppo"]
 
 
 def test_plain_progress_lines_come_at_the_log_steps_with_the_logged_rate(tmp_path, capsys):

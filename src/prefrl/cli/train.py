@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 
 from prefrl.cli.common import parse_config, pop_option, print_cpl_end
 
@@ -191,11 +192,33 @@ def cmd_frames(args: list[str]) -> int:
         "policy labelled, a reward CNN pre-trained on them, then A2C (or PPO) on the learned "
         "reward while more clips are labelled (a scripted teacher on sign-clipped game rewards).",
     )  # fmt: skip
+    preset = pop_option(args, "--preset")[0]
+    if preset is not None and pop_option(args, "--fit-every")[0] is None:
+        _say_fit_rate_of_another_agent(config, FRAME_PRESETS[preset].config, preset)
     result = train_frames_from_preferences(config)
     if result.details.get("stop_after"):  # (no agent yet)
         print(f"go on with: prefrl frames --resume {result.run_dir} --stop-after None")
         return 0
     return _report(result, "prefrl frames")
+
+
+def _say_fit_rate_of_another_agent(config, preset_config, preset: str) -> None:
+    """`--fit-every` counts the agent's updates, so a preset run with the other agent (PPO's
+    update is 12.8 A2C's agent steps at the defaults) fits at another rate: said, with the
+    `--fit-every` that keeps the preset's."""
+    if config.algo == preset_config.algo:
+        return
+
+    def per_update(c) -> int:
+        return c.agent.n_envs * c.agent.n_steps
+
+    meant = preset_config.fit_every * per_update(preset_config)
+    now = config.fit_every * per_update(config)
+    same = max(1, round(meant / per_update(config)))
+    print(f"note: --algo {config.algo} keeps the {preset} preset's --fit-every "
+          f"{config.fit_every}, counted in {config.algo.upper()} updates: a reward fit every "
+          f"{now:,} agent steps where the preset fits every {meant:,}; --fit-every {same} "
+          "keeps its rate", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def cmd_rfcl(args: list[str]) -> int:
