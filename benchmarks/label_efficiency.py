@@ -186,6 +186,18 @@ METHODS = {
     # the agent trained on their mean: whether one network's errors are what makes QPA's
     # outcome swing with the seed on the walker (656 and 206 from 100 labels).
     "qpa-ensemble": lambda config: _qpa_with_reward(config, members=3),
+    # QPA with the settings of B-Pref's SAC that cost nothing more on a CPU (learning rates 5e-4,
+    # the temperature's 1e-4 from 0.1), its 2x1024 networks and batches of 1024 left out (16x
+    # the update): whether the agent's settings keep QPA's walker short of its paper.
+    "qpa-bpref-sac": lambda config: dataclasses.replace(
+        config,
+        **QPA_PARTS,
+        sac=dataclasses.replace(
+            ONLINE_PRESETS["pebble-walker"].config.sac,
+            hidden_dims=config.sac.hidden_dims,
+            batch_size=config.sac.batch_size,
+        ),
+    ),
 }
 
 

@@ -106,7 +106,8 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
     """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
-    dm_control fit rule, and with three reward networks; everything else is QPA's."""
+    dm_control fit rule, with three reward networks, and with B-Pref's SAC rates; everything
+    else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -124,3 +125,9 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
         variant = bench.METHODS[name](walker)
         assert variant.reward == dataclasses.replace(qpa.reward, **changes), name
         assert dataclasses.replace(variant, reward=qpa.reward) == qpa, name
+    # With B-Pref's SAC rates: only the agent's rates and starting temperature differ.
+    bpref = bench.METHODS["qpa-bpref-sac"](walker)
+    assert (bpref.sac.actor_lr, bpref.sac.critic_lr, bpref.sac.temperature_lr,
+            bpref.sac.init_temperature) == (5e-4, 5e-4, 1e-4, 0.1)  # fmt: skip
+    assert bpref.sac.hidden_dims == qpa.sac.hidden_dims and bpref.sac.batch_size == 256
+    assert dataclasses.replace(bpref, sac=qpa.sac) == qpa
