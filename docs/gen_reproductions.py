@@ -330,9 +330,12 @@ PROJECTS = (
                     Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "a2c"}),
                     lambda r: f"A2C, the seed's agent, reached only {r['return_mean']:.1f} on the "
                     f"score itself in {r['frames'] / 1e6:.0f}M frames (seed {r['seeds'][0]}, "
-                    f"{r['hours_per_seed'][0]:.1f} h), so the preference runs take PPO, whose "
-                    "published curves reach Pong's top score in fewer frames; ")
-                + "PPO on the score, then from preferences (5-8 h a run on 2 CPU cores): `python "
+                    f"{r['hours_per_seed'][0]:.1f} h), so the preference runs take PPO; ")
+                + _measured(
+                    Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "ppo"}),
+                    lambda r: f"PPO reached {r['return_mean']:.1f} on the score in the same "
+                    f"frames (seed {r['seeds'][0]}, {r['hours_per_seed'][0]:.1f} h); ")
+                + "from preferences (`--preset pong-ppo`, 6-9 h a run on 2 CPU cores): `python "
                 "benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2`; the "
                 "paper's 10M on a GPU: `python benchmarks/gpu_rows.py`",
             ),
