@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -142,7 +143,9 @@ def test_no_progress_prints_plain_lines_at_the_log_interval_on_a_terminal_too(ca
         bar.logged(500, 25.0)
         bar.update(1000, last_eval=3.5)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "step 500/1,000 (50%), 25 steps/s, eval return (none yet)"
+    # (the time left at the pace so far: half the run took what the rest will)
+    assert re.fullmatch(r"step 500/1,000 \(50%\), 25 steps/s, \d+:\d\d:\d\d left, eval return "
+                        r"\(none yet\)", lines[0]), lines[0]  # fmt: skip
     assert lines[-1].startswith("step 1,000/1,000 (100%)") and "eval return 3.5" in lines[-1]
 
 

@@ -135,8 +135,10 @@ class TrainingProgress:
         title = "" if self._title == "training" else f"{self._title}: "
         evals = f", {self._label} {self._fmt(self._eval)}" if self._label else ""
         info = f", {self._info}" if self._info else ""
+        eta = self._eta(step) if step < self.total else "-"
+        left = f", {eta} left" if eta != "-" else ""
         print(f"{title}step {step:,}/{self.total:,} ({100 * step / self.total:.0f}%), "
-              f"{self._fmt_rate()} {self._unit}/s{evals}{info}", flush=True)  # fmt: skip
+              f"{self._fmt_rate()} {self._unit}/s{left}{evals}{info}", flush=True)  # fmt: skip
         self._last_line = (now, step)
 
     def _fmt(self, value: float | None) -> str:
