@@ -27,13 +27,15 @@ so a grid longer than one machine's life goes on, on the next, from the runs it 
 (`--methods score` first runs the shorter score runs alone). Writes the game's rows (of the
 methods run; the others' rows stay) in benchmarks/results/atari.json: each method's return in its
 last evaluation (10 episodes of the true game score, actions sampled) per seed, their mean, and
-each run's training hours.
+each run's training hours; and `atari_<game>.png` beside it, the evaluation curves of every
+run of the game kept from all its grids (both agents, both methods).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import json
 import os
 import platform
@@ -84,6 +86,54 @@ def row_key(row: dict) -> tuple[str, str, str]:
 def method_of(label: str) -> str:
     """`prefs` or `score`, of a grid label (`pong_ppo-prefs`: prefs)."""
     return label.rsplit("_", 1)[1].rsplit("-", 1)[-1]
+
+
+TARGETS = {"atari:Pong": 15.0}
+"""The issue's target return, drawn on the game's plot."""
+
+
+def plot_game(env: str, keep: Path, path: Path) -> list[str]:
+    """Evaluation returns over frames of every run of `env` kept under `keep` (all its grids: each
+    agent on the score and from preferences), each agent and method's mean over its seeds with
+    every seed faint behind it. Returns the curves' legend (empty: no run to plot)."""
+    game = env.split(":", 1)[1].lower()
+    curves: dict[str, list] = {}
+    for metrics in sorted(keep.glob(f"*/{game}_*_s*/metrics.jsonl.gz")):
+        label = metrics.parent.name.rsplit("_s", 1)[0]
+        with gzip.open(metrics, "rt") as f:
+            rows = [r for r in map(json.loads, f) if "eval/return_mean" in r]
+        curves.setdefault(label, []).append(
+            (np.array([4 * r["step"] / 1e6 for r in rows]), [r["eval/return_mean"] for r in rows])
+        )
+    if not curves:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    legend = []
+    for colour, (label, runs) in zip(
+        ("C0", "C1", "C2", "C3"), sorted(curves.items()), strict=False
+    ):
+        for frames, returns in runs:
+            ax.plot(frames, returns, color=colour, alpha=0.25, lw=1)
+        n = min(len(r[1]) for r in runs)
+        agent = "PPO" if "_ppo-" in label else "A2C"
+        source = "from preferences" if method_of(label) == "prefs" else "on the score"
+        legend.append(f"{agent} {source} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+        ax.plot(runs[0][0][:n], np.mean([r[1][:n] for r in runs], axis=0), color=colour, lw=2,
+                label=legend[-1])  # fmt: skip
+    if env in TARGETS:
+        ax.axhline(TARGETS[env], color="grey", ls="--", lw=1, label="target")
+    ax.set(xlabel="frames (millions)", ylabel=f"evaluation return ({EVAL_EPISODES} episodes)",
+           title=env)  # fmt: skip
+    ax.legend(loc="upper left", fontsize="small")  # (the curves start at the bottom left)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return legend
 
 
 def main() -> int:
@@ -145,6 +195,9 @@ def main() -> int:
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
     args.out.write_text(json.dumps(old, indent=1) + "\n")
     print(f"wrote {args.out}; the sweep's table: {args.runs / 'results.md'}")
+    plot = args.out.with_name(f"atari_{args.env.split(':', 1)[1].lower()}.png")
+    if plot_game(args.env, args.keep or args.out.with_name("atari-runs"), plot):
+        print(f"wrote {plot}: every kept run of {args.env}, from all its grids")
     return 0
 
 

@@ -350,6 +350,7 @@ PROJECTS = (
                 "--algo ppo --seeds 0 1 --jobs 2`",
             ),
         ),
+        media=("benchmarks/results/atari_pong.png", "benchmarks/results/atari_enduro.png"),
         how="`python benchmarks/movingdot.py` (the pixels guide).",
     ),
     Project(

@@ -48,6 +48,7 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
     assert again[1] == rows[0] and again[2]["return_mean"] == score != 99.0
     kept = sorted(p.name for p in (tmp_path / "atari-runs/bench").iterdir())
     assert kept == ["pong_prefs_s0", "pong_score_s0"]
+    assert (tmp_path / "atari_pong.png").read_bytes()[:4] == b"\x89PNG"  # (the game's curves)
     bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode != 0 and "--env 'Hopper-v5': an Atari game, atari:<Game>" in bad.stderr
@@ -79,3 +80,28 @@ def test_ppo_has_its_own_runs_and_fits_as_often_in_agent_steps_as_a2c():
                                                              preset.labels)  # fmt: skip
     assert bench.row_key({"env": "atari:Pong", "method": "score"}) == (
         "atari:Pong", "score", "a2c")  # fmt: skip
+
+
+def test_the_games_plot_draws_every_kept_run_of_it_from_all_its_grids(tmp_path):
+    """Runs kept by two grids (A2C's score run, PPO's preference runs of two seeds) and another
+    game's: one curve per agent and method, with its seeds counted; none for a game not run."""
+    import gzip
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    import atari as bench
+
+    def kept(grid: str, run: str, returns: list[float]) -> None:
+        (tmp_path / grid / run).mkdir(parents=True)
+        rows = [{"step": 250_000 * (i + 1), "eval/return_mean": r} for i, r in enumerate(returns)]
+        with gzip.open(tmp_path / grid / run / "metrics.jsonl.gz", "wt") as f:
+            f.writelines(json.dumps(r) + "\n" for r in [{"step": 1, "train/loss": 0.5}, *rows])
+
+    kept("atari-bench", "pong_score_s0", [-21.0, -20.0])
+    kept("atari-bench-b", "pong_ppo-prefs_s0", [-20.0, 3.0])
+    kept("atari-bench-b", "pong_ppo-prefs_s1", [-19.0, 5.0, 9.0])
+    kept("atari-bench-enduro", "enduro_ppo-score_s0", [0.0, 40.0])
+    legend = bench.plot_game("atari:Pong", tmp_path, tmp_path / "pong.png")
+    assert legend == ["PPO from preferences (2 seeds)", "A2C on the score (1 seed)"]
+    assert (tmp_path / "pong.png").read_bytes()[:4] == b"\x89PNG"
+    assert bench.plot_game("atari:Breakout", tmp_path, tmp_path / "breakout.png") == []
+    assert not (tmp_path / "breakout.png").exists()
