@@ -65,12 +65,21 @@ pixels_lane() {
     --methods pebble qpa qpa-no-crops --seeds 0
 }
 
+run_lane() {  # run_lane NAME: the lane's rows, one start of it at a time on this machine
+  exec 9> "logs/queue-$1.lock"
+  if ! flock -n 9; then  # (held by the lane's bash and the grid it runs)
+    echo "the $1 lane is running already (logs/queue-$1.lock): stop it first to start it again"
+    return
+  fi
+  "$1_lane"
+}
+
 # `bash benchmarks/queue.sh pixels` (or `metaworld`) runs one lane: a lane whose rows changed is
 # started again without stopping the other.
+mkdir -p logs
 for lane in ${1:-metaworld pixels}; do
   case $lane in
-    metaworld) metaworld_lane > >(sed -u 's/^/[metaworld] /') 2>&1 & ;;
-    pixels) pixels_lane > >(sed -u 's/^/[pixels] /') 2>&1 & ;;
+    metaworld | pixels) run_lane "$lane" > >(sed -u "s/^/[$lane] /") 2>&1 & ;;
     *) echo "no lane $lane: metaworld or pixels" >&2; exit 2 ;;
   esac
 done
