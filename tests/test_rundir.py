@@ -1,5 +1,6 @@
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -162,3 +163,43 @@ def test_progress_eta_counts_all_the_time_the_session_spent(monkeypatch):
     assert bar._eta(200) == "-"
     clock.now = 100.0  # (100 steps in 100 s: say 10 s of steps and a 90 s reward fit)
     assert bar._eta(300) == "0:11:40"
+
+
+def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):
+    """A finished run, a stopped one, one a grid kept without its config (marked done by its
+    sweep) and one training now: its pace from its metrics of the last ten minutes only, and the
+    time left at that pace."""
+    from prefrl.cli import main
+    from prefrl.rundir.status import DONE_FILE
+    from prefrl.rundir.workers import hold_trainer
+
+    def run(name: str, steps: int | None, rows: list[dict]) -> Path:
+        d = tmp_path / "sweep" / "runs" / name
+        d.mkdir(parents=True)
+        if steps is not None:
+            (d / "config.json").write_text(json.dumps({"env": "Pendulum-v1", "steps": steps}))
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return d
+
+    run("a_s0", 1000, [{"step": 500, "time": 1.0}, {"step": 1000, "eval/return_mean": 3.5}])
+    run("b_s0", 1000, [{"step": 400, "eval/success_at_end": 0.85}, {"step": 450}])
+    (run("c_s0", None, [{"step": 500, "eval/return_mean": -5.4}]) / DONE_FILE).write_text("{}")
+    going = run("d_s0", 10_000, [{"step": 0, "time": 0.0}, {"step": 1000, "time": 1000.0},
+                                 {"step": 6000, "time": 1500.0}])  # fmt: skip
+    (tmp_path / "empty").mkdir()
+    lock = hold_trainer(going)
+    try:
+        assert main(["runs", str(tmp_path / "sweep"), str(tmp_path / "empty")]) == 0
+    finally:
+        lock.close()
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert lines[0] == ["run", "state", "step", "last", "evaluation", "pace", "left"]
+    assert lines[1] == ["runs/a_s0", "finished", "1,000/1,000", "return", "3.5"]
+    assert lines[2] == ["runs/b_s0", "stopped", "450/1,000", "success", "0.85"]
+    assert lines[3] == ["runs/c_s0", "finished", "500", "return", "-5.4"]
+    # 5000 steps in its last 500 s (not 6000 in 1500): 10 a second, 4000 steps left.
+    assert lines[4] == ["runs/d_s0", "running", "6,000/10,000", "10", "steps/s", "0:06:40"]
+    assert lines[5][0] == str(tmp_path / "empty") + ":" and "no run directories" in " ".join(
+        lines[5])  # fmt: skip
+    assert main(["runs", str(tmp_path / "missing")]) == 2
+    assert "missing: no such folder" in capsys.readouterr().err

@@ -28,6 +28,7 @@ COMMANDS = {  # name -> ("module:function" in prefrl.cli, one-line description)
     "finetune": ("train:cmd_finetune", "fine-tune a SAC policy with CPL from ratings of its clips"),
     "midi": ("tools:cmd_midi", "MIDI files for piano tasks: list notes, cut a window, render audio"),
     "envs": ("tools:cmd_envs", "list environment ids"),
+    "runs": ("tools:cmd_runs", "where runs stand: training, finished or stopped; steps, last evaluation, time left"),
 }  # fmt: skip
 
 ERRORS = (  # what a command reports as `prefrl NAME: error: ...` (the message says what to do)

@@ -1,4 +1,5 @@
-"""Tools around the tasks: `midi` (songs for the piano) and `envs` (the env ids)."""
+"""Tools around the tasks and runs: `midi` (songs for the piano), `envs` (the env ids) and `runs`
+(where runs stand)."""
 
 from __future__ import annotations
 
@@ -116,4 +117,27 @@ def cmd_envs(args: list[str]) -> int:
         needs = FAMILIES[name].missing()
         if needs:
             print(f"{name}:* cannot be made here yet: {needs}", file=sys.stderr)
+    return 0
+
+
+def cmd_runs(args: list[str]) -> int:
+    import argparse
+
+    from prefrl.rundir.status import find_runs, run_status, status_table
+
+    parser = argparse.ArgumentParser(
+        prog="prefrl runs",
+        description="Where each run stands: training now, finished or stopped (resumable), its "
+        "steps, its last evaluation and, while it trains, its pace and the time it has left.",
+    )
+    parser.add_argument("folders", nargs="*", type=Path, default=[Path("runs")],
+                        help="a run, a runs folder, a sweep or a folder of sweeps (default: runs)")  # fmt: skip
+    for folder in parser.parse_args(args).folders:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no such folder (a run, a runs folder or a sweep)")
+        runs = find_runs(folder)
+        if not runs:
+            print(f"{folder}: no run directories (folders with a metrics.jsonl)")
+            continue
+        print("\n".join(status_table([run_status(r) for r in runs], folder)))
     return 0

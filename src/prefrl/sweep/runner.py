@@ -22,10 +22,9 @@ from pathlib import Path
 
 from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.config import config_to_dict
+from prefrl.rundir.status import DONE_FILE
 from prefrl.sweep.spec import SweepRun, expand_runs, resumable, safe_label, trainer_of
 
-DONE_FILE = "sweep_done.json"
-"""Written into a run's directory when it finished: a sweep started again skips it."""
 MANIFEST_FILE = "sweep.json"
 LOCK_FILE = "sweep.lock"
 STOP_SECONDS = 300
