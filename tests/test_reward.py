@@ -212,3 +212,44 @@ class _SliceModel:
 
     def predict(self, obs, action):
         return self.model.predict(obs[..., :5], action)
+
+
+def test_learned_reward_ranks_compares_a_runs_own_segments_with_a_references(tmp_path, monkeypatch):
+    """tools/learned_reward_ranks.py on made-up runs: the reference's buffer cut into segments of
+    the pool's length from its last steps; a learned reward that pays what the true one does not
+    prefers the run's own segments where the true reward prefers the reference's."""
+    import sys
+    from pathlib import Path
+
+    from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import learned_reward_ranks as tool
+
+    rng = np.random.default_rng(0)
+    run, reference = tmp_path / "pref_s0", tmp_path / "true_s0"
+    ckpt = begin_checkpoint(run, 100)
+    obs = rng.normal(size=(40, 5, 3))
+    obs[..., 0] = 1.0  # (what the stand-in learned reward pays)
+    np.savez(ckpt / "segments.npz", obs=obs, action=rng.normal(size=(40, 5, 2)),
+             reward=np.zeros((40, 5)))  # fmt: skip
+    (ckpt / "reward_model").mkdir()
+    commit_checkpoint(ckpt)
+    ckpt = begin_checkpoint(reference, 100)
+    steps = np.arange(103)  # (the last 100: 20 segments of 5; the first 3 left out)
+    buffer_obs = np.zeros((103, 3))
+    np.savez(ckpt / "buffer.npz", obs=buffer_obs, action=np.zeros((103, 2)),
+             reward=np.where(steps >= 3, 1.0, -50.0))  # fmt: skip
+    commit_checkpoint(ckpt)
+
+    class FirstEntry:  # the learned reward: the observation's first entry
+        def predict(self, obs, action):
+            return obs[..., 0]
+
+    monkeypatch.setattr(tool, "load_reward_model", lambda path: FirstEntry())
+    segments = tool.reference_segments(reference, 5, 100)
+    assert segments[0].shape == (20, 5, 3) and np.all(segments[2] == 1.0)
+    out = tool.compare(run, segments, 1000, np.random.default_rng(1))
+    assert out["true"] == [0.0, 5.0] and out["learned"] == [5.0, 0.0]
+    assert out["true prefers the reference"] == 1.0 and out["learned prefers the reference"] == 0.0
+    assert out["learned vs true, both"] == pytest.approx(-1.0)
