@@ -186,6 +186,13 @@ METHODS = {
     # the agent trained on their mean: whether one network's errors are what makes QPA's
     # outcome swing with the seed on the walker (656 and 206 from 100 labels).
     "qpa-ensemble": lambda config: _qpa_with_reward(config, members=3),
+    # QPA with its 10 sessions 45k steps apart (the last at about 415k) rather than 20k (spent
+    # by 190k): its learned rewards, taught on the agent's early behaviour only, rate their own
+    # runs' segments above good walking (tools/learned_reward_ranks.py); later sessions show
+    # the teacher what the agent does once it walks.
+    "qpa-spread": lambda config: dataclasses.replace(
+        config, **QPA_PARTS, schedule=dataclasses.replace(config.schedule, interval=45_000)
+    ),
     # QPA with the settings of B-Pref's SAC that cost nothing more on a CPU (learning rates 5e-4,
     # the temperature's 1e-4 from 0.1), its 2x1024 networks and batches of 1024 left out (16x
     # the update): whether the agent's settings keep QPA's walker short of its paper.

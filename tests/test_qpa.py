@@ -106,8 +106,8 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
     """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
-    dm_control fit rule, with three reward networks, and with B-Pref's SAC rates; everything
-    else is QPA's."""
+    dm_control fit rule, with three reward networks, with B-Pref's SAC rates, and with its
+    sessions spread over the run; everything else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -131,3 +131,8 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
             bpref.sac.init_temperature) == (5e-4, 5e-4, 1e-4, 0.1)  # fmt: skip
     assert bpref.sac.hidden_dims == qpa.sac.hidden_dims and bpref.sac.batch_size == 256
     assert dataclasses.replace(bpref, sac=qpa.sac) == qpa
+    # Spread: only the sessions' interval differs (the same 100 labels in 10 sessions).
+    spread = bench.METHODS["qpa-spread"](bench._with_budget(walker, 100))
+    budgeted = bench.METHODS["qpa"](bench._with_budget(walker, 100))
+    assert spread.schedule.interval == 45_000 and spread.schedule.session_size == 10
+    assert dataclasses.replace(spread, schedule=budgeted.schedule) == budgeted
