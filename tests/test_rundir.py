@@ -203,3 +203,6 @@ def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):
         lines[5])  # fmt: skip
     assert main(["runs", str(tmp_path / "missing")]) == 2
     assert "missing: no such folder" in capsys.readouterr().err
+    (tmp_path / "sweep" / "runs" / "a_s0" / "config.json").write_text("{not json")
+    assert main(["runs", str(tmp_path / "sweep")]) == 2
+    assert "a_s0/config.json: not a run's config (unreadable JSON" in capsys.readouterr().err

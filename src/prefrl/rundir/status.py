@@ -58,7 +58,10 @@ def find_runs(folder: Path) -> list[Path]:
 
 def run_status(run_dir: Path) -> RunStatus:
     stored = Path(run_dir) / "config.json"  # (a run a benchmark grid kept may have none)
-    config = json.loads(stored.read_text()) if stored.is_file() else {}
+    try:
+        config = json.loads(stored.read_text()) if stored.is_file() else {}
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{stored}: not a run's config (unreadable JSON: {e})") from e
     steps = config.get("steps") if isinstance(config.get("steps"), int) else None
     rows = [r for r in read_metrics(run_dir) if isinstance(r.get("step"), int)]
     step = rows[-1]["step"] if rows else 0
