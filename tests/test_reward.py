@@ -83,9 +83,7 @@ def test_members_differ_and_outputs_are_normalised(fitted):
     np.testing.assert_allclose(per_member.std(1), 1.0, atol=0.3)
     probs = model.pair_probs(test.obs[:50], test.action[:50], test.obs[50:], test.action[50:])
     assert probs.shape == (3, 50) and np.all((probs >= 0) & (probs <= 1))
-    assert model.disagreement(
-        test.obs[:50], test.action[:50], test.obs[50:], test.action[50:]
-    ).shape == (50,)
+    assert probs.std(0).max() > 0  # the members disagree somewhere: what PEBBLE's queries rank by
 
 
 def test_a_dispatched_step_reward_equals_predict(fitted):

@@ -41,10 +41,6 @@ class RewardModel(abc.ABC):
         r_right = self.member_rewards(obs_right, action_right).sum(-1)
         return 1.0 / (1.0 + np.exp(np.clip(r_left - r_right, -50.0, 50.0)))
 
-    def disagreement(self, obs_left, action_left, obs_right, action_right) -> np.ndarray:
-        """Std across members of P(right ≻ left): (N,)."""
-        return self.pair_probs(obs_left, action_left, obs_right, action_right).std(0)
-
     @abc.abstractmethod
     def save(self, path: str | Path) -> None:
         """Write the model to the directory `path` (config.json + weights)."""
