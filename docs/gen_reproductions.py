@@ -326,7 +326,7 @@ PROJECTS = (
                 Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "ppo"}),
                 lambda r: f"PPO on the score {r['return_mean']:.1f}",
                 lambda r, b: r["return_mean"] >= 15, "at least +15",
-                "not run yet. " + _measured(
+                "no preference run finished yet. " + _measured(
                     Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "a2c"}),
                     lambda r: f"A2C, the seed's agent, reached only {r['return_mean']:.1f} on the "
                     f"score itself in {r['frames'] / 1e6:.0f}M frames (seed {r['seeds'][0]}, "
