@@ -193,6 +193,12 @@ METHODS = {
     "qpa-spread": lambda config: dataclasses.replace(
         config, **QPA_PARTS, schedule=dataclasses.replace(config.schedule, interval=45_000)
     ),
+    # QPA with its code's rule for hybrid replay: half of each batch from the last episodes only
+    # while labels are still asked (spent by 190k on the walker), then all from the whole buffer;
+    # "qpa" keeps it for the whole run (as its rows were measured). The qpa presets take this.
+    "qpa-replay-budget": lambda config: dataclasses.replace(
+        config, **QPA_PARTS, hybrid_replay_until_budget=True
+    ),
     # QPA with the settings of B-Pref's SAC that cost nothing more on a CPU (learning rates 5e-4,
     # the temperature's 1e-4 from 0.1), its 2x1024 networks and batches of 1024 left out (16x
     # the update): whether the agent's settings keep QPA's walker short of its paper.

@@ -59,6 +59,7 @@ pixels_lane() {
   atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
   atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
   atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0 1 2
+  labels 7f bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-replay-budget --seeds 0 1 2
   labels 7e bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-spread --seeds 0 1 2
   labels 7d bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-bpref-sac --seeds 0 1 2
   labels 7c bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1

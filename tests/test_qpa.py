@@ -51,6 +51,26 @@ def test_hybrid_batches_hold_their_share_of_recent_rows_in_every_minibatch():
     np.testing.assert_array_equal(same.reward, again.reward)  # (share 0: plain sampling)
 
 
+@pytest.mark.parametrize("until_budget", [False, True])
+def test_hybrid_replay_stops_once_the_budget_is_asked_only_where_asked(until_budget):
+    """QPA's code draws half of each batch from the newest episodes only while it still asks for
+    labels (`hybrid_replay_until_budget`, its presets); otherwise for the whole run."""
+    from types import SimpleNamespace
+
+    from prefrl.feedback.schedules import ScheduleConfig
+    from prefrl.online.agents import SacSteps
+
+    config = SimpleNamespace(hybrid_replay=0.5, hybrid_replay_until_budget=until_budget,
+                             schedule=ScheduleConfig(kind="sessions", budget=100,
+                                                     session_size=10, interval=1000),
+                             sac=SimpleNamespace(batch_size=64, utd_ratio=1))  # fmt: skip
+    run = SimpleNamespace(config=config, requested=90)
+    steps = SacSteps(run)
+    assert steps.hybrid_share() == 0.5  # (labels still to ask)
+    run.requested = 100
+    assert steps.hybrid_share() == (0.0 if until_budget else 0.5)
+
+
 def _config(tmp_path, name: str, **kw):
     from test_online import _config as online_config
 
@@ -66,6 +86,7 @@ def test_a_seeded_short_run_with_each_part_learns_the_reward(tmp_path, parts):
     reward = {"hidden_dims": (32, 32), "max_epochs": 5, "min_steps": 10}
     if parts == "qpa":  # (segments of 10 steps; the newest 300 steps: 30 segments)
         settings = {"selection": "policy-aligned", "recent_steps": 300, "hybrid_replay": 0.5,
+                    "hybrid_replay_until_budget": True,
                     "reward": RewardConfig(**reward, crops=4, crop_shorter_by=(2, 4))}  # fmt: skip
     else:  # (fits long enough for confident guesses: at 5 epochs none is above 0.9)
         settings = {"reward": RewardConfig(**{**reward, "max_epochs": 30},
@@ -107,7 +128,7 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
     """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
     dm_control fit rule, with three reward networks, with B-Pref's SAC rates, and with its
-    sessions spread over the run; everything else is QPA's."""
+    sessions spread over the run, and with its code's replay rule; everything else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -136,3 +157,26 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
     budgeted = bench.METHODS["qpa"](bench._with_budget(walker, 100))
     assert spread.schedule.interval == 45_000 and spread.schedule.session_size == 10
     assert dataclasses.replace(spread, schedule=budgeted.schedule) == budgeted
+    # QPA's replay rule: hybrid batches only while labels are asked; nothing else differs.
+    replay = bench.METHODS["qpa-replay-budget"](walker)
+    assert replay.hybrid_replay_until_budget and not qpa.hybrid_replay_until_budget
+    assert dataclasses.replace(replay, hybrid_replay_until_budget=False) == qpa
+
+
+def test_the_qpa_presets_have_the_reference_codes_settings():
+    """QPA's run_QPA.sh for walker_walk and cheetah_run: 100 labels in sessions of 10 every 20k
+    steps, queries and half of each batch (while labels are asked) from the last 10 episodes,
+    20 crops 5-15 steps shorter, one reward network; 500k and 1M steps."""
+    from prefrl.presets import ONLINE_PRESETS
+
+    walker = ONLINE_PRESETS["qpa-walker-100"].config
+    cheetah = ONLINE_PRESETS["qpa-cheetah-100"].config
+    for config, env, steps in ((walker, "dmc:walker-walk", 500_000),
+                               (cheetah, "dmc:cheetah-run", 1_000_000)):  # fmt: skip
+        assert (config.env, config.steps) == (env, steps)
+        assert (config.schedule.kind, config.schedule.budget, config.schedule.session_size,
+                config.schedule.interval) == ("sessions", 100, 10, 20_000)  # fmt: skip
+        assert (config.selection, config.recent_steps) == ("policy-aligned", 10_000)
+        assert config.hybrid_replay == 0.5 and config.hybrid_replay_until_budget
+        reward = config.reward
+        assert (reward.members, reward.crops, reward.crop_shorter_by) == (1, 20, (5, 15))

@@ -144,6 +144,7 @@ QPA_PARTS = {
 model), for any schedule."""
 _QPA = {
     **QPA_PARTS,
+    "hybrid_replay_until_budget": True,  # (as QPA's code: its train_QPA.py)
     "schedule": ScheduleConfig(kind="sessions", budget=100, session_size=10, interval=20_000),
 }
 
@@ -181,8 +182,8 @@ ONLINE_PRESETS: dict[str, Preset] = {
     ),
     "qpa-walker-100": Preset(
         "QPA on dmc:walker-walk from 100 labels (sessions of 10 every 20k steps): policy-aligned "
-        "queries, hybrid replay (half of each batch from the last 10 episodes), 20 crops per "
-        "label; 500k steps, B-Pref's SAC (2x1024, batch 1024)",
+        "queries, hybrid replay (half of each batch from the last 10 episodes while labels are "
+        "asked), 20 crops per label; 500k steps, B-Pref's SAC (2x1024, batch 1024)",
         dataclasses.replace(_PEBBLE_WALKER, **_QPA),
     ),
     "qpa-cheetah-100": Preset(

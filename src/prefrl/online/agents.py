@@ -46,11 +46,19 @@ class SacSteps:
         learning = run.fitted or (cfg.unsupervised_steps and step < cfg.first_query_step)
         if learning and len(run.buffer) >= cfg.sac.batch_size and step % cfg.update_every == 0:
             batch = run.buffer.sample(run.rng, self.batch_size, cfg.recent_steps,
-                                      cfg.hybrid_replay)  # fmt: skip
+                                      self.hybrid_share())  # fmt: skip
             if not run.fitted:
                 batch = batch._replace(reward=run.intrinsic(batch.next_obs, run.buffer, run.rng))
             run.state, self.metrics = run.agent.update(run.state, batch, run.key)
         return np.asarray(action)
+
+    def hybrid_share(self) -> float:
+        """The share of this batch from the newest steps (QPA's code: none once every label of
+        the budget is asked, with `hybrid_replay_until_budget`)."""
+        cfg = self.run.config
+        if cfg.hybrid_replay_until_budget and self.run.requested >= cfg.schedule.budget:
+            return 0.0
+        return cfg.hybrid_replay
 
     def add_transition(self, obs, action, next_obs, terminated, truncated) -> None:
         run, pending, self.pending_reward = self.run, self.pending_reward, None

@@ -86,6 +86,9 @@ class OnlineConfig:
     hybrid_replay: float = 0.0
     """QPA's hybrid replay: the share of every SAC batch drawn from the newest `recent_steps`
     transitions, the rest from the whole buffer (QPA: 0.5; 0: all from the whole buffer)."""
+    hybrid_replay_until_budget: bool = False
+    """Hybrid replay only while labels are still asked, then every batch from the whole buffer,
+    as QPA's code does (its presets); off: for the whole run."""
     pseudo_labels_with_people: bool = False
     """Let the reward model's guessed labels (`reward.pseudo_label_threshold`) be trained on
     beside a person's answers: refused unless asked for here."""
