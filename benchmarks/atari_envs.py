@@ -18,13 +18,13 @@ benchmarks/results/pixels.json ("env_speed").
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from device_results import put_rows
 
 RESULTS = Path(__file__).parent / "results" / "pixels.json"
 N = 16
@@ -97,10 +97,7 @@ def main() -> int:
         print(f"{row['way']:>16}: {row['steps_per_s']:8.0f} agent steps/s", flush=True)
     for _, close in made.values():
         close()
-    old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    old["env_speed"] = rows
-    old["env_speed_command"] = "python benchmarks/atari_envs.py " + " ".join(sys.argv[1:])
-    args.out.write_text(json.dumps(old, indent=1) + "\n")
+    put_rows(args.out, "env_speed", rows)
     print(f"wrote {args.out}")
     return 0
 

@@ -20,3 +20,17 @@ def results_path(base: Path, kind: str) -> Path:
         return base
     slug = re.sub(r"[^a-z0-9]+", "-", kind.lower()).strip("-")
     return base.with_name(f"{base.stem}_{slug}{base.suffix}")
+
+
+def put_rows(path: Path, key: str, rows: list[dict], **more) -> None:
+    """Set `key` (and `<key>_command`: this invocation, and any `more` keys) in the JSON file at
+    `path`, keeping its other keys."""
+    import json
+    import sys
+
+    results = json.loads(path.read_text()) if path.exists() else {}
+    script = Path(sys.argv[0]).name
+    results[key] = rows
+    results[f"{key}_command"] = " ".join(["python", f"benchmarks/{script}", *sys.argv[1:]])
+    results.update(more)
+    path.write_text(json.dumps(results, indent=1) + "\n")

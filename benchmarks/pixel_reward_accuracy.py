@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device_results import put_rows
 
 from prefrl.data import Label
 from prefrl.data.frame_clips import FrameClipRecorder
@@ -110,12 +111,7 @@ def main() -> int:
         "device": "cpu",
     }  # fmt: skip
     print(json.dumps(row), flush=True)
-    old = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    old["reward_accuracy"] = [row]
-    old["reward_accuracy_command"] = "python benchmarks/pixel_reward_accuracy.py " + " ".join(
-        sys.argv[1:]
-    )
-    RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+    put_rows(RESULTS, "reward_accuracy", [row])
     return 0
 
 

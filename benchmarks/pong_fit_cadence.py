@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import platform
 import sys
@@ -29,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from device_results import put_rows
 
 from prefrl.pixels.preferences import train_frames_from_preferences
 from prefrl.presets import FRAME_PRESETS
@@ -87,13 +87,8 @@ def main() -> int:
         for k, v in rates.items()
     ]  # fmt: skip
     rows[1]["speedup"] = paper / base
-    old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    old["fit_cadence"] = rows
-    old["fit_cadence_command"] = "python benchmarks/pong_fit_cadence.py " + " ".join(sys.argv[1:])
-    old["fit_cadence_machine"] = (
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
-    )
-    args.out.write_text(json.dumps(old, indent=1) + "\n")
+    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    put_rows(args.out, "fit_cadence", rows, fit_cadence_machine=machine)
     print(f"fit_every {CADENCES[1]} (the paper's rate): {paper / base:.1f}x the agent steps/s "
           f"of fit_every {CADENCES[0]}")  # fmt: skip
     return 0

@@ -198,6 +198,53 @@ def test_clips_are_paired_once_each_in_either_order(tmp_path):
         assert len(store.asked_pairs(run_id)) == 3
 
 
+def test_clips_frames_are_stored_deflated_and_read_back_as_recorded(tmp_path):
+    """The store's clip files, the pool and the labelled pairs of a checkpoint: frames (uint8)
+    are deflated (MovingDot's black frames to a small share of their size), floats stored as
+    they are, and all of it reads back equal."""
+    import zipfile
+
+    from prefrl.data.frame_clips import FrameClipRecorder
+    from prefrl.data.segments import SegmentPool, Segments, load_segments, save_segments
+    from prefrl.envs import FrameVectorEnv, make_pixel_env
+    from prefrl.envs.pool import seeded
+
+    envs = FrameVectorEnv(seeded(make_pixel_env, "movingdot", 0), 4)
+    recorder, rng = FrameClipRecorder(4, 10), np.random.default_rng(0)
+    obs, clips = envs.reset(), []
+    for t in range(30):
+        states = envs.get_states(np.flatnonzero(recorder.starting()))
+        action = rng.integers(0, envs.n_actions, 4)
+        nxt, reward, term, trunc, _ = envs.step(action)
+        clips += recorder.record(4 * t, obs, action, reward, term | trunc, states)
+        obs = nxt
+    envs.close()
+    segments = Segments.concatenate(clips)
+    assert len(segments) == 12 and segments.obs.dtype == np.uint8
+
+    save_segments(tmp_path / "clips.npz", segments)
+    with zipfile.ZipFile(tmp_path / "clips.npz") as npz:
+        frames, actions = npz.getinfo("obs.npy"), npz.getinfo("action.npy")
+    assert frames.compress_type == zipfile.ZIP_DEFLATED
+    assert frames.compress_size < segments.obs.nbytes / 10
+    assert actions.compress_type == zipfile.ZIP_STORED
+    loaded = load_segments(tmp_path / "clips.npz")
+    for field in dataclasses.fields(Segments):
+        want, got = getattr(segments, field.name), getattr(loaded, field.name)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), field.name
+
+    labels = PreferenceData()
+    labels.add(segments[:6], segments[6:], [0, 1, 2, 0, 1, 3])
+    labels.save(tmp_path / "labels.npz")
+    for name, array in PreferenceData.load(tmp_path / "labels.npz").arrays().items():
+        assert np.array_equal(array, labels.arrays()[name]), name
+    pool = SegmentPool(20)
+    pool.add(segments)
+    pool.save(tmp_path / "pool.npz")
+    assert np.array_equal(SegmentPool.load(tmp_path / "pool.npz").all().obs, segments.obs)
+    assert (tmp_path / "pool.npz").stat().st_size < segments.obs.nbytes / 5
+
+
 def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
     """The seed's workflow in pieces: clips asked about with nobody waiting, labelled later
     (here straight into the store), then pre-training, then the agent."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import zipfile
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -42,6 +43,22 @@ class Label(enum.IntEnum):
 
 # P(right preferred) for each label; NaN for skip (not a training target).
 LABEL_TARGET = np.array([0.0, 1.0, 0.5, np.nan], np.float32)
+
+
+def write_npz(f, arrays: dict[str, np.ndarray]) -> None:
+    """Write `arrays` to the open binary file `f` as an .npz `np.load` reads, the uint8 ones
+    (frames, emulator states) deflated: Pong's clips shrink 136x (mostly still background), for
+    a few seconds of one core a GB (docs/performance.md); float arrays (states, actions) barely
+    shrink and are stored as they are."""
+    with zipfile.ZipFile(f, "w", allowZip64=True) as npz:
+        for name, array in arrays.items():
+            array = np.asanyarray(array)
+            entry = zipfile.ZipInfo(f"{name}.npy")
+            entry.compress_type = (
+                zipfile.ZIP_DEFLATED if array.dtype == np.uint8 else zipfile.ZIP_STORED
+            )
+            with npz.open(entry, "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, array, allow_pickle=False)
 
 
 @dataclass
@@ -259,7 +276,7 @@ class SegmentPool:
         meta = {"capacity": self.capacity, "size": self.size, "ptr": self.ptr}
         arrays = {f.name: getattr(data, f.name) for f in fields(Segments)} if data else {}
         with atomic_write(path, "wb") as f:
-            np.savez(f, meta=np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays)
+            write_npz(f, {"meta": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays})
 
     @classmethod
     def load(cls, path: str | Path) -> SegmentPool:
@@ -380,7 +397,7 @@ class PreferenceData:
         if count is not None:
             arrays = {k: v[:count] for k, v in arrays.items()}
         with atomic_write(path, "wb") as f:
-            np.savez(f, **arrays)
+            write_npz(f, arrays)
 
     @classmethod
     def load(cls, path: str | Path) -> PreferenceData:
@@ -394,7 +411,7 @@ class PreferenceData:
 def save_segments(path: str | Path, segments: Segments) -> None:
     """Write segments to one .npz file, atomically (a reader never sees half of it)."""
     with atomic_write(path, "wb") as f:
-        np.savez(f, **{fld.name: getattr(segments, fld.name) for fld in fields(Segments)})
+        write_npz(f, {fld.name: getattr(segments, fld.name) for fld in fields(Segments)})
 
 
 def load_segments(path: str | Path) -> Segments:
