@@ -443,6 +443,23 @@ def _commands(project: Project) -> list[str]:
     return seen
 
 
+def _record_block(record: str) -> list[str]:
+    """A row's record of several commands with words ("seeds 0-1: python ... ; python ... (a
+    remark)") as a bash block, each command on its line under its words as a comment, the closing
+    remark after it."""
+    remark = ""
+    if record.endswith(")") and " (" in record:
+        record, remark = record[: record.rfind(" (")], record[record.rfind(" (") + 2 : -1]
+    block = ["```bash"]
+    for part in record.split(" ; "):
+        words, _, command = part.partition("python ")
+        if words.strip():
+            block.append(f"# {words.strip().rstrip(':')}")
+        block.append(f"python {command}" if command else f"# {part}")
+    block.append("```")
+    return block + (["", remark[0].upper() + remark[1:] + "."] if remark else [])
+
+
 def render() -> str:
     lines = [
         "# Reproductions",
@@ -468,9 +485,8 @@ def render() -> str:
         runnable = [c for c in commands if c.startswith("python ")]
         if runnable:
             lines += ["", "Commands:", "", "```bash", *runnable, "```"]
-        if len(runnable) < len(commands):  # (a record of several commands, with words)
-            lines += ["", "As recorded with their rows:", "",
-                      *(f"- {c}" for c in commands if c not in runnable)]  # fmt: skip
+        for record in (c for c in commands if c not in runnable):
+            lines += ["", "As recorded with their rows:", "", *_record_block(record)]
         for media in project.media:
             media, caption = (media, None) if isinstance(media, str) else media
             path = ROOT / media
