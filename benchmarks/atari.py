@@ -129,9 +129,10 @@ def plot_game(env: str, keep: Path, path: Path) -> list[str]:
         ax.axhline(TARGETS[env], color="grey", ls="--", lw=1, label="target")
     ax.set(xlabel="frames (millions)", ylabel=f"evaluation return ({EVAL_EPISODES} episodes)",
            title=env)  # fmt: skip
-    ax.legend(loc="upper left", fontsize="small")  # (the curves start at the bottom left)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    # (below the axes: curves that learn climb through any corner of them)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize="small",
+              frameon=False)  # fmt: skip
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return legend
 
