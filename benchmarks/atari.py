@@ -27,8 +27,9 @@ so a grid longer than one machine's life goes on, on the next, from the runs it 
 (`--methods score` first runs the shorter score runs alone). Writes the game's rows (of the
 methods run; the others' rows stay) in benchmarks/results/atari.json: each method's return in its
 last evaluation (10 episodes of the true game score, actions sampled) per seed, their mean, and
-each run's training hours; and `atari_<game>.png` beside it, the evaluation curves of every
-run of the game kept from all its grids (both agents, both methods).
+each run's training hours; `atari_<game>.png` beside it, the evaluation curves of every run of
+the game kept from all its grids (both agents, both methods); and a video of each method's first
+seed at its last checkpoint, `atari_<run>.mp4` (named in its row: the reproductions page shows it).
 """
 
 from __future__ import annotations
@@ -90,6 +91,40 @@ def method_of(label: str) -> str:
 
 TARGETS = {"atari:Pong": 15.0}
 """The issue's target return, drawn on the game's plot."""
+VIDEO_STEPS = 1000
+"""Agent steps in the video of each method's first seed: about a minute of play."""
+
+
+def film(label: str, run: Path, seed: int, out: Path, made: dict | None,
+         steps: int = VIDEO_STEPS) -> dict | None:  # fmt: skip
+    """The row's `video` entry: one episode's first `steps` agent steps of the run's last
+    checkpoint at the game's own size, in `atari_<label>.mp4` beside `out` (with the learned
+    reward under the frames, from preferences); made once, while the run's checkpoints are on
+    this machine (`made`: the entry of the video already there; delete the file to make it
+    again)."""
+    from prefrl.rundir.checkpoints import latest_checkpoint
+
+    video = out.resolve().with_name(f"atari_{label}.mp4")
+    root = Path(__file__).resolve().parent.parent
+    path = str(video.relative_to(root) if video.is_relative_to(root) else video)
+    if video.exists():
+        return made if made and made.get("path") == path else None
+    ckpt = latest_checkpoint(run)
+    if ckpt is None:  # (a run restored from its kept metrics)
+        return None
+    from prefrl.pixels.viewer import view_frames_checkpoint
+
+    seen = view_frames_checkpoint(ckpt, video, seed=0, size=210, max_steps=steps)
+    steps = int(ckpt.name.removeprefix("step_"))
+    agent = "PPO" if "_ppo-" in label else "A2C"
+    source = "from preferences" if method_of(label) == "prefs" else "on the score"
+    caption = (f"{agent} {source}, seed {seed} at {steps:,} agent steps: the first "
+               f"{seen.steps:,} agent steps of an episode, actions sampled as in training "
+               f"(score {seen.true_return:+.0f} by then)")  # fmt: skip
+    if seen.learned_return is not None:
+        caption += "; the learned reward of each step under the frames"
+    print(f"wrote {video}: {caption}", flush=True)
+    return {"path": path, "caption": caption}
 
 
 def plot_game(env: str, keep: Path, path: Path) -> list[str]:
@@ -156,6 +191,9 @@ def main() -> int:
                         help="prefs: from preferences; score: on the game's score. A grid of "
                         "some methods leaves the others' rows")  # fmt: skip
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--video-steps", type=int, default=VIDEO_STEPS,
+                        help="agent steps in the video each method's first seed leaves beside "
+                        "--out (atari_<run>.mp4, in its row; 0: none)")  # fmt: skip
     parser.add_argument("--runs", type=Path, default=Path("logs/atari-bench"))
     add_grid_flags(parser)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -172,6 +210,7 @@ def main() -> int:
     grid = {label: c for label, c in grid.items() if method_of(label) in args.methods}
     sweep = run_grid(grid, args.seeds, args.runs, args,
                      keep=args.keep or args.out.with_name("atari-runs"))  # fmt: skip
+    old = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
     rows = []
     for label in grid:
         runs = [sweep.run_dir(label, seed) for seed in args.seeds]
@@ -189,8 +228,12 @@ def main() -> int:
             **({"labels": args.labels} if label.endswith("prefs") else {}),
             "device": "cpu", "command": "python benchmarks/atari.py " + " ".join(sys.argv[1:]),
         })  # fmt: skip
+        before = next((r for r in old["results"] if row_key(r) == row_key(rows[-1])), {})
+        video = args.video_steps and film(label, runs[0], args.seeds[0], args.out,
+                                          before.get("video"), args.video_steps)  # fmt: skip
+        if video:
+            rows[-1]["video"] = video
         print(json.dumps(rows[-1]), flush=True)
-    old = json.loads(args.out.read_text()) if args.out.exists() else {"results": []}
     written = {row_key(r) for r in rows}
     old["results"] = [r for r in old["results"] if row_key(r) not in written] + rows
     old["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores"

@@ -366,7 +366,7 @@ def main() -> int:
     PAGE.write_text(render())
     images = PAGE.parent / "results"
     images.mkdir(exist_ok=True)
-    for image in RESULTS.glob("*.png"):
+    for image in [*RESULTS.glob("*.png"), *RESULTS.glob("*.mp4")]:  # (videos: the reproductions)
         (images / image.name).write_bytes(image.read_bytes())
     print(f"wrote {PAGE.relative_to(ROOT)}")
     return 0

@@ -350,7 +350,10 @@ PROJECTS = (
                 "--algo ppo --seeds 0 1 --jobs 2`",
             ),
         ),
-        media=("benchmarks/results/atari_pong.png", "benchmarks/results/atari_enduro.png"),
+        media=("benchmarks/results/atari_pong.png", "benchmarks/results/atari_pong_ppo-prefs.mp4",
+               "benchmarks/results/atari_pong_ppo-score.mp4", "benchmarks/results/atari_enduro.png",
+               "benchmarks/results/atari_enduro_ppo-prefs.mp4",
+               "benchmarks/results/atari_enduro_ppo-score.mp4"),
         how="`python benchmarks/movingdot.py` (the pixels guide).",
     ),
     Project(

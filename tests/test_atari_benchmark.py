@@ -4,6 +4,7 @@ beside A2C on the score, one row each from the same sweep."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
         sys.executable, "benchmarks/atari.py", "--env", "atari:Pong", "--steps", "256",
         "--labels", "12", "--initial-labels", "6", "--pretrain-steps", "3",
         "--eval-episodes", "1", "--seeds", "0", "--runs", str(tmp_path / "bench"),
-        "--out", str(out),
+        "--video-steps", "30", "--out", str(out),
     ]  # fmt: skip
     subprocess.run(command, cwd=root, check=True, capture_output=True, timeout=900)
     results = json.loads(out.read_text())["results"]
@@ -34,6 +35,13 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
         assert -21 <= row["return_mean"] <= 21 and row["per_seed"] == [row["return_mean"]]
         assert row["hours_per_seed"][0] > 0 and row["command"].endswith(f"--out {out}")
     assert rows[0]["labels"] == 12 and "labels" not in rows[1]
+    for row, run in zip(rows, ("pong_prefs", "pong_score"), strict=True):  # (a video each)
+        video = tmp_path / f"atari_{run}.mp4"
+        assert row["video"]["path"] == str(video) and video.read_bytes()[4:8] == b"ftyp"
+        assert re.search(r"seed 0 at \d+ agent steps: the first 30 agent steps of an episode",
+                         row["video"]["caption"])  # fmt: skip
+    assert "learned reward" in rows[0]["video"]["caption"]
+    assert "learned reward" not in rows[1]["video"]["caption"]
     # A grid of one method, its runs finished, rewrites that method's row only.
     score = rows[1]["return_mean"]
     out.write_text(json.dumps({"results": [*results[:2], {**rows[1], "return_mean": 99.0}]}))
@@ -46,6 +54,7 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
         ("atari:Pong", "score"),
     ]
     assert again[1] == rows[0] and again[2]["return_mean"] == score != 99.0
+    assert again[2]["video"] == rows[1]["video"]  # (made once: the rewritten row keeps it)
     kept = sorted(p.name for p in (tmp_path / "atari-runs/bench").iterdir())
     assert kept == ["pong_prefs_s0", "pong_score_s0"]
     assert (tmp_path / "atari_pong.png").read_bytes()[:4] == b"\x89PNG"  # (the game's curves)
