@@ -272,6 +272,7 @@ def test_gather_only_and_pretrain_only_runs_go_on_when_resumed(tmp_path):
         config, stop_after="pretrain", resume=gathered.run_dir))  # fmt: skip
     assert pretrained.steps == 0 and pretrained.final_eval is None
     assert "reward/train_loss" in read_metrics(gathered.run_dir)[-1]
+    assert not (gathered.run_dir / "phase.json").exists()  # (`prefrl runs`' only while it runs)
     done = train_frames_from_preferences(replace_config(
         config, stop_after=None, resume=gathered.run_dir))  # fmt: skip
     assert done.steps == 40 and done.final_eval is not None

@@ -165,6 +165,46 @@ def test_progress_eta_counts_all_the_time_the_session_spent(monkeypatch):
     assert bar._eta(300) == "0:11:40"
 
 
+def test_prefrl_runs_shows_what_a_run_does_before_its_first_step(tmp_path, capsys, monkeypatch):
+    """A pixel run pre-training its reward model (35 minutes or more on Pong) has logged no
+    step: `prefrl runs` shows its phase, how far it is, its pace and the time left, while it
+    runs; a phase file left by a run that stopped is not read."""
+    from types import SimpleNamespace
+
+    from prefrl.cli import main
+    from prefrl.rundir import status
+    from prefrl.rundir.workers import hold_trainer
+
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(status, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    run = tmp_path / "runs" / "pong_s0"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"env": "atari:Pong", "steps": 5_000_000}))
+    (run / "metrics.jsonl").write_text("")
+
+    def line() -> str:
+        assert main(["runs", str(tmp_path / "runs")]) == 0
+        return capsys.readouterr().out.splitlines()[1]
+
+    lock = hold_trainer(run)
+    try:
+        with status.PhaseFile(run, "reward pre-training", 3000, 600, "gradient steps") as phase:
+            phase.update(700)  # (not rewritten within 15 s)
+            assert json.loads((run / status.PHASE_FILE).read_text())["done"] == 600
+            assert "reward pre-training: 600/3,000 gradient steps" in line()
+            clock.now = 100.0
+            phase.update(800)  # 200 steps in 100 s: 2 a second, 2200 left
+            shown = line()
+            assert "running  reward pre-training: 800/3,000 gradient steps" in shown
+            assert shown.endswith("2.0 gradient steps/s  0:18:20"), shown
+        assert not (run / status.PHASE_FILE).exists()
+        assert line().split()[1:3] == ["running", "0/5,000,000"]
+    finally:
+        lock.close()
+    with status.PhaseFile(run, "reward pre-training", 3000, 600, "gradient steps"):
+        assert line().split()[1:3] == ["stopped", "0/5,000,000"]
+
+
 def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):
     """A finished run, a stopped one, one a grid kept without its config (marked done by its
     sweep) and one training now: its pace from its metrics of the last ten minutes only, and the

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from prefrl.rundir.metrics import read_metrics
 from prefrl.rundir.workers import trainer_running
@@ -20,6 +23,52 @@ PACE_WINDOW_S = 600.0
 and reward fits in)."""
 SEARCH_DEPTH = 3
 """Folders below a given one searched for runs: runs/NAME, SWEEP/runs/NAME, LOGS/SWEEP/runs/NAME."""
+PHASE_FILE = "phase.json"
+"""Where a run says what it does before its agent's steps (a pixel run's reward pre-training:
+35 minutes or more on Pong, with nothing logged yet), while it does it."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    done: int
+    total: int
+    unit: str
+    pace: float | None
+    """`unit`s a second in this phase so far."""
+
+
+class PhaseFile:
+    """Keeps a run's PHASE_FILE up to date while a phase runs (rewritten at most every `every_s`
+    seconds; removed when the phase ends, however it ends)."""
+
+    def __init__(self, run_dir: Path, name: str, total: int, done: int, unit: str,
+                 every_s: float = 15.0):  # fmt: skip
+        self.path, self.every_s = Path(run_dir) / PHASE_FILE, every_s
+        self.phase = Phase(name, done, total, unit, None)
+        self._start = self._last = (time.monotonic(), done)
+
+    def __enter__(self) -> Self:
+        self._write()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if now - self._last[0] < self.every_s:
+            return
+        t0, done0 = self._start
+        pace = (done - done0) / (now - t0) if done > done0 else None
+        self.phase = Phase(self.phase.name, done, self.phase.total, self.phase.unit, pace)
+        self._last = (now, done)
+        self._write()
+
+    def _write(self) -> None:
+        tmp = self.path.with_name(f".{PHASE_FILE}.tmp")
+        tmp.write_text(json.dumps(self.phase.__dict__))
+        os.replace(tmp, self.path)  # (a reader sees the old file or the new one whole)
 
 
 @dataclass(frozen=True)
@@ -36,13 +85,21 @@ class RunStatus:
     """The last evaluation, as `return 15.2` or `success 0.85`."""
     pace: float | None
     """Steps a second lately, while it runs."""
+    phase: Phase | None = None
+    """What it does before its agent's steps, while it runs (its PHASE_FILE)."""
 
     @property
     def left(self) -> str | None:
-        """The time left at the recent pace, while it runs."""
-        if self.state != "running" or not self.pace or self.steps is None:
+        """The time left at the recent pace, while it runs (of its phase, in one)."""
+        if self.state != "running":
             return None
-        return str(datetime.timedelta(seconds=round(max(self.steps - self.step, 0) / self.pace)))
+        if self.phase is not None:
+            left, pace = self.phase.total - self.phase.done, self.phase.pace
+        elif self.steps is not None:
+            left, pace = self.steps - self.step, self.pace
+        else:
+            return None
+        return str(datetime.timedelta(seconds=round(max(left, 0) / pace))) if pace else None
 
 
 def find_runs(folder: Path) -> list[Path]:
@@ -71,8 +128,16 @@ def run_status(run_dir: Path) -> RunStatus:
         state = "finished"
     else:
         state = "stopped"
+    running = state == "running"
     return RunStatus(Path(run_dir), state, step, steps, _last_evaluation(rows),
-                     _pace(rows) if state == "running" else None)  # fmt: skip
+                     _pace(rows) if running else None, _phase(run_dir) if running else None)  # fmt: skip
+
+
+def _phase(run_dir: Path) -> Phase | None:
+    try:
+        return Phase(**json.loads((Path(run_dir) / PHASE_FILE).read_text()))
+    except (FileNotFoundError, json.JSONDecodeError, TypeError):  # (none, or not one of ours)
+        return None
 
 
 def _last_evaluation(rows: list[dict]) -> str | None:
@@ -104,8 +169,12 @@ def status_table(statuses: list[RunStatus], root: Path) -> list[str]:
     for s in statuses:
         name = str(s.path.relative_to(root)) if s.path != root else s.path.name
         total = f"/{s.steps:,}" if s.steps is not None else ""
-        pace = f"{s.pace:,.0f} steps/s" if s.pace else ""
-        cells.append([name, s.state, f"{s.step:,}{total}", s.evaluation or "", pace, s.left or ""])
+        step, pace = f"{s.step:,}{total}", f"{s.pace:,.0f} steps/s" if s.pace else ""
+        if s.phase is not None:
+            step = f"{s.phase.name}: {s.phase.done:,}/{s.phase.total:,} {s.phase.unit}"
+            rate = s.phase.pace
+            pace = f"{rate:,.{1 if rate < 10 else 0}f} {s.phase.unit}/s" if rate else ""
+        cells.append([name, s.state, step, s.evaluation or "", pace, s.left or ""])
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
             for row in cells]  # fmt: skip
