@@ -188,21 +188,29 @@ def test_prefrl_runs_shows_what_a_run_does_before_its_first_step(tmp_path, capsy
 
     lock = hold_trainer(run)
     try:
-        with status.PhaseFile(run, "reward pre-training", 3000, 600, "gradient steps") as phase:
+        with status.PhaseFile(
+            run, "pre-training the reward model", 3000, 600, "gradient steps"
+        ) as phase:
             phase.update(700)  # (not rewritten within 15 s)
             assert json.loads((run / status.PHASE_FILE).read_text())["done"] == 600
-            assert "reward pre-training: 600/3,000 gradient steps" in line()
+            assert "pre-training the reward model: 600/3,000 gradient steps" in line()
             clock.now = 100.0
             phase.update(800)  # 200 steps in 100 s: 2 a second, 2200 left
             shown = line()
-            assert "running  reward pre-training: 800/3,000 gradient steps" in shown
+            assert "running  pre-training the reward model: 800/3,000 gradient steps" in shown
             assert shown.endswith("2.0 gradient steps/s  0:18:20"), shown
         assert not (run / status.PHASE_FILE).exists()
         assert line().split()[1:3] == ["running", "0/5,000,000"]
     finally:
         lock.close()
-    with status.PhaseFile(run, "reward pre-training", 3000, 600, "gradient steps"):
+    with status.PhaseFile(run, "pre-training the reward model", 3000, 600, "gradient steps"):
         assert line().split()[1:3] == ["stopped", "0/5,000,000"]
+    from prefrl.rundir.progress import TrainingProgress  # (how a run's phase keeps its file)
+
+    with TrainingProgress(3000, 0, enabled=False, eval_label=None, unit="gradient steps",
+                          title="pre-training the reward model", phase_of=run):  # fmt: skip
+        assert json.loads((run / status.PHASE_FILE).read_text())["total"] == 3000
+    assert not (run / status.PHASE_FILE).exists()
 
 
 def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):

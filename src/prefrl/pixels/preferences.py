@@ -42,7 +42,6 @@ from prefrl.rundir.checkpoints import checkpoints, write_json
 from prefrl.rundir.config import check_fields
 from prefrl.rundir.metrics import MetricsLogger, write_fit_scatter
 from prefrl.rundir.progress import TrainingProgress
-from prefrl.rundir.status import PhaseFile
 from prefrl.training.callbacks import Callbacks
 from prefrl.training.loop import check_finite, run_name
 from prefrl.web.serve import LabellingServer
@@ -346,18 +345,13 @@ class FramePreferenceRun(FrameRun):
         self.stop.doing = ("the pre-training ends after its current gradient step, then a "
                            "checkpoint to resume it from")  # fmt: skip
         progress = TrainingProgress(total, model.steps, enabled=cfg.progress, eval_label=None,
-                                    unit="gradient steps", title="pre-training the reward model")  # fmt: skip
-        # (`prefrl runs` shows it: the run logs no step before its agent's)
-        phase = PhaseFile(self.run_dir, "reward pre-training", total, model.steps, "gradient steps")
-
-        def step(*_) -> None:
-            progress.update(model.steps)
-            phase.update(model.steps)
-
-        with progress, phase:
+                                    unit="gradient steps", title="pre-training the reward model",
+                                    phase_of=self.run_dir)  # fmt: skip
+        with progress:
             while model.steps < total and not self.stop.requested:
                 row.update(model.fit(self.labels, min(per_fit, total - model.steps),
-                                     lambda: self.stop.requested, step))  # fmt: skip
+                                     lambda: self.stop.requested,
+                                     lambda *_: progress.update(model.steps)))  # fmt: skip
         return model.steps >= total
 
     def env_step(self, obs, action, step: int):

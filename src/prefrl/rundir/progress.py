@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.progress import (
@@ -18,6 +19,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+
+from prefrl.rundir.status import PhaseFile
 
 PLAIN_EVERY_S = 30.0
 
@@ -31,12 +34,15 @@ class TrainingProgress:
     def __init__(
         self, total: int, start: int, enabled: bool = True, last_eval: float | None = None,
         eval_label: str | None = "eval return", eval_digits: int = 1, unit: str = "steps",
-        title: str = "training",
+        title: str = "training", phase_of: Path | None = None,
     ):  # fmt: skip
         """`eval_label`, `eval_digits`: what the evaluations' mean is called and how it is shown
         (RFCL's is a success rate: "eval success", 2; None: no evaluations). `unit`: what is
         counted ("agent steps" on frames, "gradient steps"); `title`: of what. `enabled`:
-        the bar; without it, plain lines as where the output is not a terminal."""
+        the bar; without it, plain lines as where the output is not a terminal. `phase_of`: a
+        run this is a phase of before its first logged step (a pixel run's reward
+        pre-training), whose phase file then says how far it is (`prefrl runs`)."""
+        self._phase = PhaseFile(phase_of, title, total, start, unit) if phase_of else None
         self._label, self._digits, self._unit, self._title = eval_label, eval_digits, unit, title
         self.total = total
         self.plain = not enabled or not Console().is_terminal
@@ -64,9 +70,13 @@ class TrainingProgress:
 
     def __enter__(self):
         self._progress.__enter__()
+        if self._phase:
+            self._phase.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._phase:
+            self._phase.__exit__(*exc)
         if self._final_step is not None:  # (its evaluation never came: say where it ended)
             self._plain_line(self._final_step, None, None, final=True)
         return self._progress.__exit__(*exc)
@@ -92,6 +102,8 @@ class TrainingProgress:
         self.update(step)
 
     def update(self, step: int, last_eval: float | None = None, info: str | None = None) -> None:
+        if self._phase:
+            self._phase.update(step)
         if self.plain:
             self._plain_line(step, last_eval, info)
             return
