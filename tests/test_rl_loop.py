@@ -364,3 +364,41 @@ def test_several_envs_are_for_sac_on_states(tmp_path):
     with pytest.raises(ValueError, match="env-workers=-1 is invalid: expected >= 0"):
         RLConfig(env="toy:point-reach", envs=4, env_workers=-1)
     assert RLConfig(env="toy:point-reach", envs=4, env_workers=2).envs == 4
+
+
+def test_a_full_disk_says_what_to_do_and_the_run_resumes_from_its_last_whole_checkpoint(
+    tmp_path, monkeypatch
+):
+    """The disk fills while the second checkpoint is written: the error names the device, the
+    last whole checkpoint and the resume; once there is room, the run resumes from there."""
+    import errno
+
+    real_save, saves = ReplayBuffer.save, []
+
+    def save(buffer, path):
+        saves.append(path)
+        if len(saves) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real_save(buffer, path)
+
+    monkeypatch.setattr(ReplayBuffer, "save", save)
+    run_dir = tmp_path / "run"
+    with pytest.raises(RuntimeError) as failed:
+        train_rl(_config(tmp_path))
+    said = str(failed.value)
+    assert said.startswith("no space left on the device (writing ") and "buffer.npz" in said
+    assert (f"at step 2,000: free some, then resume the run from its last whole checkpoint, "
+            f"step_000001000: --resume {run_dir}") in said  # fmt: skip
+    assert latest_checkpoint(run_dir).name == "step_000001000"
+    monkeypatch.setattr(ReplayBuffer, "save", real_save)  # (room again)
+    resumed = train_rl(_config(tmp_path, resume=run_dir))
+    assert resumed.steps == 3000 and latest_checkpoint(run_dir).name == "step_000003000"
+    assert not list((run_dir / "checkpoints").glob("*.tmp"))  # (the cut one cleared)
+
+    # Other errors of the disk are not taken for a full one.
+    def refused(buffer, path):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(ReplayBuffer, "save", refused)
+    with pytest.raises(PermissionError):
+        train_rl(_config(tmp_path, name="other"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import errno
 import json
 import math
 import time
@@ -20,6 +21,7 @@ from prefrl.render import write_video
 from prefrl.rundir.checkpoints import (
     IncompatibleCheckpoint,
     checkpoint_at,
+    latest_checkpoint,
     set_aside,
     usable_checkpoints,
     write_json,
@@ -136,6 +138,23 @@ def stoppable(loop: TrainingLoop, progress):
         except KeyboardInterrupt:
             stop.requested = True
             progress.say(f"stopped at step {loop.step:,} without a new checkpoint")
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+            raise disk_full(e, loop.step, loop.run_dir) from e
+
+
+def disk_full(e: OSError, step: int, run_dir: Path) -> RuntimeError:
+    """What to do when the disk fills (a checkpoint, metrics, a video): the checkpoint being
+    written is not committed, so the last whole one stays the one to resume from."""
+    latest = latest_checkpoint(run_dir)
+    since = (
+        f"its last whole checkpoint, {latest.name}" if latest else "its start (no checkpoint yet)"
+    )
+    return RuntimeError(
+        f"no space left on the device (writing {e.filename or 'to the run'}) at step {step:,}: "
+        f"free some, then resume the run from {since}: --resume {run_dir}"
+    )
 
 
 def config_with(cls, who: str, config, settings: dict, given: dict):
