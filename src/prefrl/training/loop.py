@@ -141,10 +141,10 @@ def stoppable(loop: TrainingLoop, progress):
         except OSError as e:
             if e.errno != errno.ENOSPC:
                 raise
-            raise disk_full(e, loop.step, loop.run_dir) from e
+            raise _disk_full(e, loop.step, loop.run_dir) from e
 
 
-def disk_full(e: OSError, step: int, run_dir: Path) -> RuntimeError:
+def _disk_full(e: OSError, step: int, run_dir: Path) -> RuntimeError:
     """What to do when the disk fills (a checkpoint, metrics, a video): the checkpoint being
     written is not committed, so the last whole one stays the one to resume from."""
     latest = latest_checkpoint(run_dir)
