@@ -34,7 +34,7 @@ from sweep_grid import add_grid_flags, run_grid
 from prefrl.agents import SACConfig
 from prefrl.feedback import ScheduleConfig, TeacherConfig
 from prefrl.online.learner import OnlineConfig
-from prefrl.presets import ONLINE_PRESETS, QPA_PARTS
+from prefrl.presets import ONLINE_PRESETS, QPA_CODE, QPA_PARTS
 from prefrl.reward import RewardConfig
 from prefrl.rl.config import RLConfig
 from prefrl.rundir.metrics import read_metrics
@@ -199,6 +199,10 @@ METHODS = {
     "qpa-replay-budget": lambda config: dataclasses.replace(
         config, **QPA_PARTS, hybrid_replay_until_budget=True
     ),
+    # QPA with every rule of its code that prefrl's defaults change (presets.QPA_CODE, as the
+    # qpa presets): the replay rule above, and the raw tanh output as the agent's reward, fitted
+    # by plain cross-entropy (prefrl normalises each fit's output and mixes 10% random answers).
+    "qpa-code": lambda config: dataclasses.replace(config, **QPA_CODE),
     # QPA with the settings of B-Pref's SAC that cost nothing more on a CPU (learning rates 5e-4,
     # the temperature's 1e-4 from 0.1), its 2x1024 networks and batches of 1024 left out (16x
     # the update): whether the agent's settings keep QPA's walker short of its paper.

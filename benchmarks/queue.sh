@@ -61,6 +61,7 @@ pixels_lane() {
   # The target is the preference runs' (3 seeds); the score's seed 0 (19.7) is its baseline, and
   # its seeds 1-2 (4.5 h each) come after issue 59's rows.
   atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0 1 2
+  labels 7g bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-code --seeds 0 1 2
   labels 7f bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-replay-budget --seeds 0 1 2
   labels 7e bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-spread --seeds 0 1 2
   labels 7d bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-bpref-sac --seeds 0 1 2

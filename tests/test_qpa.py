@@ -128,7 +128,8 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
     """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
     dm_control fit rule, with three reward networks, with B-Pref's SAC rates, and with its
-    sessions spread over the run, and with its code's replay rule; everything else is QPA's."""
+    sessions spread over the run, with its code's replay rule, and with all its code's rules;
+    everything else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -161,6 +162,11 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
     replay = bench.METHODS["qpa-replay-budget"](walker)
     assert replay.hybrid_replay_until_budget and not qpa.hybrid_replay_until_budget
     assert dataclasses.replace(replay, hybrid_replay_until_budget=False) == qpa
+    # Every rule of QPA's code (the presets'): that replay rule, and the raw tanh output fitted
+    # by plain cross-entropy.
+    code = bench.METHODS["qpa-code"](walker)
+    assert code.reward == dataclasses.replace(qpa.reward, normalize=False, random_response=0.0)
+    assert dataclasses.replace(code, reward=qpa.reward) == replay
 
 
 def test_the_qpa_presets_have_the_reference_codes_settings():
@@ -180,3 +186,5 @@ def test_the_qpa_presets_have_the_reference_codes_settings():
         assert config.hybrid_replay == 0.5 and config.hybrid_replay_until_budget
         reward = config.reward
         assert (reward.members, reward.crops, reward.crop_shorter_by) == (1, 20, (5, 15))
+        # reward_model.py: the agent's reward is the net's raw tanh, fitted by plain CE.
+        assert (reward.output, reward.normalize, reward.random_response) == ("tanh", False, 0.0)

@@ -86,6 +86,21 @@ def test_members_differ_and_outputs_are_normalised(fitted):
     assert probs.std(0).max() > 0  # the members disagree somewhere: what PEBBLE's queries rank by
 
 
+def test_without_normalisation_the_reward_is_the_raw_tanh_of_the_net():
+    """QPA's and B-Pref's code: the agent's reward is each network's tanh output as it is (no
+    shift and scale per fit), fitted by plain cross-entropy (no random answers mixed in)."""
+    raw = dataclasses.replace(SMALL, normalize=False, random_response=0.0, members=1)
+    model = MLPRewardEnsemble(raw, OBS, ACT, seed=0)
+    assert model.fit(_labelled(300))["reward/val_accuracy"] > 0.8
+    test = _segments(np.random.default_rng(3), 100)
+    learned = model.predict(test.obs, test.action)
+    assert np.abs(learned).max() <= 1 and learned.std() > 0.05  # (tanh's range, not std 1)
+    assert pearson(learned.sum(-1), test.true_returns()) > 0.85
+    np.testing.assert_allclose(learned, model._raw(test.obs.reshape(-1, OBS),
+                                                   test.action.reshape(-1, ACT))[0].reshape(100, H),
+                               atol=1e-6)  # fmt: skip
+
+
 def test_a_dispatched_step_reward_equals_predict(fitted):
     model, _ = fitted
     test = _segments(np.random.default_rng(4), 4)

@@ -142,9 +142,17 @@ QPA_PARTS = {
 }
 """What QPA changes in PEBBLE (`--selection`, `--recent-steps`, `--hybrid-replay`, the reward
 model), for any schedule."""
-_QPA = {
+QPA_CODE = {
     **QPA_PARTS,
-    "hybrid_replay_until_budget": True,  # (as QPA's code: its train_QPA.py)
+    "hybrid_replay_until_budget": True,
+    "reward": dataclasses.replace(QPA_PARTS["reward"], normalize=False, random_response=0.0),
+}
+"""QPA_PARTS with the rules of QPA's code where prefrl's defaults differ (train_QPA.py,
+reward_model.py): hybrid batches only while labels are asked; the agent's reward is the
+network's raw tanh output (not normalised per fit), fitted by plain cross-entropy (no 10% of
+random answers mixed into P, Christiano's)."""
+_QPA = {
+    **QPA_CODE,
     "schedule": ScheduleConfig(kind="sessions", budget=100, session_size=10, interval=20_000),
 }
 
@@ -183,7 +191,8 @@ ONLINE_PRESETS: dict[str, Preset] = {
     "qpa-walker-100": Preset(
         "QPA on dmc:walker-walk from 100 labels (sessions of 10 every 20k steps): policy-aligned "
         "queries, hybrid replay (half of each batch from the last 10 episodes while labels are "
-        "asked), 20 crops per label; 500k steps, B-Pref's SAC (2x1024, batch 1024)",
+        "asked), 20 crops per label, the net's raw tanh as the reward; 500k steps, B-Pref's SAC "
+        "(2x1024, batch 1024)",
         dataclasses.replace(_PEBBLE_WALKER, **_QPA),
     ),
     "qpa-cheetah-100": Preset(
