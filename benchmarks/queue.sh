@@ -39,28 +39,16 @@ atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score,
   row "$1" $PY benchmarks/atari.py "${@:3}" --jobs 1 --runs "$RUNS/$2"
 }
 
-# Issue 58's rows first, then 59's (the issues' order).
-metaworld_lane() {
+# Two lanes by how long a run takes, not by issue: the machine is not always kept from one
+# session to the next (QUEUE.md), so the runs that fit a session (about 2.5 hours) have a lane of
+# their own that makes progress on any machine, and the runs longer than a session go on in the
+# other wherever a machine is handed on. Within each lane, issue 58's rows come first (the
+# issues' order).
+short_lane() {
   mw 11 stick-pull
   mw 12 stick-push
   mw 13 pick-place-wall
-  # Enduro here, beside Pong's rows (its own run folder: a folder takes one grid at a time).
-  atari 6e atari-bench-enduro --env atari:Enduro --algo ppo --seeds 0 1
-  labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
-  labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
-}
-
-pixels_lane() {
   labels 7 bench-labels --envs dmc:walker-walk --labels 100 --methods pebble qpa --seeds 0 1 2
-  # A score run (2-4 h) fits a session; a preferences run (5-8 h) goes on where machines are
-  # handed on. A2C on the score reached -7 to -3 by 4.5M of its 5M agent steps: PPO's score run
-  # says whether PPO reaches +15 within the budget, and PPO takes the preference rows.
-  atari 6 atari-bench --env atari:Pong --methods score --seeds 0
-  atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
-  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
-  # The target is the preference runs' (3 seeds); the score's seed 0 (19.7) is its baseline, and
-  # its seeds 1-2 (4.5 h each) come after issue 59's rows.
-  atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0 1 2
   labels 7g bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-code --seeds 0 1 2
   labels 7f bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-replay-budget --seeds 0 1 2
   labels 7e bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-spread --seeds 0 1 2
@@ -68,6 +56,19 @@ pixels_lane() {
   labels 7c bench-labels --envs dmc:walker-walk --labels 100 --methods qpa-ensemble --seeds 0 1
   labels 8 bench-labels --envs dmc:walker-walk --labels 100 --teacher mistake \
     --methods pebble qpa qpa-no-crops --seeds 0
+  labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
+  labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
+}
+
+long_lane() {
+  # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
+  atari 6 atari-bench --env atari:Pong --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
+  # The target is the preference runs' (3 seeds); the score's seed 0 (19.7) is its baseline, and
+  # its seeds 1-2 (4.5 h each) come last.
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0 1 2
+  atari 6e atari-bench-enduro --env atari:Enduro --algo ppo --seeds 0 1
   atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0 1 2
 }
 
@@ -80,13 +81,13 @@ run_lane() {  # run_lane NAME: the lane's rows, one start of it at a time on thi
   "$1_lane"
 }
 
-# `bash benchmarks/queue.sh pixels` (or `metaworld`) runs one lane: a lane whose rows changed is
+# `bash benchmarks/queue.sh short` (or `long`) runs one lane: a lane whose rows changed is
 # started again without stopping the other.
 mkdir -p logs
-for lane in ${1:-metaworld pixels}; do
+for lane in ${1:-short long}; do
   case $lane in
-    metaworld | pixels) run_lane "$lane" > >(sed -u "s/^/[$lane] /") 2>&1 & ;;
-    *) echo "no lane $lane: metaworld or pixels" >&2; exit 2 ;;
+    short | long) run_lane "$lane" > >(sed -u "s/^/[$lane] /") 2>&1 & ;;
+    *) echo "no lane $lane: short or long" >&2; exit 2 ;;
   esac
 done
 wait
