@@ -335,7 +335,7 @@ PROJECTS = (
                     Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "ppo"}),
                     lambda r: f"PPO reached {r['return_mean']:.1f} on the score in the same "
                     f"frames (seed {r['seeds'][0]}, {r['hours_per_seed'][0]:.1f} h); ")
-                + "from preferences (`--preset pong-ppo`, 7-10 h a run on a busy core of this project's CPU machines): `python "
+                + "from preferences (`--preset pong-ppo`, 7-15 h a run on a busy core of this project's CPU machines): `python "
                 "benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2`; the "
                 "paper's 10M on a GPU: `python benchmarks/gpu_rows.py`",
             ),
