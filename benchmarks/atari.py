@@ -89,6 +89,12 @@ def method_of(label: str) -> str:
     return label.rsplit("_", 1)[1].rsplit("-", 1)[-1]
 
 
+def describe(label: str) -> str:
+    """A grid label in words: `pong_ppo-prefs` is "PPO from preferences"."""
+    agent = "PPO" if "_ppo-" in label else "A2C"
+    return f"{agent} {'from preferences' if method_of(label) == 'prefs' else 'on the score'}"
+
+
 TARGETS = {"atari:Pong": 15.0}
 """The issue's target return, drawn on the game's plot."""
 VIDEO_STEPS = 1000
@@ -115,10 +121,8 @@ def film(label: str, run: Path, seed: int, out: Path, made: dict | None,
     from prefrl.pixels.viewer import view_frames_checkpoint
 
     seen = view_frames_checkpoint(ckpt, video, seed=0, size=210, max_steps=steps)
-    steps = int(ckpt.name.removeprefix("step_"))
-    agent = "PPO" if "_ppo-" in label else "A2C"
-    source = "from preferences" if method_of(label) == "prefs" else "on the score"
-    caption = (f"{agent} {source}, seed {seed} at {steps:,} agent steps: the first "
+    at = int(ckpt.name.removeprefix("step_"))
+    caption = (f"{describe(label)}, seed {seed} at {at:,} agent steps: the first "
                f"{seen.steps:,} agent steps of an episode, actions sampled as in training "
                f"(score {seen.true_return:+.0f} by then)")  # fmt: skip
     if seen.learned_return is not None:
@@ -155,9 +159,7 @@ def plot_game(env: str, keep: Path, path: Path) -> list[str]:
         for frames, returns in runs:
             ax.plot(frames, returns, color=colour, alpha=0.25, lw=1)
         n = min(len(r[1]) for r in runs)
-        agent = "PPO" if "_ppo-" in label else "A2C"
-        source = "from preferences" if method_of(label) == "prefs" else "on the score"
-        legend.append(f"{agent} {source} ({len(runs)} seed{'s' * (len(runs) > 1)})")
+        legend.append(f"{describe(label)} ({len(runs)} seed{'s' * (len(runs) > 1)})")
         ax.plot(runs[0][0][:n], np.mean([r[1][:n] for r in runs], axis=0), color=colour, lw=2,
                 label=legend[-1])  # fmt: skip
     if env in TARGETS:

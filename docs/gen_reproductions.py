@@ -335,9 +335,10 @@ PROJECTS = (
                     Pick("atari", {"env": "atari:Pong", "method": "score", "algo": "ppo"}),
                     lambda r: f"PPO reached {r['return_mean']:.1f} on the score in the same "
                     f"frames (seed {r['seeds'][0]}, {r['hours_per_seed'][0]:.1f} h); ")
-                + "from preferences (`--preset pong-ppo`, 7-15 h a run on a busy core of this project's CPU machines): `python "
-                "benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2`; the "
-                "paper's 10M on a GPU: `python benchmarks/gpu_rows.py`",
+                + "from preferences (`--preset pong-ppo`, 7-15 h a run on a busy core of this "
+                "project's CPU machines): `python benchmarks/atari.py --env atari:Pong --algo ppo "
+                "--seeds 0 1 2 --jobs 2`; the paper's 10M on a GPU: "
+                "`python benchmarks/gpu_rows.py`",
             ),
             Result(
                 "Enduro from synthetic preferences (time-limited, 2 seeds, 20M frames; PPO)",
@@ -455,10 +456,11 @@ def _record_block(record: str) -> list[str]:
         record, remark = record[: record.rfind(" (")], record[record.rfind(" (") + 2 : -1]
     block = ["```bash"]
     for part in record.split(" ; "):
-        words, _, command = part.partition("python ")
-        if words.strip():
+        words, python, command = part.partition("python ")
+        if words.strip():  # (a part without a command is words alone)
             block.append(f"# {words.strip().rstrip(':')}")
-        block.append(f"python {command}" if command else f"# {part}")
+        if python:
+            block.append(f"python {command}")
     block.append("```")
     return block + (["", remark[0].upper() + remark[1:] + "."] if remark else [])
 
