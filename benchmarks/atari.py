@@ -206,6 +206,8 @@ def main() -> int:
     args = parser.parse_args()
     if not args.env.startswith("atari:"):
         parser.error(f"--env {args.env!r}: an Atari game, atari:<Game> (e.g. atari:Pong)")
+    if args.video_steps < 0:
+        parser.error(f"--video-steps {args.video_steps}: 0 (no video) or a positive number")
 
     grid = configs(args.env, args.steps, args.labels, args.initial_labels, args.pretrain_steps,
                    args.eval_episodes, args.algo)  # fmt: skip

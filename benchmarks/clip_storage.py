@@ -47,6 +47,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print, do not write results")
     args = parser.parse_args()
+    for flag, value in (("--pairs", args.pairs), ("--rounds", args.rounds)):
+        if value < 1:
+            parser.error(f"{flag} {value}: a positive number")
 
     load = os.getloadavg()[0]  # (the machine's load when it began: the times scale with it)
     clips = random_clips(args.env, 2 * args.pairs, 25)

@@ -61,6 +61,9 @@ def test_the_benchmark_writes_a_row_per_method_from_one_grid(tmp_path):
     bad = subprocess.run([*command[:3], "Hopper-v5"], check=False, cwd=root,
                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert bad.returncode != 0 and "--env 'Hopper-v5': an Atari game, atari:<Game>" in bad.stderr
+    bad = subprocess.run([*command, "--video-steps", "-5"], check=False, cwd=root,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert bad.returncode != 0 and "--video-steps -5: 0 (no video) or a positive" in bad.stderr
 
 
 def test_ppo_has_its_own_runs_and_fits_as_often_in_agent_steps_as_a2c():
