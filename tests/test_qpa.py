@@ -188,3 +188,67 @@ def test_the_qpa_presets_have_the_reference_codes_settings():
         assert (reward.members, reward.crops, reward.crop_shorter_by) == (1, 20, (5, 15))
         # reward_model.py: the agent's reward is the net's raw tanh, fitted by plain CE.
         assert (reward.output, reward.normalize, reward.random_response) == ("tanh", False, 0.0)
+
+
+def test_a_person_labels_qpas_policy_aligned_queries_as_they_come(tmp_path):
+    """QPA with a person as the teacher (the terminal's store; `--teacher.preset web` shares
+    it): each session's pairs are of the newest segments when it is asked, and every answer is
+    trained on, cropped."""
+    import threading
+    import time
+
+    from test_human import _answer_like_an_oracle
+
+    from prefrl.feedback import TeacherConfig
+    from prefrl.feedback.store import FeedbackStore, NotFound, run_uid
+    from prefrl.online.learner import train_online
+    from prefrl.reward import RewardConfig
+    from prefrl.rundir.metrics import read_metrics
+
+    config = _config(tmp_path, "person", teacher=TeacherConfig("terminal"), poll_seconds=0.05,
+                     first_labels_timeout=120,  # (a person's side that failed: no endless wait)
+                     selection="policy-aligned", recent_steps=300, hybrid_replay=0.5,
+                     reward=RewardConfig(hidden_dims=(32, 32), max_epochs=5, min_steps=10,
+                                         crops=4, crop_shorter_by=(2, 4)))  # fmt: skip
+    run_dir, done, answered = tmp_path / "person", threading.Event(), []
+
+    def known_run(store):
+        try:
+            return store.run_id(run_uid(run_dir), create=False)
+        except NotFound:
+            return None
+
+    def person():
+        while not (run_dir / "feedback.db").exists() and not done.is_set():
+            time.sleep(0.05)
+        with FeedbackStore(run_dir) as store:
+            while (run_id := known_run(store)) is None and not done.is_set():
+                time.sleep(0.05)  # (the trainer registers its run: a person never does)
+            who = store.annotator(store.add_annotator("pat"))[0]
+            while not done.is_set():
+                answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
+                time.sleep(0.05)
+
+    t = threading.Thread(target=person)
+    t.start()
+    try:
+        result = train_online(config)
+    finally:
+        done.set()
+        t.join()
+    # The run does not wait for later sessions' answers: the last may come after its end.
+    assert config.schedule.session_size <= result.labels <= sum(answered)
+    with FeedbackStore(run_dir) as store:
+        run_id = known_run(store)
+        asked = [(label.query_key, label.query_id) for label in store.labels(run_id)]
+        asked += [(q.key, q.id) for q in store.open_queries(run_id)]
+        keys, ids = np.array(sorted(asked)).T
+        left, right = store.query_pairs(run_dir, ids)
+    assert (keys == np.arange(80)).all()  # (the whole budget asked, each pair once)
+    session = config.schedule.session_size
+    asked_at = config.first_query_step + config.schedule.interval * (keys // session)
+    for side in (left, right):  # (a segment's step is its first; it ends by the asking step)
+        assert (side.step >= asked_at - config.recent_steps).all(), side.step - asked_at
+        assert (side.step + config.segment_length <= asked_at).all()
+    fits = [r for r in read_metrics(run_dir) if "reward/segment_return_corr" in r]
+    assert fits and fits[-1]["feedback/labels"] == result.labels
