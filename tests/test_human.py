@@ -21,7 +21,7 @@ from test_online import _config
 
 from prefrl.cli import main
 from prefrl.feedback import ScheduleConfig, TeacherConfig
-from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.store import FeedbackStore, NotFound, run_uid
 from prefrl.online.learner import train_online
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
@@ -39,6 +39,36 @@ def _answer_like_an_oracle(store: FeedbackStore, run_dir: Path, run_id: int, who
     return len(queries)
 
 
+def known_run(store: FeedbackStore, run_dir: Path) -> int | None:
+    """The store's id of the run in `run_dir`, None until its trainer has registered it."""
+    try:
+        return store.run_id(run_uid(run_dir), create=False)
+    except NotFound:
+        return None
+
+
+def a_person_labelling(run_dir: Path, done: threading.Event, answered: list, first=None):
+    """A thread that labels the run's queries as they come, like an oracle, as "pat" (adding
+    each batch's count to `answered`) until `done`; `first()` is called once the store exists."""
+
+    def person():
+        while not (run_dir / "feedback.db").exists() and not done.is_set():
+            time.sleep(0.05)
+        if first is not None:
+            first()
+        with FeedbackStore(run_dir) as store:
+            while (run_id := known_run(store, run_dir)) is None and not done.is_set():
+                time.sleep(0.05)  # (the trainer registers its run: a person never does)
+            who = store.annotator(store.add_annotator("pat"))[0]
+            while not done.is_set():
+                answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=person)
+    thread.start()
+    return thread
+
+
 def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_path):
     config = _config(
         tmp_path, teacher=TeacherConfig("terminal"), poll_seconds=0.05, refit_labels=5,
@@ -47,20 +77,11 @@ def test_trainer_waits_for_the_first_labels_then_takes_them_as_they_come(tmp_pat
     run_dir = tmp_path / "run"
     answered, done, running = [], threading.Event(), []
 
-    def person():
-        while not (run_dir / "feedback.db").exists() and not done.is_set():
-            time.sleep(0.05)
+    def first():
         time.sleep(1.0)  # the trainer must wait for us
         running.append(trainer_running(run_dir))
-        with FeedbackStore(run_dir) as store:
-            run_id = store.run_id(run_uid(run_dir))
-            who = store.annotator(store.add_annotator("pat"))[0]
-            while not done.is_set():
-                answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
-                time.sleep(0.05)
 
-    t = threading.Thread(target=person)
-    t.start()
+    t = a_person_labelling(run_dir, done, answered, first)
     try:
         result = train_online(config)
     finally:

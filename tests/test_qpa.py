@@ -192,15 +192,14 @@ def test_the_qpa_presets_have_the_reference_codes_settings():
 
 def test_a_person_labels_qpas_policy_aligned_queries_as_they_come(tmp_path):
     """QPA with a person as the teacher (the terminal's store; `--teacher.preset web` shares
-    it): each session's pairs are of the newest segments when it is asked, and every answer is
-    trained on, cropped."""
+    it): each session's pairs are of the newest segments when it is asked, the whole budget is
+    asked, each pair once, and the answers in by the last fit are trained on (cropped)."""
     import threading
-    import time
 
-    from test_human import _answer_like_an_oracle
+    from test_human import a_person_labelling, known_run
 
     from prefrl.feedback import TeacherConfig
-    from prefrl.feedback.store import FeedbackStore, NotFound, run_uid
+    from prefrl.feedback.store import FeedbackStore
     from prefrl.online.learner import train_online
     from prefrl.reward import RewardConfig
     from prefrl.rundir.metrics import read_metrics
@@ -211,26 +210,7 @@ def test_a_person_labels_qpas_policy_aligned_queries_as_they_come(tmp_path):
                      reward=RewardConfig(hidden_dims=(32, 32), max_epochs=5, min_steps=10,
                                          crops=4, crop_shorter_by=(2, 4)))  # fmt: skip
     run_dir, done, answered = tmp_path / "person", threading.Event(), []
-
-    def known_run(store):
-        try:
-            return store.run_id(run_uid(run_dir), create=False)
-        except NotFound:
-            return None
-
-    def person():
-        while not (run_dir / "feedback.db").exists() and not done.is_set():
-            time.sleep(0.05)
-        with FeedbackStore(run_dir) as store:
-            while (run_id := known_run(store)) is None and not done.is_set():
-                time.sleep(0.05)  # (the trainer registers its run: a person never does)
-            who = store.annotator(store.add_annotator("pat"))[0]
-            while not done.is_set():
-                answered.append(_answer_like_an_oracle(store, run_dir, run_id, who))
-                time.sleep(0.05)
-
-    t = threading.Thread(target=person)
-    t.start()
+    t = a_person_labelling(run_dir, done, answered)
     try:
         result = train_online(config)
     finally:
@@ -239,7 +219,7 @@ def test_a_person_labels_qpas_policy_aligned_queries_as_they_come(tmp_path):
     # The run does not wait for later sessions' answers: the last may come after its end.
     assert config.schedule.session_size <= result.labels <= sum(answered)
     with FeedbackStore(run_dir) as store:
-        run_id = known_run(store)
+        run_id = known_run(store, run_dir)
         asked = [(label.query_key, label.query_id) for label in store.labels(run_id)]
         asked += [(q.key, q.id) for q in store.open_queries(run_id)]
         keys, ids = np.array(sorted(asked)).T
