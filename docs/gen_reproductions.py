@@ -287,8 +287,8 @@ PROJECTS = (
                     _rfcl(f"metaworld:{task}", "sac+demos", "scripted"),
                     lambda r: f"SAC + demos {r['success_mean']:.2f}" + _last_evaluations(r),
                     lambda r, b: r["success_mean"] >= b["success_mean"], "at least SAC + demos",
-                    f"1.5-3 h a run on one core, two at once (benchmarks/QUEUE.md rows 11-13): `python "
-                    f"benchmarks/rfcl.py --env metaworld:{task} --demos 1 --preset "
+                    "1.5-3 h a run on one core, two at once (benchmarks/QUEUE.md rows 11-13): "
+                    f"`python benchmarks/rfcl.py --env metaworld:{task} --demos 1 --preset "
                     "rfcl-metaworld-cpu --methods rfcl sac+demos --seeds 0 1 2 --jobs 2`", seeds=3,
                 )
                 for task in _METAWORLD_HARD
