@@ -39,18 +39,31 @@ atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score,
   row "$1" $PY benchmarks/atari.py "${@:3}" --jobs 1 --runs "$RUNS/$2"
 }
 
-# Two lanes by how long a run takes, not by issue: the machine is not always kept from one
-# session to the next (QUEUE.md), so the runs that fit a session (about 2.5 hours) have a lane of
-# their own that makes progress on any machine, and the runs longer than a session go on in the
-# other wherever a machine is handed on. Within each lane, issue 58's rows come first (the
-# issues' order).
-short_lane() {
+# Two lanes, one an issue: issue 59's runs (about 2 hours each) end inside a session, so its
+# lane makes progress on any machine; issue 58's lane holds MetaWorld's rows (which also end inside
+# a session), then the Atari runs longer than a session, which go on only where a machine is handed
+# on (QUEUE.md). Until 2026-12-01 (session 65) the lanes split by run length: Pong's preference
+# runs held a core in every session and were lost with two machines (at 1.2M and 1.6M of 5M
+# steps), while issue 59's rows waited behind row 13.
+lane_58() {
   mw 11 stick-pull
   mw 12 stick-push
   mw 13 pick-place-wall
+  # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
+  atari 6 atari-bench --env atari:Pong --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
+  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
+  # The target is the preference runs' (3 seeds); the score's seed 0 (19.7) is its baseline, and
+  # its seeds 1-2 (4.5 h each) come last.
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0 1 2
+  atari 6e atari-bench-enduro --env atari:Enduro --algo ppo --seeds 0 1
+  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0 1 2
+}
+
+lane_59() {
   labels 7 bench-labels --envs dmc:walker-walk --labels 100 --methods pebble qpa --seeds 0 1 2
-  # Issue 59: one seed of each try at the walker's 0.9 first (the reward from 100 labels is what
-  # falls short: QUEUE.md), then the rows the issue asks to report, then the tries' other seeds.
+  # One seed of each try at the walker's 0.9 first (the reward from 100 labels is what falls
+  # short: QUEUE.md), then the rows the issue asks to report, then the tries' other seeds.
   local walker=(--envs dmc:walker-walk --labels 100)
   labels 7e bench-labels "${walker[@]}" --methods qpa-spread --seeds 0
   labels 7g bench-labels "${walker[@]}" --methods qpa-code --seeds 0
@@ -65,34 +78,22 @@ short_lane() {
   labels 7c bench-labels "${walker[@]}" --methods qpa-ensemble --seeds 0 1
 }
 
-long_lane() {
-  # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
-  atari 6 atari-bench --env atari:Pong --methods score --seeds 0
-  atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
-  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0
-  # The target is the preference runs' (3 seeds); the score's seed 0 (19.7) is its baseline, and
-  # its seeds 1-2 (4.5 h each) come last.
-  atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0 1 2
-  atari 6e atari-bench-enduro --env atari:Enduro --algo ppo --seeds 0 1
-  atari 6p atari-bench --env atari:Pong --algo ppo --seeds 0 1 2
-}
-
-run_lane() {  # run_lane NAME: the lane's rows, one start of it at a time on this machine
+run_lane() {  # run_lane ISSUE: the lane's rows, one start of it at a time on this machine
   exec 9> "logs/queue-$1.lock"
   if ! flock -n 9; then  # (held by the lane's bash and the grid it runs)
     echo "the $1 lane is running already (logs/queue-$1.lock): stop it first to start it again"
     return
   fi
-  "$1_lane"
+  "lane_$1"
 }
 
-# `bash benchmarks/queue.sh short` (or `long`) runs one lane: a lane whose rows changed is
-# started again without stopping the other.
+# `bash benchmarks/queue.sh 59` (or 58) runs one lane: a lane whose rows changed is started again
+# without stopping the other.
 mkdir -p logs
-for lane in ${1:-short long}; do
+for lane in ${1:-58 59}; do
   case $lane in
-    short | long) run_lane "$lane" > >(sed -u "s/^/[$lane] /") 2>&1 & ;;
-    *) echo "no lane $lane: short or long" >&2; exit 2 ;;
+    58 | 59) run_lane "$lane" > >(sed -u "s/^/[$lane] /") 2>&1 & ;;
+    *) echo "no lane $lane: 58 or 59 (an issue's number)" >&2; exit 2 ;;
   esac
 done
 wait
