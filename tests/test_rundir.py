@@ -1,5 +1,6 @@
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ from prefrl.rundir.atomic import atomic_write
 from prefrl.rundir.checkpoints import begin_checkpoint, commit_checkpoint, latest_checkpoint
 from prefrl.rundir.config import config_from_dict, config_to_dict
 from prefrl.rundir.metrics import MetricsLogger, read_metrics, truncate_metrics
+from prefrl.rundir.workers import hold_trainer
 
 
 def test_atomic_write_keeps_the_old_file_when_writing_fails(tmp_path):
@@ -173,7 +175,6 @@ def test_prefrl_runs_shows_what_a_run_does_before_its_first_step(tmp_path, capsy
 
     from prefrl.cli import main
     from prefrl.rundir import status
-    from prefrl.rundir.workers import hold_trainer
 
     clock = SimpleNamespace(now=0.0)
     monkeypatch.setattr(status, "time", SimpleNamespace(monotonic=lambda: clock.now))
@@ -219,7 +220,6 @@ def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):
     time left at that pace."""
     from prefrl.cli import main
     from prefrl.rundir.status import DONE_FILE
-    from prefrl.rundir.workers import hold_trainer
 
     def run(name: str, steps: int | None, rows: list[dict]) -> Path:
         d = tmp_path / "sweep" / "runs" / name
@@ -254,3 +254,55 @@ def test_prefrl_runs_says_where_each_run_of_a_sweep_stands(tmp_path, capsys):
     (tmp_path / "sweep" / "runs" / "a_s0" / "config.json").write_text("{not json")
     assert main(["runs", str(tmp_path / "sweep")]) == 2
     assert "a_s0/config.json: not a run's config (unreadable JSON" in capsys.readouterr().err
+
+
+def test_prefrl_runs_shows_a_resuming_run_as_resuming_and_its_own_pace(tmp_path, monkeypatch):
+    """While a resumed run restores its checkpoint, its metrics still end at the previous
+    process's last step (they are cut back to the checkpoint's once it is restored): `prefrl
+    runs` says it is resuming, not that it trains at that step and pace. Once it trains, its
+    pace is of its own rows, not the previous process's."""
+    import dataclasses
+
+    from prefrl.agents.a2c import A2CConfig
+    from prefrl.rl.config import RLConfig
+    from prefrl.rl.learner import train_rl
+    from prefrl.rundir import status
+    from prefrl.training import loop as training_loop
+
+    config = RLConfig(env="movingdot", algo="a2c", steps=100, eval_interval=100, eval_episodes=1,
+                      video=False, checkpoint_interval=50, log_interval=50,
+                      a2c=A2CConfig(n_envs=4, n_steps=5), runs_dir=tmp_path, name="dot",
+                      progress=False)  # fmt: skip
+    train_rl(config)
+    run = tmp_path / "dot"
+    with open(run / "metrics.jsonl", "a") as f:  # (the previous process went on past 100)
+        f.write(json.dumps({"step": 140, "time": time.time()}) + "\n")
+    seen = []
+    restore = training_loop.restore_newest
+
+    def watched(*args):
+        seen.append(status.run_status(run))
+        return restore(*args)
+
+    monkeypatch.setattr(training_loop, "restore_newest", watched)
+    train_rl(dataclasses.replace(config, steps=200, resume=run))
+    (during,) = seen
+    assert (during.state, during.phase.name, during.pace, during.left) == (
+        "running", "resuming", None, None)  # fmt: skip
+    assert status.status_table([during], tmp_path)[1].split()[:3] == ["dot", "running", "resuming"]
+    assert not (run / status.PHASE_FILE).exists()
+    assert max(r["step"] for r in read_metrics(run)) == 200  # (140 cut, then trained on)
+
+    # A resumed process's pace: 20 steps/s since it started (at 1000 s), not its last ten minutes'
+    # 4.6, of which 500 s went to the previous process and the time between the two.
+    rows = [(8_000, 500.0), (10_000, 900.0), (10_000, 1000.0), (10_400, 1020.0)]
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": s, "time": t}) + "\n" for s, t in rows)
+    )
+    (run / "sessions.jsonl").write_text(json.dumps({"started": "1970-01-01T00:16:40+0000"}) + "\n")
+    (run / "config.json").write_text(json.dumps({"env": "movingdot", "steps": 20_000}))
+    lock = hold_trainer(run)
+    try:
+        assert status.run_status(run).pace == pytest.approx(20.0)
+    finally:
+        lock.close()

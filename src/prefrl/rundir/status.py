@@ -32,7 +32,8 @@ PHASE_FILE = "phase.json"
 class Phase:
     name: str
     done: int
-    total: int
+    total: int | None
+    """None: a phase without a count (a run setting up, or restoring its checkpoint)."""
     unit: str
     pace: float | None
     """`unit`s a second in this phase so far."""
@@ -42,8 +43,8 @@ class PhaseFile:
     """Keeps a run's PHASE_FILE up to date while a phase runs (rewritten at most every `every_s`
     seconds; removed when the phase ends, however it ends)."""
 
-    def __init__(self, run_dir: Path, name: str, total: int, done: int, unit: str,
-                 every_s: float = 15.0):  # fmt: skip
+    def __init__(self, run_dir: Path, name: str, total: int | None = None, done: int = 0,
+                 unit: str = "", every_s: float = 15.0):  # fmt: skip
         self.path, self.every_s = Path(run_dir) / PHASE_FILE, every_s
         self.phase = Phase(name, done, total, unit, None)
         self._start = self._last = (time.monotonic(), done)
@@ -94,6 +95,8 @@ class RunStatus:
         if self.state != "running":
             return None
         if self.phase is not None:
+            if self.phase.total is None:
+                return None
             left, pace = self.phase.total - self.phase.done, self.phase.pace
         elif self.steps is not None:
             left, pace = self.steps - self.step, self.pace
@@ -128,9 +131,22 @@ def run_status(run_dir: Path) -> RunStatus:
         state = "finished"
     else:
         state = "stopped"
-    running = state == "running"
-    return RunStatus(Path(run_dir), state, step, steps, _last_evaluation(rows),
-                     _pace(rows) if running else None, _phase(run_dir) if running else None)  # fmt: skip
+    phase = _phase(run_dir) if state == "running" else None
+    pace = None  # (of the agent's steps: none while it is in a phase, nor where it stopped)
+    if state == "running" and phase is None:
+        pace = _pace([r for r in rows if r.get("time", 0) >= _started(run_dir)])
+    return RunStatus(Path(run_dir), state, step, steps, _last_evaluation(rows), pace, phase)
+
+
+def _started(run_dir: Path) -> float:
+    """When the run's newest process started (its last line in sessions.jsonl; 0 if none): a
+    resumed run's pace is its own, not that of the process before it."""
+    try:
+        lines = (Path(run_dir) / "sessions.jsonl").read_text().splitlines()
+        started = json.loads(lines[-1])["started"]
+        return datetime.datetime.strptime(started, "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except (FileNotFoundError, IndexError, KeyError, ValueError):  # (none, or not one of ours)
+        return 0.0
 
 
 def _phase(run_dir: Path) -> Phase | None:
@@ -170,7 +186,9 @@ def status_table(statuses: list[RunStatus], root: Path) -> list[str]:
         name = str(s.path.relative_to(root)) if s.path != root else s.path.name
         total = f"/{s.steps:,}" if s.steps is not None else ""
         step, pace = f"{s.step:,}{total}", f"{s.pace:,.0f} steps/s" if s.pace else ""
-        if s.phase is not None:
+        if s.phase is not None and s.phase.total is None:
+            step, pace = s.phase.name, ""
+        elif s.phase is not None:
             step = f"{s.phase.name}: {s.phase.done:,}/{s.phase.total:,} {s.phase.unit}"
             rate = s.phase.pace
             pace = f"{rate:,.{1 if rate < 10 else 0}f} {s.phase.unit}/s" if rate else ""
