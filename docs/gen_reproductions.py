@@ -336,8 +336,11 @@ PROJECTS = (
                     lambda r: f"PPO reached {r['return_mean']:.1f} on the score in the same "
                     f"frames (seed {r['seeds'][0]}, {r['hours_per_seed'][0]:.1f} h); ")
                 + "from preferences (`--preset pong-ppo`, 7-15 h a run on a busy core of this "
-                "project's CPU machines): `python benchmarks/atari.py --env atari:Pong --algo ppo "
-                "--seeds 0 1 2 --jobs 2`; the paper's 10M on a GPU: "
+                "project's CPU machines; two starts of seed 0 were lost with their machines at "
+                "1.2M and 1.6M steps, the second at -2.8 and rising, where PPO on the score was "
+                "at +15.2: [pixels note](notes/2026-11-28-pixels.md)): `python "
+                "benchmarks/atari.py --env atari:Pong --algo ppo --seeds 0 1 2 --jobs 2`; the "
+                "paper's 10M on a GPU: "
                 "`python benchmarks/gpu_rows.py`",
             ),
             Result(
