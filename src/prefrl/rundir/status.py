@@ -8,12 +8,13 @@ import datetime
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
 from prefrl.rundir.metrics import read_metrics
-from prefrl.rundir.workers import trainer_running
+from prefrl.rundir.workers import hold_trainer, trainer_running
 
 DONE_FILE = "sweep_done.json"
 """What a sweep writes into a run's directory once the run has finished (its seconds, its node):
@@ -70,6 +71,20 @@ class PhaseFile:
         tmp = self.path.with_name(f".{PHASE_FILE}.tmp")
         tmp.write_text(json.dumps(self.phase.__dict__))
         os.replace(tmp, self.path)  # (a reader sees the old file or the new one whole)
+
+
+@contextmanager
+def setting_up(run_dir: Path, resuming: bool):
+    """While a run builds its loop (or restores its checkpoint): `prefrl runs` says it is
+    "setting up" or "resuming", not a resumed run's previous process's last step and pace (its
+    metrics are truncated to the checkpoint only once it is restored)."""
+    held = hold_trainer(run_dir)
+    try:
+        with PhaseFile(run_dir, "resuming" if resuming else "setting up"):
+            yield
+    finally:
+        if held is not None:
+            held.close()  # (the loop holds its own from its start)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from prefrl.rundir.config import (  # (from_config, python_arguments: the learne
 from prefrl.rundir.metrics import MetricsLogger, truncate_metrics
 from prefrl.rundir.plots import Curve, plot_learning_curve
 from prefrl.rundir.provenance import record_session
-from prefrl.rundir.status import PhaseFile
+from prefrl.rundir.status import setting_up
 from prefrl.rundir.stop import graceful_stop
 from prefrl.rundir.uid import claim_run_uid
 from prefrl.rundir.workers import hold_trainer
@@ -337,18 +337,11 @@ def start_run(loop_factory, config, name: str, callbacks: Callbacks | None = Non
     # Said before anything slow: the directory to look in, then what the wait is for.
     print(f"run directory: {run_dir}", flush=True)
     print("setting up the envs and the networks (compiling them can take a minute)", flush=True)
-    # `prefrl runs` says so meanwhile, rather than the last step and pace of a resumed run's
-    # previous process (its metrics are truncated to the checkpoint only once it is restored).
-    setting_up = hold_trainer(run_dir)
-    try:
-        with PhaseFile(run_dir, "resuming" if config.resume is not None else "setting up"):
-            if config.resume is None:
-                loop, ckpt = loop_factory(config, run_dir), None
-            else:
-                loop, ckpt = restore_newest(loop_factory, config, run_dir)
-    finally:
-        if setting_up is not None:
-            setting_up.close()  # (the loop holds its own from its start)
+    with setting_up(run_dir, resuming=config.resume is not None):
+        if config.resume is None:
+            loop, ckpt = loop_factory(config, run_dir), None
+        else:
+            loop, ckpt = restore_newest(loop_factory, config, run_dir)
     if config.resume is not None:
         if ckpt is None:
             kept = " (the labels in its store are kept and trained on)" * hasattr(loop, "feedback")
