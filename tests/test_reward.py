@@ -3,6 +3,7 @@
 import dataclasses
 
 import gymnasium as gym
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -99,6 +100,27 @@ def test_without_normalisation_the_reward_is_the_raw_tanh_of_the_net():
     np.testing.assert_allclose(learned, model._raw(test.obs.reshape(-1, OBS),
                                                    test.action.reshape(-1, ACT))[0].reshape(100, H),
                                atol=1e-6)  # fmt: skip
+
+
+def test_plain_cross_entropy_stays_finite_where_the_model_is_sure():
+    """With no random answers mixed in (QPA's rule), P rounds to 1 in float32 once a logit passes
+    about 17, which 45 steps of tanh reward reach: a wrong answer there costs its logit, not inf
+    (a walker run stopped on an infinite loss at its third fit)."""
+    logits = jnp.asarray([[40.0, -40.0, 200.0, 0.5]])
+    target, weight = jnp.asarray([0.0, 1.0, 0.0, 1.0]), jnp.ones((1, 4))
+    raw = MLPRewardEnsemble(dataclasses.replace(SMALL, random_response=0.0), OBS, ACT)
+    expected = (40 + 40 + 200 + np.log1p(np.exp(-0.5))) / 4  # softplus of each wrong-way logit
+    np.testing.assert_allclose(raw._loss(logits, target, weight), [expected], rtol=1e-5)
+    grads = jax.grad(lambda z: raw._loss(z, target, weight).sum())(logits)
+    assert np.isfinite(grads).all() and grads[0, 2] == pytest.approx(0.25, rel=1e-5)
+    # with random answers (Christiano's 10%): the mixture's own value, also where P rounds to 1
+    mixed = MLPRewardEnsemble(SMALL, OBS, ACT)
+    eps, p = SMALL.random_response, 1 / (1 + np.exp(-np.float64([40.0, -40.0, 200.0, 0.5])))
+    p_right = (1 - eps) * p + eps / 2
+    direct = -np.log(np.where([0, 1, 0, 1], p_right, 1 - p_right)).mean()
+    np.testing.assert_allclose(mixed._loss(logits, target, weight), [direct], rtol=1e-5)
+    # the validation loss of a model sure of a wrong answer is large and finite
+    assert 10 < raw._scores(np.asarray([1.0, 0.0]), np.asarray([0.0, 1.0]))["reward/val_loss"] < 20
 
 
 def test_a_dispatched_step_reward_equals_predict(fitted):

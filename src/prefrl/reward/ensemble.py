@@ -46,6 +46,16 @@ def _bucket(n: int) -> int:
     return 1 << max(0, int(n - 1).bit_length())
 
 
+def log_answer_prob(logits, eps: float):
+    """log P(right ≻ left) = log((1 - eps) sigmoid(logit) + eps / 2), computed in log space: the
+    probability itself rounds to 1 in float32 once a logit passes about 17, which a sum of 50
+    tanh rewards reaches, and with eps = 0 (QPA's and B-Pref's plain cross-entropy) the loss of a
+    wrong answer there would be log(0)."""
+    if eps == 0:
+        return jax.nn.log_sigmoid(logits)
+    return jnp.logaddexp(np.log1p(-eps) + jax.nn.log_sigmoid(logits), np.log(0.5 * eps))
+
+
 class MLPRewardEnsemble(RewardModel):
     """The default reward model (PEBBLE's, Christiano's with `RewardConfig(hidden_dims=(64, 64),
     output="linear")`): an ensemble of MLPs of one step's observation and action, each fitted
@@ -88,8 +98,8 @@ class MLPRewardEnsemble(RewardModel):
 
     def _loss(self, logits, target, weight):
         eps = self.config.random_response
-        p = (1.0 - eps) * jax.nn.sigmoid(logits) + 0.5 * eps
-        ce = -(target * jnp.log(p) + (1.0 - target) * jnp.log1p(-p))  # (M, B)
+        log_right, log_left = log_answer_prob(logits, eps), log_answer_prob(-logits, eps)
+        ce = -(target * log_right + (1.0 - target) * log_left)  # (M, B)
         per_member = (weight * ce).sum(-1) / jnp.maximum(weight.sum(-1), 1.0)
         return per_member
 
@@ -282,7 +292,9 @@ class MLPRewardEnsemble(RewardModel):
 
     def _scores(self, p_mean: np.ndarray, y: np.ndarray) -> dict[str, float]:
         eps = self.config.random_response
-        pc = (1 - eps) * p_mean + 0.5 * eps
+        # (members' mean P can round to 0 or 1 where no random answers are mixed in: clipped to
+        # float32's resolution, so a sure model's loss is large rather than infinite)
+        pc = np.clip((1 - eps) * p_mean + 0.5 * eps, 1e-7, 1 - 1e-7)
         loss = float(-(y * np.log(pc) + (1 - y) * np.log1p(-pc)).mean())
         decided = y != 0.5
         out = {"reward/val_loss": loss}
