@@ -105,7 +105,7 @@ def test_without_normalisation_the_reward_is_the_raw_tanh_of_the_net():
 def test_plain_cross_entropy_stays_finite_where_the_model_is_sure():
     """With no random answers mixed in (QPA's rule), P rounds to 1 in float32 once a logit passes
     about 17, which 45 steps of tanh reward reach: a wrong answer there costs its logit, not inf
-    (a walker run stopped on an infinite loss at its third fit)."""
+    (a walker run stopped on an infinite loss at its second fit, step 30,000)."""
     logits = jnp.asarray([[40.0, -40.0, 200.0, 0.5]])
     target, weight = jnp.asarray([0.0, 1.0, 0.0, 1.0]), jnp.ones((1, 4))
     raw = MLPRewardEnsemble(dataclasses.replace(SMALL, random_response=0.0), OBS, ACT)
