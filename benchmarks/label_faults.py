@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from prefrl.data import PreferenceData
-from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.store import FeedbackStore, NotFound, run_uid
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 TRAIN = [
@@ -93,6 +93,15 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def stored_run(store: FeedbackStore, run_dir: Path) -> int | None:
+    """The run's id in its store, or None while the trainer has yet to add it (its store's file
+    exists a moment before the run's row: a busy machine widens that moment)."""
+    try:
+        return store.run_id(run_uid(run_dir), create=False)
+    except NotFound:
+        return None
+
+
 def run_faults(workdir: Path, kills: int, seed: int = 0, log=print) -> dict:
     rng = np.random.default_rng(seed)
     run_dir, logs = workdir / "run", workdir / "logs"
@@ -124,7 +133,8 @@ def run_faults(workdir: Path, kills: int, seed: int = 0, log=print) -> dict:
 
     def asked() -> int:
         with FeedbackStore(run_dir, create=False) as store:
-            return store.query_count(store.run_id(run_uid(run_dir), create=False))
+            run = stored_run(store, run_dir)
+            return 0 if run is None else store.query_count(run)
 
     try:
         for k in range(kills):

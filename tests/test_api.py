@@ -323,22 +323,18 @@ def test_a_teacher_refuses_an_env_it_cannot_judge_before_anything_is_written(tmp
     assert backflip.learner(2_000, runs_dir=tmp_path, reward=linear).config.reward == linear
 
 
-def test_the_examples_run(tmp_path):
+@pytest.mark.parametrize("script", sorted(p.name for p in EXAMPLES.glob("*.py")))
+def test_the_examples_run(script, tmp_path):
     """Each script in examples/ runs as a user would run it (shortened by its argument), and
     its last run ends with the result's one line: how far it got and how it did, in a run
-    directory the script made."""
-    scripts = sorted(EXAMPLES.glob("*.py"))
-    assert scripts
-    for script in scripts:
-        cwd = tmp_path / script.stem
-        cwd.mkdir()
-        out = subprocess.run([sys.executable, str(script), "1500"], cwd=cwd, check=False,
-                             capture_output=True, text=True, timeout=600)  # fmt: skip
-        assert out.returncode == 0, f"{script.name}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
-        summary = r"^.+ after [\d,]+ steps: .*return .*; (.+)$"  # (TrainResult.summary)
-        summaries = re.findall(summary, out.stdout, re.MULTILINE)
-        assert summaries, f"{script.name} printed no result:\n{out.stdout[-2000:]}"
-        assert (cwd / summaries[-1]).is_dir(), summaries[-1]
+    directory the script made. (One test a script: the suite's workers share them out.)"""
+    out = subprocess.run([sys.executable, str(EXAMPLES / script), "1500"], cwd=tmp_path,
+                         check=False, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert out.returncode == 0, f"{script}:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
+    summary = r"^.+ after [\d,]+ steps: .*return .*; (.+)$"  # (TrainResult.summary)
+    summaries = re.findall(summary, out.stdout, re.MULTILINE)
+    assert summaries, f"{script} printed no result:\n{out.stdout[-2000:]}"
+    assert (tmp_path / summaries[-1]).is_dir(), summaries[-1]
 
 
 def test_a_gymnasium_env_object_of_the_users_trains_like_an_id(tmp_path):

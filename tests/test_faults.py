@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from prefrl.feedback.store import FeedbackStore, run_uid
+from prefrl.feedback.store import FeedbackStore
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -36,7 +36,8 @@ def _answer_first_queries(run_dir: Path, trainer: subprocess.Popen) -> int:
         assert time.monotonic() < deadline, "the trainer asked nothing"
         if (run_dir / "feedback.db").exists():
             with FeedbackStore(run_dir, create=False) as store:
-                open_ = store.open_queries(store.run_id(run_uid(run_dir), create=False))
+                run = label_faults.stored_run(store, run_dir)
+                open_ = [] if run is None else store.open_queries(run)
                 if open_:
                     store.add_labels([q.id for q in open_], ["left"] * len(open_), "human")
                     return len(open_)
