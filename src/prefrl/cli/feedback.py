@@ -83,8 +83,11 @@ def cmd_serve(args: list[str]) -> int:
     config = uvicorn.Config(app, log_level="warning", workers=opts.workers,
                             factory=opts.workers > 1, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                             timeout_graceful_shutdown=STOP_SECONDS)  # fmt: skip
-    # SIGTERM (a trainer stopping its server) ends it as Ctrl-C does: the renderer with it.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    server = Multiprocess(config, sockets=[sock]) if opts.workers > 1 else uvicorn.Server(config)
+    # SIGTERM (a trainer stopping its server) ends it, the renderer with it, also while it
+    # starts: the handler asks the server to end rather than raising, as an exception raised
+    # in a garbage collector's callback (JAX has one) is printed and lost, the server serving on.
+    signal.signal(signal.SIGTERM, lambda signum, frame: _end_serving(server))
     renderer = None
     try:
         if opts.render:
@@ -98,9 +101,9 @@ def cmd_serve(args: list[str]) -> int:
             print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
                   f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
         if opts.workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
+            server.run()
         else:
-            uvicorn.Server(config).run(sockets=[sock])
+            server.run(sockets=[sock])  # (ends at once, started, if asked to end already)
     except KeyboardInterrupt:
         pass
     finally:
@@ -109,6 +112,14 @@ def cmd_serve(args: list[str]) -> int:
             renderer.terminate()
     print("stopped serving", flush=True)
     return 0
+
+
+def _end_serving(server) -> None:
+    """A uvicorn server (or its supervisor of processes) ends at its next tick."""
+    if isinstance(server.should_exit, bool):
+        server.should_exit = True
+    else:
+        server.should_exit.set()
 
 
 @dataclass(frozen=True)
