@@ -87,6 +87,7 @@ def test_serving_a_rating_run_gives_the_rating_page_first(tmp_path):
     try:
         first = server.stdout.readline()
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        server.terminate()  # (as it starts serving: it ends, saying so, all the same)
+        rest, _ = server.communicate(timeout=60)
     assert first.startswith(f"rate at http://127.0.0.1:{port}/rate"), first
+    assert server.returncode == 0 and rest.strip().endswith("stopped serving"), rest
