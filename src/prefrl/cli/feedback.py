@@ -83,11 +83,19 @@ def cmd_serve(args: list[str]) -> int:
     config = uvicorn.Config(app, log_level="warning", workers=opts.workers,
                             factory=opts.workers > 1, timeout_keep_alive=KEEP_ALIVE_SECONDS,
                             timeout_graceful_shutdown=STOP_SECONDS)  # fmt: skip
-    server = Multiprocess(config, sockets=[sock]) if opts.workers > 1 else uvicorn.Server(config)
+    if opts.workers > 1:
+        supervisor = Multiprocess(config, sockets=[sock])
+        serve, end = supervisor.run, supervisor.should_exit.set
+    else:
+        server = uvicorn.Server(config)  # (ends at once, started, if asked to end already)
+        serve, end = (
+            lambda: server.run(sockets=[sock]),
+            lambda: setattr(server, "should_exit", True),
+        )
     # SIGTERM (a trainer stopping its server) ends it, the renderer with it, also while it
     # starts: the handler asks the server to end rather than raising, as an exception raised
     # in a garbage collector's callback (JAX has one) is printed and lost, the server serving on.
-    signal.signal(signal.SIGTERM, lambda signum, frame: _end_serving(server))
+    signal.signal(signal.SIGTERM, lambda signum, frame: end())
     renderer = None
     try:
         if opts.render:
@@ -100,10 +108,7 @@ def cmd_serve(args: list[str]) -> int:
         else:
             print(f"serving on {where}; annotators need their link: prefrl annotators add NAME "
                   f"--run-dir {opts.run_dir} --url {where}", flush=True)  # fmt: skip
-        if opts.workers > 1:
-            server.run()
-        else:
-            server.run(sockets=[sock])  # (ends at once, started, if asked to end already)
+        serve()
     except KeyboardInterrupt:
         pass
     finally:
@@ -112,14 +117,6 @@ def cmd_serve(args: list[str]) -> int:
             renderer.terminate()
     print("stopped serving", flush=True)
     return 0
-
-
-def _end_serving(server) -> None:
-    """A uvicorn server (or its supervisor of processes) ends at its next tick."""
-    if isinstance(server.should_exit, bool):
-        server.should_exit = True
-    else:
-        server.should_exit.set()
 
 
 @dataclass(frozen=True)
