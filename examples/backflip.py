@@ -10,10 +10,11 @@ spent on them. The agent never sees the rule, only the answers.
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
 
-The env is Gymnasium's Hopper-v5 that never ends an episode when the robot falls (a flip passes
-through angles the stock Hopper calls unhealthy). Its reward is the same rule, step by step: the
-agent does not train on it, but evaluations report it, so a run's curve is the rule's own score,
-and `prefrl rl` on the same env is SAC given the rule as a hand-written reward.
+The env is Gymnasium's Hopper-v5 that does not end an episode when the robot falls (a flip
+passes through angles the stock Hopper calls unhealthy), and gives it one try: an episode is one
+clip long, from standing. Its reward is the same rule, step by step: the agent does not train on
+it, but evaluations report it, so a run's curve is the rule's own score, and `prefrl rl` on the
+same env is SAC given the rule as a hand-written reward.
 (benchmarks/backflip.py runs both side by side.)
 """
 
@@ -32,9 +33,9 @@ from prefrl import Label, PreferenceLearner, RewardConfig, ScheduleConfig, Teach
 
 TURN = 2 * np.pi
 ON_FEET_BONUS = 0.0002
-"""Score per step spent on its feet, in turns: standing still for a whole 1000-step episode is
-worth a fifth of a backflip. (At 0.002, two flips' worth, SAC given the rule as its reward settled
-on standing still.)"""
+"""Score per step spent on its feet, in turns: standing still through a whole episode earns
+0.038, less than a leap of a twentieth of a turn. (At 0.002, in episodes of 1000 steps, SAC given
+the rule as its reward settled on standing still.)"""
 ONE_FLIGHT = 1.0
 """The most a leap earns for its turns in the air, in turns: turning further than a backflip
 earns no more, so landing it is the only way up."""
@@ -62,10 +63,17 @@ TIE = 0.01
 # turns: one big leap beats many small ones, and a small one still beats standing.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
-RULE = "best-leap"
-"""The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed)."""
-ENV_ID = "backflip:HopperBackflip-v0"
-SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
+EPISODE_STEPS = SEGMENT_LENGTH
+"""One try an episode: every clip is a whole episode, from standing. In 1000-step episodes
+PEBBLE's agents leapt onto their backs, got up and went again; none landed a flip in 500
+episodes, so no clip ever showed the teacher a landing (docs/notes/2026-11-29-backflip.md).
+Short episodes give 5x the take-offs from standing in the same steps, a landing has to come in
+the clip's 1.5 s, and only the best leap of a clip counts, so there is no second try to save."""
+RULE = "best-leap-once"
+"""The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed):
+the best-leap rule, one try an episode."""
+ENV_ID = "backflip:HopperBackflipOnce-v0"
+SCALED_ENV_ID = "backflip:HopperBackflipOnceScaled-v0"
 
 
 def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray, air: np.ndarray):
@@ -210,13 +218,12 @@ class BackflipTeacher(Teacher):
 
 
 class HopperBackflip(HopperEnv):
-    """Hopper-v5 that goes on after a fall (to the time limit), rewarded by the rule step by
-    step, so that the sum of its rewards over an episode is the episode's rule score. It
-    counts the backflips it lands (at least 0.9 of a backward turn from its feet back to its
-    feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's score so
-    far in `info["episode_metrics"]`, which evaluations log as `eval/landed_flips_mean` and
-    `eval/rule_score_mean`.
-    `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
+    """Hopper-v5 that goes on after a fall (to the time limit, `EPISODE_STEPS`), rewarded by
+    the rule step by step, so that the sum of its rewards over an episode is the episode's rule
+    score. It counts the backflips it lands (at least 0.9 of a backward turn from its feet back
+    to its feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's
+    score so far in `info["episode_metrics"]`, which evaluations log as
+    `eval/landed_flips_mean` and `eval/rule_score_mean`. `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
     during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
 
     def __init__(self, reward_scale: float = 1.0, **kwargs):
@@ -246,12 +253,12 @@ class HopperBackflip(HopperEnv):
         return obs, self.reward_scale * score, terminated, truncated, info
 
 
-if "HopperBackflip-v0" not in gym.registry:
-    gym.register("HopperBackflip-v0", entry_point=HopperBackflip, max_episode_steps=1000)
+if ENV_ID.split(":")[1] not in gym.registry:
+    gym.register(ENV_ID.split(":")[1], entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS)
     # The rule x100 as a hand-written reward for SAC: at x1 SAC on it learned nothing in 100k
     # steps (the rule's score of its evaluations stayed within 0.6 turns of 0, no flip landed).
-    gym.register("HopperBackflipScaled-v0", entry_point=HopperBackflip, max_episode_steps=1000,
-                 kwargs={"reward_scale": 100.0})  # fmt: skip
+    gym.register(SCALED_ENV_ID.split(":")[1], entry_point=HopperBackflip,
+                 max_episode_steps=EPISODE_STEPS, kwargs={"reward_scale": 100.0})  # fmt: skip
 
 
 # PEBBLE's ensemble (3 x 3x256, tanh), fitted for up to 50 epochs (B-Pref's reward_update).

@@ -478,8 +478,9 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
         return total
 
     assert abs(leaps(1, 0.9) - 0.9) < 1e-9 and abs(leaps(10, 0.09) - 0.09) < 1e-9
-    # tools/backflip_landings.py: the same two, as the 1000-step episodes of a run's buffer
-    steps = np.concatenate([obs, np.repeat(obs[-1:], 900, 0), down, np.repeat(obs[-1:], 900, 0)])
+    # tools/backflip_landings.py: the same two, as the episodes of a run's buffer
+    still = np.repeat(obs[-1:], backflip.EPISODE_STEPS - len(obs), 0)
+    steps = np.concatenate([obs, still, down, still])
     where = tmp_path / "run/checkpoints/step_000002000"
     where.mkdir(parents=True)
     (where.parent / "latest").write_text(where.name)
@@ -508,10 +509,11 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     spread = backflip.learner(500_000, spread=True).config.schedule
     assert (walker.budget, walker.session_size, walker.interval) == (1000, 100, 20_000)
     assert (spread.budget, spread.session_size, spread.interval) == (1000, 100, 45_454)
-    env = prefrl.make_env(backflip.ENV_ID, seed=0)
+    env = prefrl.make_env(backflip.ENV_ID, seed=0)  # (one try an episode: a clip long)
     seen, rewards = [env.reset(seed=0)[0]], []
-    for action in np.random.default_rng(0).uniform(-1, 1, (300, 3)):
-        o, r, *_ = env.step(action)
+    for action in np.random.default_rng(0).uniform(-1, 1, (backflip.SEGMENT_LENGTH, 3)):
+        o, r, terminated, truncated, _ = env.step(action)
         seen.append(o)
         rewards.append(r)
+        assert not terminated and truncated == (len(rewards) == backflip.SEGMENT_LENGTH)
     np.testing.assert_allclose(sum(rewards), float(backflip.rule_score(np.array(seen))), atol=1e-6)

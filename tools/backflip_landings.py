@@ -6,7 +6,7 @@ experience ever held a landing for its reward to learn from.
     python tools/backflip_landings.py RUN --checkpoint step_000200000 --every 25
 
 The buffer holds the run's steps in order (its episodes never end early: the backflip env goes
-on after a fall to its 1000-step limit), so each 1000 steps are one episode. Prints, for every
+on after a fall to its time limit), so each `--episode-steps` steps are one episode. Prints, for every
 `--every` episodes, the landings and the rule's score of the episodes (the mean and the best),
 then the leaps of the last `--every` episodes (stretches with the whole body in the air, taken
 off from its feet without the torso or thigh coming down since): how many turned half a turn
@@ -25,9 +25,6 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # (not a package)
 import backflip
-
-EPISODE_STEPS = 1000
-"""The backflip env's time limit: its episodes never end sooner."""
 
 
 def load_buffer(run_dir: Path, checkpoint: str | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -55,13 +52,20 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a backflip run directory")
     parser.add_argument("--checkpoint", help="a checkpoint's name (default: the latest)")
     parser.add_argument("--every", type=int, default=50, help="episodes a line")
+    parser.add_argument(
+        "--episode-steps", type=int, default=backflip.EPISODE_STEPS,
+        help="the run's episode length: the env's time limit (%(default)s; 1000 for runs before "
+        "the rule 'best-leap-once')",
+    )  # fmt: skip
     args = parser.parse_args()
+    n = args.episode_steps
     obs, next_obs = load_buffer(args.run, args.checkpoint)
     reports = [  # (each episode's steps, and the observation its last step led to)
-        episode_report(np.concatenate([obs[start : start + EPISODE_STEPS],
-                                       next_obs[start + EPISODE_STEPS - 1 : start + EPISODE_STEPS]]))
-        for start in range(0, len(obs) - EPISODE_STEPS + 1, EPISODE_STEPS)
-    ]  # fmt: skip
+        episode_report(
+            np.concatenate([obs[start : start + n], next_obs[start + n - 1 : start + n]])
+        )
+        for start in range(0, len(obs) - n + 1, n)
+    ]
     scores = np.array([r[0] for r in reports])
     landed = np.array([r[1] for r in reports])
     print(f"{len(scores)} episodes, {int((landed > 0).sum())} with a landed backflip, "
