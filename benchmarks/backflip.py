@@ -18,7 +18,7 @@ benchmarks/results/backflip-<rule>.png, and the first seed's policy of the prefe
 that lands the most flips is filmed to docs/img/backflip.mp4: the first of reset seeds 0-9 in
 which it lands a backflip (the row says which, and how many of the episodes tried landed one).
 `pref-spread` is PEBBLE with its sessions of labels spread over the whole run; `pref-linear` the
-same with a linear-output reward model.
+same with a linear-output reward model; `pref-small` PEBBLE with a narrower reward model.
 """
 
 from __future__ import annotations
@@ -53,15 +53,21 @@ METHODS = {
     "pref": "PEBBLE on the rule's preferences",
     "pref-spread": "PEBBLE, its labels spread over the run",
     "pref-linear": "PEBBLE, labels spread, a linear-output reward (3 x 3x128)",
+    "pref-small": "PEBBLE, a narrower reward (3 x 3x128, tanh)",
     "rule-reward": "SAC on the rule (x100) as reward",
 }
-COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "rule-reward": "C1"}
+COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
+          "rule-reward": "C1"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
 # al.'s did. Half the width makes its fits of 190-step clips about 3x cheaper, so a run ends
 # within a working session.
 LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hidden_dims=(128,) * 3)
+# pref-small: PEBBLE's tanh output at that width, its labels by 190k as `pref`'s: 1000 labels of
+# 190-step clips cost the 3x256 ensemble up to 13 minutes a fit (about 2 hours of a 4.5-hour run).
+SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
+REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD}
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -75,8 +81,8 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
     if run_dir.exists() and latest_checkpoint(run_dir) is not None:
         settings["resume"] = run_dir
     if method.startswith("pref"):
-        if method == "pref-linear":
-            settings["reward"] = LINEAR_REWARD
+        if method in REWARDS:
+            settings["reward"] = REWARDS[method]
         spread = method in ("pref-spread", "pref-linear")
         result = backflip.teach(steps, seed=seed, spread=spread, **settings)
     else:
