@@ -6,10 +6,13 @@
 The jobs, in order: RFCL in the paper's wall-time config (`--preset rfcl-adroit`, 1M steps, 3
 seeds) on adroit:door from people's demos (hand_dapg's door pickle; from planned demos where it
 is not there), then on pen and relocate from planned demos; then Pong from synthetic preferences
-at the paper's budget (`--preset pong`, 10M agent steps, 3 seeds) beside A2C on the score. Each
-job is one resumable benchmark command (`benchmarks/rfcl.py`, `benchmarks/atari.py`) writing its
-rows, when its grid is done, into the GPU's own results files (`rfcl_<gpu>.json`,
-`atari_<gpu>.json`; the CPU's are never touched).
+at the paper's budget (`--preset pong`, 10M agent steps, 3 seeds) beside A2C on the score; then
+QPA on dmc:walker-walk from 100 labels with QPA's own agent (B-Pref's 2x1024 SAC, batches of
+1024: `--methods qpa-preset`, 3 seeds, beside SAC on the true reward), which the CPU cannot run
+in a session. Each job is one resumable benchmark command (`benchmarks/rfcl.py`,
+`benchmarks/atari.py`, `benchmarks/label_efficiency.py`) writing its rows, when its grid is
+done, into the GPU's own results files (`rfcl_<gpu>.json`, `atari_<gpu>.json`,
+`label_efficiency_<gpu>.json`; the CPU's are never touched).
 
 A chunk runs the first unfinished job for at most `--chunk-minutes` (9 by default: the device
 tool's commands end at 10), then stops it as Ctrl-C does (its runs checkpoint) and, with chunks
@@ -46,6 +49,7 @@ def jobs(state: Path, device: str) -> dict[str, list[str]]:
     if DAPG_DOOR.exists():
         door = f"--dapg {shlex.quote(str(DAPG_DOOR))} --reverse-time-divisor 3 --demo-action-scale 1.25"
     out = shlex.quote(str(ROOT / f"benchmarks/results/atari_{slug}.json"))
+    labels_out = shlex.quote(str(ROOT / f"benchmarks/results/label_efficiency_{slug}.json"))
     commands = {
         "rfcl-door": f"{rfcl} --env adroit:door {door} --runs {state}/rfcl-door",
         "rfcl-pen": f"{rfcl} --env adroit:pen --reverse-time-divisor 1 --runs {state}/rfcl-pen",
@@ -53,6 +57,9 @@ def jobs(state: Path, device: str) -> dict[str, list[str]]:
                          f"--runs {state}/rfcl-relocate",
         "pong": "benchmarks/atari.py --env atari:Pong --steps 10000000 --seeds 0 1 2 --jobs 3 "
                 f"--gpus-per-run 0.3 --runs {state}/atari --out {out}",
+        "walker-qpa": "benchmarks/label_efficiency.py --envs dmc:walker-walk --labels 100 "
+                      "--methods qpa-preset --seeds 0 1 2 --jobs 3 --gpus-per-run 0.3 "
+                      f"--runs-dir {state}/labels --out {labels_out}",
     }  # fmt: skip
     return {name: [sys.executable, *shlex.split(c)] for name, c in commands.items()}
 

@@ -215,6 +215,13 @@ METHODS = {
             batch_size=config.sac.batch_size,
         ),
     ),
+    # QPA as its code runs (the qpa-walker-100 preset's parts): QPA_CODE's rules with B-Pref's
+    # whole SAC, 2x1024 networks and batches of 1024 (about 60x the arithmetic of an update of
+    # the 2x256 agent at 256: a GPU row, benchmarks/gpu_rows.py). The one difference from QPA's
+    # agent that the CPU rows above leave untried.
+    "qpa-preset": lambda config: dataclasses.replace(
+        config, **QPA_CODE, sac=ONLINE_PRESETS["qpa-walker-100"].config.sac
+    ),
 }
 
 

@@ -478,7 +478,8 @@ def render() -> str:
             "`docs/gen_reproductions.py`; the [benchmarks page](benchmarks.md) has every figure of "
             "every file. A row without a figure says what is missing and the command that fills "
             "it. Runs that need a GPU (Pong at the paper's budget, RFCL's wall-time config on "
-            "Adroit) take one command on a machine with one, `python benchmarks/gpu_rows.py` "
+            "Adroit, QPA's walker with its own 2x1024 agent) take one command on a machine with "
+            "one, `python benchmarks/gpu_rows.py` "
             "(resumable, in chunks of at most 9 minutes); none has run to its end yet."
         ),
     ]
