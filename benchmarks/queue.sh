@@ -36,7 +36,7 @@ labels() {  # labels NUMBER DIR ARGS...: a label-efficiency grid, SAC-true runs 
 }
 
 backflip() {  # backflip NUMBER ARGS...: the Hopper backflip (examples/backflip.py's rule)
-  row "$1" $PY benchmarks/backflip.py "${@:2}" --runs-dir "$RUNS/bench-backflip-best-leap-once"
+  row "$1" $PY benchmarks/backflip.py "${@:2}" --runs-dir "$RUNS/bench-backflip-stance"
 }
 
 atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score, runs in DIR
@@ -52,8 +52,8 @@ atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score,
 lane_58() {
   mw 11 stick-pull
   mw 12 stick-push
-  # The tenth backflip try (one try an episode): SAC given the rule first, as a check that its
-  # reachable best is a landed flip, before any PEBBLE run (2 hours).
+  # The eleventh backflip try (one try an episode, touch-downs paid by stance): SAC given the
+  # rule first, as a check that its reachable best is a landed flip, before any PEBBLE run.
   backflip 1e --seeds 0 --only rule-reward
   mw 13 pick-place-wall
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.

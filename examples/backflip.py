@@ -3,9 +3,9 @@
 The teacher is a rule of our own, not the env's reward: of two clips (1.5 s each, as the people
 who taught rl-teacher's Hopper saw) it prefers the one whose best leap (the whole body in the air
 from take-off to touch-down, having taken off from its feet) turned the torso further backwards,
-up to one turn, with half a turn more for coming down foot first from most of a turn (times how
-upright the torso is then), a turn for each backflip landed on its feet and a little for time
-spent on them. The agent never sees the rule, only the answers.
+up to one turn, with half a turn more for coming down from most of a turn (times how near
+standing: how upright and how high the torso is then), a turn for each backflip landed on its
+feet and a little for time spent on them. The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -43,13 +43,17 @@ LANDING_BONUS = 1.0
 """Score of a backflip landed on its feet, in turns, on top of its turns in the air: a landed
 flip is worth twice one that is not, and standing again it can flip again."""
 TOUCHDOWN_BONUS = 0.5
-"""Score, in turns, of ending a leap of `MOST_OF_A_TURN` or more foot first (the torso and
-thigh off the floor), times how upright the torso is then (the cosine of its angle, none past
-horizontal). A near landing is then worth more than a fall on the back before any flip has
-landed, as it is to a person watching: PEBBLE's agents never landed one, and so never showed
-the teacher a landing (docs/notes/2026-11-29-backflip.md)."""
+"""Score, in turns, of ending a leap of `MOST_OF_A_TURN` or more, times how near standing it
+comes down (`stance`: how upright and how high the torso is as the leap ends). A near landing
+is then worth more than a fall on the back before any flip has landed, as it is to a person
+watching, and a landing in a crouch more than one sitting on the floor: PEBBLE's agents never
+landed one, and so never showed the teacher a landing, and SAC given the rule with the bonus
+for foot-first touch-downs only settled on flips that end sitting (docs/notes/
+2026-11-29-backflip.md)."""
 MOST_OF_A_TURN = 0.75
 """Turns a leap needs before its touch-down counts (at 0.75 the torso is level)."""
+TOUCHDOWN_HEIGHT = 0.7
+"""Torso height (m) from which a touch-down counts as standing height (`on_feet`'s least)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
 # Six rules before this one were gamed or gave no way up to a flip (docs/notes/
@@ -69,11 +73,18 @@ PEBBLE's agents leapt onto their backs, got up and went again; none landed a fli
 episodes, so no clip ever showed the teacher a landing (docs/notes/2026-11-29-backflip.md).
 Short episodes give 5x the take-offs from standing in the same steps, a landing has to come in
 the clip's 1.5 s, and only the best leap of a clip counts, so there is no second try to save."""
-RULE = "best-leap-once"
+RULE = "stance"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed):
-the best-leap rule, one try an episode."""
+the best leap, its touch-down paid by how near standing it comes down; one try an episode."""
 ENV_ID = "backflip:HopperBackflipOnce-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipOnceScaled-v0"
+
+
+def stance(height: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """How near standing a pose is, 0 to 1: the cosine of the torso's angle (0 past horizontal)
+    times its height over `TOUCHDOWN_HEIGHT` (at most 1). Sitting upright on the floor after a
+    flip (the torso at 0.23 m) is 0.33, a crouch at 0.5 m 0.71."""
+    return np.maximum(np.cos(angle), 0.0) * np.minimum(height / TOUCHDOWN_HEIGHT, 1.0)
 
 
 def on_feet(height: np.ndarray, angle: np.ndarray, rising: np.ndarray, air: np.ndarray):
@@ -144,23 +155,23 @@ class RuleState(NamedTuple):
         return cls(np.asarray(ready), zero, zero, zero)
 
 
-def rule_step(state: RuleState, turn, air_before, air_after, down, feet, upright):
+def rule_step(state: RuleState, turn, air_before, air_after, down, feet, pose):
     """One step of the rule. A leap is the stretch a ready Hopper spends with the whole body in
     the air (`air_before` and `air_after` at both ends of the step); it earns its backward turns
     (`turn`: this step's, in turns) as far as they beat the best leap so far, up to `ONE_FLIGHT`,
     so only the biggest leap of a clip counts, and rocking back and forth earns one rock's
     worth. A Hopper not ready (rolling, lying, getting up) earns nothing. A leap of
-    `MOST_OF_A_TURN` or more that comes down foot first earns `TOUCHDOWN_BONUS` x `upright` (the
-    cosine of the torso's angle, none below 0). A landed backflip: back on its feet, ready, at
-    least 0.9 of a backward turn since it last stood: it earns `LANDING_BONUS`. Returns the
-    step's credit, the new state and the flips landed."""
+    `MOST_OF_A_TURN` or more earns `TOUCHDOWN_BONUS` x `pose` as it ends, whatever touches the
+    floor first (`pose`: the `stance` after the step). A landed backflip: back on its feet,
+    ready, at least 0.9 of a backward turn since it last stood: it earns `LANDING_BONUS`.
+    Returns the step's credit, the new state and the flips landed."""
     ready, since_feet, best, leap = state
     in_air = ready & air_before & air_after
     new_leap = np.where(in_air, leap + turn, 0.0)
     new_best = np.maximum(best, np.clip(new_leap, 0.0, ONE_FLIGHT))
     credit = new_best - best
-    touchdown = ready & air_before & ~air_after & ~down & (leap >= MOST_OF_A_TURN)
-    credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * np.maximum(upright, 0.0), 0.0)
+    touchdown = ready & air_before & ~air_after & (leap >= MOST_OF_A_TURN)
+    credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * pose, 0.0)
     since_feet = since_feet + turn
     ready = ready & ~down
     landed = np.where(feet & ready, np.maximum(np.floor(since_feet + 0.1), 0), 0).astype(int)
@@ -192,12 +203,12 @@ def rule_trace(obs: np.ndarray):
     down, air = floor_contacts(obs)
     feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
-    upright = np.cos(angle)
+    pose = stance(height, angle)
     state = RuleState.start(feet[..., 0] & ~down[..., 0])
     for t in range(turns.shape[-1]):
         credit, after, landed = rule_step(
             state, turns[..., t], air[..., t], air[..., t + 1], down[..., t + 1],
-            feet[..., t + 1], upright[..., t + 1],
+            feet[..., t + 1], pose[..., t + 1],
         )  # fmt: skip
         yield credit + ON_FEET_BONUS * feet[..., t + 1], state, after, landed, down[..., t + 1]
         state = after
@@ -243,8 +254,9 @@ class HopperBackflip(HopperEnv):
         down, air = floor_contacts(obs)
         feet = on_feet(obs[0], obs[1], obs[6], air)
         credit, self._rule, landed = rule_step(
-            self._rule, -(obs[1] - before[1]) / TURN, self._air, air, down, feet, np.cos(obs[1])
-        )
+            self._rule, -(obs[1] - before[1]) / TURN, self._air, air, down, feet,
+            stance(obs[0], obs[1]),
+        )  # fmt: skip
         self._air = air
         score = float(credit) + ON_FEET_BONUS * float(feet)
         self._score += score

@@ -427,8 +427,9 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
 
 def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     """examples/backflip.py's rule: a whole backward turn in one leap, from its feet to its feet,
-    scores the turn, half a turn for coming down foot first and a turn for the landing; a leap
-    of 0.9 of a turn scores 0.9, and 0.5 x the cosine of its angle more coming down foot first;
+    scores the turn, half a turn for coming down standing and a turn for the landing; a leap
+    of 0.9 of a turn scores 0.9, and 0.5 x the cosine of its angle more coming down foot first
+    at standing height, a tenth of that on its back at a tenth of that height;
     ten leaps of 0.09 score one of them; with the torso on the floor midway, the leap's turns
     before it are kept and no flip is landed; a turn and a half in the air without a landing
     scores one turn; the same turn made on the floor scores nothing, and tipping back in ten hops
@@ -465,7 +466,8 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     back = near.copy()
     back[58, 0] = 0.07  # (down on its back at once)
     upright = np.cos(0.9 * 2 * np.pi)
-    assert abs(float(backflip.rule_score(back)) - (0.9 + 9 * standing)) < 1e-6
+    low = 0.07 / backflip.TOUCHDOWN_HEIGHT  # (the torso's height over standing height)
+    assert abs(float(backflip.rule_score(back)) - (0.9 + 0.5 * upright * low + 9 * standing)) < 1e-6
     assert abs(float(backflip.rule_score(near)) - (0.9 + 0.5 * upright + 9 * standing)) < 1e-6
 
     def leaps(count: int, turns: float) -> float:  # (touching down foot first between them)
