@@ -6,11 +6,12 @@ experience ever held a landing for its reward to learn from.
     python tools/backflip_landings.py RUN --checkpoint step_000200000 --every 25
 
 The buffer holds the run's steps in order (its episodes never end early: the backflip env goes
-on after a fall to its time limit), so each `--episode-steps` steps are one episode. Prints, for every
-`--every` episodes, the landings and the rule's score of the episodes (the mean and the best),
+on after a fall to its time limit), so each `--episode-steps` steps are one episode. Prints, for
+every `--every` episodes, the landings and the rule's score of the episodes (the mean and the best),
 then the leaps of the last `--every` episodes (stretches with the whole body in the air, taken
 off from its feet without the torso or thigh coming down since): how many turned half a turn
-or more, and how many of those came down foot first.
+or more, how many of those came down foot first, and how near standing they came down (the
+mean of `backflip.stance`).
 """
 
 from __future__ import annotations
@@ -36,14 +37,16 @@ def load_buffer(run_dir: Path, checkpoint: str | None = None) -> tuple[np.ndarra
     return buffer["obs"], buffer["next_obs"]
 
 
-def episode_report(obs: np.ndarray) -> tuple[float, int, list[tuple[float, bool]]]:
+def episode_report(obs: np.ndarray) -> tuple[float, int, list[tuple[float, bool, float]]]:
     """One episode's rule score, flips landed, and leaps that turned at all, as the rule counts
-    them (`backflip.RuleState.leap`): (backward turns, came down foot first)."""
+    them (`backflip.RuleState.leap`): (backward turns, came down foot first, `backflip.stance`
+    as it came down)."""
     score, landed, leaps = 0.0, 0, []
-    for credit, before, after, flips, down in backflip.rule_trace(obs):
+    for t, (credit, before, after, flips, down) in enumerate(backflip.rule_trace(obs)):
         score, landed = score + float(credit), landed + int(flips)
         if before.leap != 0.0 and after.leap == 0.0:  # (it ended: on the floor, or came down)
-            leaps.append((float(before.leap), not down))
+            pose = backflip.stance(obs[t + 1, 0], obs[t + 1, 1])
+            leaps.append((float(before.leap), not down, float(pose)))
     return score, landed, leaps
 
 
@@ -77,9 +80,11 @@ def main() -> None:
               f"(best {scores[part].max():.2f})")  # fmt: skip
     last = reports[-args.every :]
     found = [leap for r in last for leap in r[2]]
-    big = [foot for turns, foot in found if turns >= 0.5]
+    big = [(foot, pose) for turns, foot, pose in found if turns >= 0.5]
+    stances = f"; they came down at a stance of {np.mean([p for _, p in big]):.2f}" if big else ""
+    feet = sum(foot for foot, _ in big)
     print(f"last {len(last)} episodes: {len(found)} leaps, {len(big)} of half a turn or more, "
-          f"{sum(big)} of those down foot first")  # fmt: skip
+          f"{feet} of those down foot first{stances} (standing: 1)")  # fmt: skip
 
 
 if __name__ == "__main__":
