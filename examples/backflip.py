@@ -161,8 +161,8 @@ def rule_step(state: RuleState, turn, air_before, air_after, down, feet, pose):
     (`turn`: this step's, in turns) as far as they beat the best leap so far, up to `ONE_FLIGHT`,
     so only the biggest leap of a clip counts, and rocking back and forth earns one rock's
     worth. A Hopper not ready (rolling, lying, getting up) earns nothing. A leap of
-    `MOST_OF_A_TURN` or more earns `TOUCHDOWN_BONUS` x `pose` as it ends, whatever touches the
-    floor first (`pose`: the `stance` after the step). A landed backflip: back on its feet,
+    `MOST_OF_A_TURN` or more earns `TOUCHDOWN_BONUS` x `pose` as it ends, whatever comes down
+    first (`pose`: the `stance` after the step). A landed backflip: back on its feet,
     ready, at least 0.9 of a backward turn since it last stood: it earns `LANDING_BONUS`.
     Returns the step's credit, the new state and the flips landed."""
     ready, since_feet, best, leap = state
@@ -170,7 +170,9 @@ def rule_step(state: RuleState, turn, air_before, air_after, down, feet, pose):
     new_leap = np.where(in_air, leap + turn, 0.0)
     new_best = np.maximum(best, np.clip(new_leap, 0.0, ONE_FLIGHT))
     credit = new_best - best
-    touchdown = ready & air_before & ~air_after & (leap >= MOST_OF_A_TURN)
+    # (a leap ends as a part touches the floor, or as the torso or thigh comes near it: `down`
+    # comes a step or more before the touch, and ends the leap as it makes the Hopper not ready)
+    touchdown = ready & air_before & (~air_after | down) & (leap >= MOST_OF_A_TURN)
     credit = credit + np.where(touchdown, TOUCHDOWN_BONUS * pose, 0.0)
     since_feet = since_feet + turn
     ready = ready & ~down
