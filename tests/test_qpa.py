@@ -128,8 +128,8 @@ def test_bad_label_efficiency_settings_fail_before_any_run(tmp_path, overrides, 
 def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name():
     """benchmarks/label_efficiency.py's methods beside "qpa": without crops, with QPA's
     dm_control fit rule, with three reward networks, with B-Pref's SAC rates, and with its
-    sessions spread over the run, with its code's replay rule, and with all its code's rules;
-    everything else is QPA's."""
+    sessions spread over the run, with its code's replay rule, with all its code's rules, and
+    with those and B-Pref's whole agent; everything else is QPA's."""
     import dataclasses
     import sys
     from pathlib import Path
@@ -167,6 +167,10 @@ def test_the_label_efficiency_benchmarks_qpa_variants_change_only_what_they_name
     code = bench.METHODS["qpa-code"](walker)
     assert code.reward == dataclasses.replace(qpa.reward, normalize=False, random_response=0.0)
     assert dataclasses.replace(code, reward=qpa.reward) == replay
+    # QPA as its preset runs it (the GPU row): those rules with B-Pref's whole 2x1024 agent.
+    preset = bench.METHODS["qpa-preset"](walker)
+    assert preset.sac.hidden_dims == (1024, 1024) and preset.sac.batch_size == 1024
+    assert dataclasses.replace(preset, sac=code.sac) == code
 
 
 def test_the_qpa_presets_have_the_reference_codes_settings():
