@@ -267,11 +267,12 @@ class HopperBackflip(HopperEnv):
         return obs, self.reward_scale * score, terminated, truncated, info
 
 
-if ENV_ID.split(":")[1] not in gym.registry:
-    gym.register(ENV_ID.split(":")[1], entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS)
+_NAME, _SCALED_NAME = ENV_ID.split(":")[1], SCALED_ENV_ID.split(":")[1]
+if _NAME not in gym.registry:
+    gym.register(_NAME, entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS)
     # The rule x100 as a hand-written reward for SAC: at x1 SAC on it learned nothing in 100k
     # steps (the rule's score of its evaluations stayed within 0.6 turns of 0, no flip landed).
-    gym.register(SCALED_ENV_ID.split(":")[1], entry_point=HopperBackflip,
+    gym.register(_SCALED_NAME, entry_point=HopperBackflip,
                  max_episode_steps=EPISODE_STEPS, kwargs={"reward_scale": 100.0})  # fmt: skip
 
 
