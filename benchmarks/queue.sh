@@ -35,8 +35,8 @@ labels() {  # labels NUMBER DIR ARGS...: a label-efficiency grid, SAC-true runs 
   row "$1" $PY benchmarks/label_efficiency.py "${@:3}" --jobs 1 --runs-dir "$RUNS/$2"
 }
 
-backflip() {  # backflip NUMBER ARGS...: the Hopper backflip (examples/backflip.py's rule)
-  row "$1" $PY benchmarks/backflip.py "${@:2}" --runs-dir "$RUNS/bench-backflip-stance"
+backflip() {  # backflip NUMBER DIR ARGS...: the Hopper backflip (examples/backflip.py's rule)
+  row "$1" $PY benchmarks/backflip.py "${@:3}" --runs-dir "$RUNS/$2"
 }
 
 atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score, runs in DIR
@@ -52,9 +52,10 @@ atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score,
 lane_58() {
   mw 11 stick-pull
   mw 12 stick-push
-  # The eleventh backflip try (one try an episode, touch-downs paid by stance): SAC given the
-  # rule first, as a check that its reachable best is a landed flip, before any PEBBLE run.
-  backflip 1e --seeds 0 --only rule-reward
+  # The twelfth backflip try (every leap's turns past a quarter, touch-downs paid by stance):
+  # SAC given the rule first, as a check that its reachable best is a landed flip, before any
+  # PEBBLE run (`--only pref-small`, added here once SAC lands flips).
+  backflip 1f bench-backflip-flights --seeds 0 --only rule-reward
   mw 13 pick-place-wall
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0

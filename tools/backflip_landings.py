@@ -57,8 +57,8 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=50, help="episodes a line")
     parser.add_argument(
         "--episode-steps", type=int, default=backflip.EPISODE_STEPS,
-        help="the run's episode length: the env's time limit (%(default)s; 1000 for runs before "
-        "the rule 'best-leap-once')",
+        help="the run's episode length: the env's time limit (%(default)s; for runs of "
+        "the rules 'best-leap-once' and 'stance', 190)",
     )  # fmt: skip
     args = parser.parse_args()
     n = args.episode_steps
