@@ -467,7 +467,9 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     back[58, 0] = 0.07  # (down on its back at once)
     upright = np.cos(0.9 * 2 * np.pi)
     low = 0.07 / backflip.TOUCHDOWN_HEIGHT  # (the torso's height over standing height)
-    assert abs(float(backflip.rule_score(back)) - (0.65 + 0.5 * upright * low + 9 * standing)) < 1e-6
+    assert (
+        abs(float(backflip.rule_score(back)) - (0.65 + 0.5 * upright * low + 9 * standing)) < 1e-6
+    )
     sit = near.copy()  # (tucked, coming down upright to sit: the torso near the floor a step
     sit[10:, 2:5] = [-2.7, -1.47, -0.79]  # before it touches, and paid as it comes near)
     sit[58, 0], sit[59:, 0], sit[58:, 6] = 0.3, 0.23, 0.0
