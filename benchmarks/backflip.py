@@ -8,9 +8,8 @@ beside SAC given the same rule as a hand-written reward, with the same seeds and
 The rule, the teacher and the env are in examples/backflip.py: the teacher prefers the clip whose
 leaps turn the torso further backwards with the whole body in the air (past a quarter turn, up to
 one turn a leap), that lands more backflips on its feet (each worth a turn more) and spends a
-little longer on them; the
-env is Hopper-v5 without early termination whose reward is the same rule step by step (x100 for SAC,
-the scale its defaults are tuned for), and evaluations of both methods report the rule's own
+little longer on them; the env is Hopper-v5 without early termination whose reward is the same
+rule step by step (x100 for SAC, the scale its defaults are tuned for), and evaluations of both methods report the rule's own
 score and the backflips landed. Runs go to runs/bench-backflip-<rule>/<method>_s<seed> (`RULE`
 in examples/backflip.py names the rule; earlier rules' runs keep their folders); started again,
 finished runs are reused and stopped ones resume from their last checkpoint. Rows are merged

@@ -61,8 +61,8 @@ TOUCHDOWN_HEIGHT = 0.7
 """Torso height (m) from which a touch-down counts as standing height (`on_feet`'s least)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
-# Eleven tries, eight rules before this one were gamed or gave no way up to a flip (docs/notes/
-# 2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
+# Eight rules before this one (in eleven tries) were gamed or gave no way up to a flip (docs/
+# notes/2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
 # lands (a half flip earned no more than standing); every backward turn in the air (taught a
 # tumble of 1.5-2 turns and a fall); at most one turn a flight and a landing as much again
