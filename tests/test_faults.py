@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from prefrl.feedback.store import FeedbackStore
+from prefrl.feedback.store import FeedbackStore, StoreError
 from prefrl.rundir.checkpoints import latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
@@ -34,8 +34,12 @@ def _answer_first_queries(run_dir: Path, trainer: subprocess.Popen) -> int:
     while True:
         assert trainer.poll() is None, "the trainer ended"
         assert time.monotonic() < deadline, "the trainer asked nothing"
-        if (run_dir / "feedback.db").exists():
-            with FeedbackStore(run_dir, create=False) as store:
+        try:  # (the store's file exists a moment before its tables: no store until then)
+            store = FeedbackStore(run_dir, create=False)
+        except StoreError:
+            store = None
+        if store is not None:
+            with store:
                 run = label_faults.stored_run(store, run_dir)
                 open_ = [] if run is None else store.open_queries(run)
                 if open_:
