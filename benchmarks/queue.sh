@@ -39,6 +39,14 @@ backflip() {  # backflip NUMBER DIR ARGS...: the Hopper backflip (examples/backf
   row "$1" $PY benchmarks/backflip.py "${@:3}" --runs-dir "$RUNS/$2"
 }
 
+old_backflip() {  # old_backflip NUMBER COMMIT DIR ARGS...: an earlier backflip rule's runs, with
+  # the code of the commit that held it (a git worktree under logs/, its own src first on the path;
+  # its rows go to that tree's benchmarks/results/backflip.json)
+  local tree=$PWD/logs/worktree-$2
+  [ -d "$tree" ] || git worktree add --detach "$tree" "$2" > /dev/null || return
+  row "$1" env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" "${@:4}" --runs-dir "$RUNS/$3"
+}
+
 atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score, runs in DIR
   row "$1" $PY benchmarks/atari.py "${@:3}" --jobs 1 --runs "$RUNS/$2"
 }
@@ -55,6 +63,9 @@ lane_58() {
   # (Row 1f, the twelfth backflip try, is done: its row stands in results/backflip.json, and the
   # backflip grid keeps no metrics to restore, so on a new machine it would run again.)
   mw 13 pick-place-wall
+  # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
+  # learn whether that landing was one seed's luck before any thirteenth rule.
+  old_backflip 1g 34421ac bench-backflip-one-turn --seeds 1 2 --only rule-reward
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0
   atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
