@@ -39,12 +39,25 @@ backflip() {  # backflip NUMBER DIR ARGS...: the Hopper backflip (examples/backf
   row "$1" $PY benchmarks/backflip.py "${@:3}" --runs-dir "$RUNS/$2"
 }
 
-old_backflip() {  # old_backflip NUMBER COMMIT DIR ARGS...: an earlier backflip rule's runs, with
-  # the code of the commit that held it (a git worktree under logs/, its own src first on the path;
-  # its rows go to that tree's benchmarks/results/backflip.json)
+old_backflip() {  # old_backflip NUMBER COMMIT DIR SEED METHOD: one run of an earlier backflip rule
+  # with the code of the commit that held it (a git worktree under logs/, its own src first on the
+  # path); its row, by seed, goes to benchmarks/results/backflip-DIR.json (commit it)
   local tree=$PWD/logs/worktree-$2
   [ -d "$tree" ] || git worktree add --detach "$tree" "$2" > /dev/null || return
-  row "$1" env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" "${@:4}" --runs-dir "$RUNS/$3"
+  row "$1" env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" --seeds "$4" --only "$5" \
+    --runs-dir "$RUNS/$3"
+  env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" --seeds "$4" --report-only \
+    --runs-dir "$RUNS/$3" || return
+  $PY - "$tree/benchmarks/results/backflip.json" "benchmarks/results/backflip-$3.json" "$4" "$2" <<'PY'
+import json, pathlib, sys
+tree, out, seed, commit = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+new = [{**r, "code": commit} for r in json.loads(open(tree).read())["results"]
+       if r.get("seeds") == [seed]]
+old = json.loads(out.read_text())["results"] if out.exists() else []
+key = lambda r: (r.get("rule"), r["method"], tuple(r["seeds"]))
+merged = {key(r): r for r in old} | {key(r): r for r in new}
+out.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
+PY
 }
 
 atari() {  # atari NUMBER DIR ARGS...: a game from preferences and on its score, runs in DIR
@@ -65,7 +78,8 @@ lane_58() {
   mw 13 pick-place-wall
   # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
   # learn whether that landing was one seed's luck before any thirteenth rule.
-  old_backflip 1g 34421ac bench-backflip-one-turn --seeds 1 2 --only rule-reward
+  old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
+  old_backflip 1g 34421ac bench-backflip-one-turn 2 rule-reward
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0
   atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
