@@ -10,6 +10,7 @@ steps = int(sys.argv[1]) if len(sys.argv) > 1 else 20_000  # (CI runs it shorter
 sac = RLLearner("Pendulum-v1", steps=steps, warmstart_steps=1_000, eval_interval=steps // 2,
                 checkpoint_interval=steps // 2, keep_checkpoints=0).train()  # fmt: skip
 collect_dataset(sac.run_dir, "medium-replay", medium_step=steps // 2, out="datasets/pendulum")
-make_queries("datasets/pendulum", "queries.json", num=200, length=25, teacher="oracle")
+queries = steps // 100  # (200 pairs of the default run's dataset labelled)
+make_queries("datasets/pendulum", "queries.json", num=queries, length=25, teacher="oracle")
 result = OfflineLearner("datasets/pendulum", "queries.json", "mr", steps=steps,
                         steps_per_call=500).train()  # fmt: skip
