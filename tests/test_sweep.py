@@ -3,6 +3,7 @@ sweep stopped and started again, and the bad input refused before any run starts
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -263,15 +264,17 @@ def someones_ray_cluster():
             time.sleep(0.5)
         yield temp, f"127.0.0.1:{port}"
     finally:
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(head.pid, sig)  # (the group: its GCS, raylet and workers too)
-            except ProcessLookupError:
-                break
-            try:
-                head.wait(wait)
-            except subprocess.TimeoutExpired:
-                pass
+        # SIGTERM to `ray start` alone: it drains its node through its GCS and ends it all in a
+        # few seconds (the whole group at once took its GCS first, and it waited 30 s for it);
+        # then SIGKILL to the group, for anything left.
+        head.terminate()
+        try:
+            head.wait(30)
+        except subprocess.TimeoutExpired:
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGKILL)  # (the group: its GCS, raylet and workers too)
+        head.wait(10)
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
 
