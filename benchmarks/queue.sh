@@ -43,7 +43,7 @@ old_backflip() {  # old_backflip NUMBER COMMIT DIR SEED METHOD: one run of an ea
   # with the code of the commit that held it (a git worktree under logs/, its own src first on the
   # path); its row, by seed, goes to benchmarks/results/backflip-DIR.json (commit it)
   local tree=$PWD/logs/worktree-$2
-  [ -d "$tree" ] || git worktree add --detach "$tree" "$2" > /dev/null || return
+  [ -d "$tree" ] || { git worktree prune && git worktree add --detach "$tree" "$2" > /dev/null; } || return
   row "$1" env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" --seeds "$4" --only "$5" \
     --runs-dir "$RUNS/$3"
   env PYTHONPATH="$tree/src" $PY "$tree/benchmarks/backflip.py" --seeds "$4" --report-only \
