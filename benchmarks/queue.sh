@@ -75,11 +75,15 @@ lane_58() {
   mw 12 stick-push
   # (Row 1f, the twelfth backflip try, is done: its row stands in results/backflip.json, and the
   # backflip grid keeps no metrics to restore, so on a new machine it would run again.)
-  mw 13 pick-place-wall
+  # Row 13's SAC + demos seed 0 (under way), then the backflip's seeds, whose outcome decides the
+  # next backflip try, then SAC + demos seeds 1-2 (a baseline nothing else waits on).
+  row 13 $PY benchmarks/rfcl.py --env metaworld:pick-place-wall --demos 1 \
+    --preset rfcl-metaworld-cpu --methods sac+demos --seeds 0 --jobs 1 --runs "$RUNS/rfcl-bench-mw"
   # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
   # learn whether that landing was one seed's luck before any thirteenth rule.
   old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
   old_backflip 1g 34421ac bench-backflip-one-turn 2 rule-reward
+  mw 13 pick-place-wall
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0
   atari 6p atari-bench --env atari:Pong --algo ppo --methods score --seeds 0
