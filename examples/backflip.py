@@ -13,7 +13,9 @@ only the answers.
 
 The env is Gymnasium's Hopper-v5 that does not end an episode when the robot falls (a flip
 passes through angles the stock Hopper calls unhealthy): a flip landed leaves it standing, to flip
-again. Its reward is the same rule, step by step: the agent does not train on
+again. While it trains, most episodes start instead from a state of its own earlier leaps,
+mid-flip, and last one clip: practice at landing, which it otherwise tries once a flip (the
+evaluations start standing). Its reward is the same rule, step by step: the agent does not train on
 it, but evaluations report it, so a run's curve is the rule's own score, and `prefrl rl` on the
 same env is SAC given the rule as a hand-written reward.
 (benchmarks/backflip.py runs both side by side.)
@@ -22,6 +24,7 @@ same env is SAC given the rule as a hand-written reward.
 from __future__ import annotations
 
 import sys
+from collections import deque
 from pathlib import Path
 from typing import NamedTuple
 
@@ -70,18 +73,34 @@ TIE = 0.01
 # turns squared (a small leap earned less than the time on its feet it cost, so the agent
 # stood still and 85% of the answers were ties); the best leap of a stretch (SAC leapt most of a
 # turn onto its back), also in episodes of one clip (SAC's flips ended sitting), with the
-# touch-down paid by stance (SAC came down foot first, but never landed). This one is the fifth
-# rule, the only one SAC landed flips under, with the first quarter of each leap unpaid and the
-# stance touch-down.
+# touch-down paid by stance (SAC came down foot first, but never landed); every leap paid past
+# its first quarter, with that touch-down (five unlanded flips an episode). This one is the last
+# with practice starts mid-flip.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
 EPISODE_STEPS = 1000
 """Steps an episode: a landed flip leaves the Hopper standing, to flip again, the pull towards
 landing under which SAC landed flips. With one try an episode (one clip) it never landed one
 (docs/notes/2026-11-29-backflip.md)."""
-RULE = "flights"
+PRACTICE_SHARE = 0.7
+"""Share of training episodes that start mid-flip, from a state of the Hopper's own earlier leaps
+(`PRACTICE_FROM` of a turn or more into a leap, the whole body in the air), and last one clip
+(`SEGMENT_LENGTH` steps): practice at landing. Under every rule before, SAC turned whole turns in
+the air within 100-200k steps but landed flips on one seed of three, trying a landing once a
+flip, after the flip it had to make first. A reset given a seed (every evaluation's, and a run's
+first) starts standing, as Hopper-v5's: the training loops reset unseeded after that."""
+PRACTICE_FROM = 0.4
+"""Turns into a leap before its states are kept as practice starts."""
+PRACTICE_KEPT = 5000
+"""Practice starts kept (the newest), in each env: some 150 leaps' worth."""
+MID_FLIP = (0.25, 0.9)
+"""Backward turns from upright (modulo whole turns) of a Hopper in the air at a clip's first step
+that the rule takes as a flip under way (`start_state`): a clip that starts at a practice start,
+or mid-leap, is judged on the flip it shows, as a person watching would."""
+RULE = "practice"
 """The rule's name in benchmark rows and run folders (rules changed as earlier ones were gamed):
-every leap's turns past a quarter, its touch-down paid by how near standing it comes down."""
+the twelfth rule (every leap's turns past a quarter, its touch-down paid by how near standing it
+comes down) in episodes of which `PRACTICE_SHARE` start mid-flip."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
 
@@ -159,6 +178,18 @@ class RuleState(NamedTuple):
         return cls(np.asarray(ready), zero, zero)
 
 
+def start_state(angle, feet, down, air) -> RuleState:
+    """The rule's state at a clip's first step: ready on its feet; or, in the air with the torso
+    and thigh clear of the floor and turned back from upright by `MID_FLIP` turns, ready with
+    those turns made (`since_feet` and the leap's), so that finishing that flip and landing it
+    counts. Outside that window a Hopper in the air is not ready: a hop that starts the clip
+    tipped forward (0.95 of a turn back, modulo whole turns) is no flip."""
+    back = np.mod(-np.asarray(angle, np.float64) / TURN, 1.0)
+    mid_flip = air & ~down & (back >= MID_FLIP[0]) & (back <= MID_FLIP[1])
+    turns = np.where(mid_flip, back, 0.0)
+    return RuleState((feet & ~down) | mid_flip, turns, turns)
+
+
 def paid_turns(leap: np.ndarray) -> np.ndarray:
     """The turns a leap of `leap` backward turns is paid for: those past `FIRST_TURNS`, up to
     `ONE_FLIGHT`."""
@@ -214,7 +245,7 @@ def rule_trace(obs: np.ndarray):
     feet = on_feet(height, angle, rising, air)
     turns = -np.diff(angle, axis=-1) / TURN
     pose = stance(height, angle)
-    state = RuleState.start(feet[..., 0] & ~down[..., 0])
+    state = start_state(angle[..., 0], feet[..., 0], down[..., 0], air[..., 0])
     for t in range(turns.shape[-1]):
         credit, after, landed = rule_step(
             state, turns[..., t], air[..., t], air[..., t + 1], down[..., t + 1],
@@ -244,18 +275,34 @@ class HopperBackflip(HopperEnv):
     score. It counts the backflips it lands (at least 0.9 of a backward turn from its feet back
     to its feet, the torso and thigh never on the floor, as `rule_step` says) and the rule's
     score so far in `info["episode_metrics"]`, which evaluations log as
-    `eval/landed_flips_mean` and `eval/rule_score_mean`. `reward_scale` multiplies the reward (not the score): the rule gives about 0.03 a step
-    during a flip, where SAC's defaults are tuned for Hopper's own 1-3 a step."""
+    `eval/landed_flips_mean` and `eval/rule_score_mean`. `reward_scale` multiplies the reward
+    (not the score): the rule gives about 0.03 a step during a flip, where SAC's defaults are
+    tuned for Hopper's own 1-3 a step. `practice`: the share of unseeded resets that start
+    mid-flip, from the states it kept of its own leaps, for one clip (`PRACTICE_SHARE`)."""
 
-    def __init__(self, reward_scale: float = 1.0, **kwargs):
+    def __init__(self, reward_scale: float = 1.0, practice: float = PRACTICE_SHARE, **kwargs):
         super().__init__(terminate_when_unhealthy=False, **kwargs)
         self.reward_scale = reward_scale
+        self.practice = practice
+        self.practice_starts: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=PRACTICE_KEPT)
+        self._practising = False
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self._practising = (seed is None and len(self.practice_starts) > 0
+                            and self.np_random.random() < self.practice)  # fmt: skip
+        return super().reset(seed=seed, options=options)
 
     def reset_model(self):
-        obs = super().reset_model()
+        if self._practising:
+            qpos, qvel = self.practice_starts[self.np_random.integers(len(self.practice_starts))]
+            self.set_state(qpos, qvel)
+            obs = self._get_obs()
+        else:
+            obs = super().reset_model()
         down, self._air = floor_contacts(obs)
-        self._rule = RuleState.start(on_feet(obs[0], obs[1], obs[6], self._air) & ~down)
-        self._landed, self._score = 0, 0.0
+        feet = on_feet(obs[0], obs[1], obs[6], self._air)
+        self._rule = start_state(obs[1], feet, down, self._air)
+        self._landed, self._score, self._steps = 0, 0.0, 0
         return obs
 
     def step(self, action):
@@ -268,9 +315,13 @@ class HopperBackflip(HopperEnv):
             stance(obs[0], obs[1]),
         )  # fmt: skip
         self._air = air
+        if self._rule.leap >= PRACTICE_FROM and start_state(obs[1], feet, down, air).ready:
+            self.practice_starts.append((self.data.qpos.copy(), self.data.qvel.copy()))
         score = float(credit) + ON_FEET_BONUS * float(feet)
         self._score += score
         self._landed += int(landed)
+        self._steps += 1
+        truncated = truncated or (self._practising and self._steps >= SEGMENT_LENGTH)
         info["episode_metrics"] = {"landed_flips": self._landed, "rule_score": self._score}
         return obs, self.reward_scale * score, terminated, truncated, info
 

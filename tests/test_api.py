@@ -428,6 +428,47 @@ def test_rl_offline_and_cpl_take_the_same_shape_of_arguments(tmp_path):
     assert latest_checkpoint(stopped.run_dir).name == "step_000000005"
 
 
+def test_the_backflip_env_practises_landings_from_its_own_leaps():
+    """examples/backflip.py's env keeps states of its own leaps (past `PRACTICE_FROM` of a turn)
+    and starts unseeded resets from them (the share `practice`), for one clip; a seeded reset (an
+    evaluation's) starts standing. The rule judges a clip that starts mid-flip on the flip it
+    shows (landing it counts), but not one that starts mid-hop tipped forward; the env's rewards
+    still add up to the rule's score of what it saw."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import backflip
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    clip = np.zeros((60, 11))
+    clip[:, 0], clip[:30, 6] = 2.0, 2.0  # (in the air, the second half of a turn back)
+    clip[:30, 1] = -np.pi - np.linspace(0, np.pi, 30)
+    clip[30:, 0], clip[30:, 1] = 1.2, -2 * np.pi  # (then on its feet, upright)
+    assert int(backflip.rule_tally(clip)[1]) == 1  # (a flip under way, landed)
+    hop = clip.copy()
+    hop[:30, 1] = 0.3 - np.linspace(0, 0.3, 30)  # (tipped forward a twentieth of a turn)
+    hop[30:, 1] = 0.0
+    assert int(backflip.rule_tally(hop)[1]) == 0
+    env = prefrl.make_env(backflip.ENV_ID, seed=0)
+    hopper = env.unwrapped
+    env.reset(seed=0)
+    assert len(hopper.practice_starts) == 0 and backflip.PRACTICE_SHARE > 0
+    hopper.practice = 1.0
+    hopper.practice_starts.append(
+        (np.array([0.0, 1.8, -np.pi, 0, 0, 0]), np.array([0.0, 0, -10, 0, 0, 0]))
+    )  # (a half turn back, in the air, turning back)
+    seen, rewards, truncated = [env.reset()[0]], [], False
+    assert seen[0][0] == 1.8 and seen[0][1] == np.float32(-np.pi)
+    while not truncated:
+        o, r, _, truncated, _ = env.step(np.zeros(3))
+        seen.append(o)
+        rewards.append(r)
+    assert len(rewards) == backflip.SEGMENT_LENGTH  # (one clip)
+    assert len(hopper.practice_starts) > 1  # (its turning on, past 0.4 of a turn, kept)
+    np.testing.assert_allclose(sum(rewards), float(backflip.rule_score(np.array(seen))), atol=1e-6)
+    standing = env.reset(seed=1)[0]
+    assert abs(standing[0] - 1.25) < 0.01 and abs(standing[1]) < 0.01
+
+
 def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     """examples/backflip.py's rule: a whole backward turn in one leap, from its feet to its feet,
     scores the turn past its first quarter, half a turn for coming down standing and a turn for
