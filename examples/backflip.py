@@ -74,8 +74,8 @@ TIE = 0.01
 # stood still and 85% of the answers were ties); the best leap of a stretch (SAC leapt most of a
 # turn onto its back), also in episodes of one clip (SAC's flips ended sitting), with the
 # touch-down paid by stance (SAC came down foot first, but never landed); every leap paid past
-# its first quarter, with that touch-down (five unlanded flips an episode). This one is the last
-# with practice starts mid-flip.
+# its first quarter, with that touch-down (five unlanded flips an episode). This one is the
+# last of those, with practice starts mid-flip.
 SEGMENT_LENGTH = 190
 """Steps per clip: 1.5 s of Hopper (8 ms a step), room for a flip and its landing."""
 EPISODE_STEPS = 1000
@@ -171,11 +171,6 @@ class RuleState(NamedTuple):
     """Backward turns since it last stood."""
     leap: np.ndarray
     """Backward turns of the leap under way (0 on the floor)."""
-
-    @classmethod
-    def start(cls, ready: np.ndarray) -> RuleState:
-        zero = np.zeros(np.shape(ready))
-        return cls(np.asarray(ready), zero, zero)
 
 
 def start_state(angle, feet, down, air) -> RuleState:

@@ -525,7 +525,8 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     assert abs(float(backflip.rule_score(near)) - (0.65 + 0.5 * upright + 9 * standing)) < 1e-6
 
     def leaps(count: int, turns: float) -> float:  # (touching down foot first between them)
-        state, total = backflip.RuleState.start(np.array(True)), 0.0
+        standing_up = np.array(True), np.array(False), np.array(False)  # (feet, down, air)
+        state, total = backflip.start_state(0.0, *standing_up), 0.0
         steps = [(0.0, False, True), *[(turns / 5, True, True)] * 5, (0.0, True, False)]
         for _ in range(count):
             for turn, before, after in steps:
