@@ -276,6 +276,9 @@ class HopperBackflip(HopperEnv):
     mid-flip, from the states it kept of its own leaps, for one clip (`PRACTICE_SHARE`)."""
 
     def __init__(self, reward_scale: float = 1.0, practice: float = PRACTICE_SHARE, **kwargs):
+        if not 0.0 <= practice <= 1.0:  # (NaN fails too)
+            raise ValueError(f"practice={practice!r}: the share of resets that start mid-flip "
+                             "must be within [0, 1]")  # fmt: skip
         super().__init__(terminate_when_unhealthy=False, **kwargs)
         self.reward_scale = reward_scale
         self.practice = practice

@@ -433,7 +433,7 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
     and starts unseeded resets from them (the share `practice`), for one clip; a seeded reset (an
     evaluation's) starts standing. The rule judges a clip that starts mid-flip on the flip it
     shows (landing it counts), but not one that starts mid-hop tipped forward; the env's rewards
-    still add up to the rule's score of what it saw."""
+    still add up to the rule's score of what it saw. A share outside [0, 1] is refused."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
@@ -467,6 +467,9 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
     np.testing.assert_allclose(sum(rewards), float(backflip.rule_score(np.array(seen))), atol=1e-6)
     standing = env.reset(seed=1)[0]
     assert abs(standing[0] - 1.25) < 0.01 and abs(standing[1]) < 0.01
+    for bad in (1.5, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="must be within \\[0, 1\\]"):
+            backflip.HopperBackflip(practice=bad)
 
 
 def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
