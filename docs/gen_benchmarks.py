@@ -221,10 +221,11 @@ BENCHMARKS = [
     ),
     Benchmark(
         "Hopper backflip from a rule teacher",
-        ("backflip",),
+        ("backflip", "backflip-bench-backflip-one-turn"),
         "PEBBLE on at most 1000 answers of a rule teacher (`examples/backflip.py`, the rule named "
         "in `rule`), 500k steps: the rule's own score of the last evaluation (5 episodes) and "
-        "the backflips landed an episode.",
+        "the backflips landed an episode. `backflip-bench-backflip-one-turn` holds the fifth "
+        "rule's further seeds, run with that rule's code (`code`: its commit; queue row 1g).",
         "SAC given the same rule (x100) as its reward, same seed and budget (`rule-reward`).",
         plots=("backflip-*.png",),
         notes=(("The Hopper backflip from a rule teacher", "notes/2026-11-29-backflip.md"),),
