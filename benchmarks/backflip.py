@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import backflip  # (examples/backflip.py: registers the env)
 
-from prefrl import RLLearner
+from prefrl import RLLearner, SACConfig
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
@@ -55,9 +55,10 @@ METHODS = {
     "pref-linear": "PEBBLE, labels spread, a linear-output reward (3 x 3x128)",
     "pref-small": "PEBBLE, a narrower reward (3 x 3x128, tanh)",
     "rule-reward": "SAC on the rule (x100) as reward",
+    "rule-reward-held": "SAC on the rule (x100), its temperature held at 0.05",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
-          "rule-reward": "C1"}  # fmt: skip
+          "rule-reward": "C1", "rule-reward-held": "C5"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -68,6 +69,14 @@ LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hid
 # 190-step clips cost the 3x256 ensemble up to 13 minutes a fit (about 2 hours of a 4.5-hour run).
 SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
 REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD}
+# rule-reward-held: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
+# the idle steps (lying, standing) met its entropy target on their own; in the air its actions
+# then saturated (pre-tanh means of -3 to -5, entropy -7 nats at the median), so a flight was
+# played the same way every time and its actions had no gradient to follow towards a landing,
+# while a search from the same leap states lands flips (tools/backflip_landable.py; backflip
+# note, thirteenth try). Held at 0.05, saturating costs 0.3-0.9 of the ~3 a flight step earns.
+HELD_SAC = SACConfig(learn_temperature=False, init_temperature=0.05)
+AGENTS = {"rule-reward-held": HELD_SAC}
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -86,6 +95,8 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
         spread = method in ("pref-spread", "pref-linear")
         result = backflip.teach(steps, seed=seed, spread=spread, **settings)
     else:
+        if method in AGENTS:
+            settings["sac"] = AGENTS[method]
         result = RLLearner(backflip.SCALED_ENV_ID, steps=steps, seed=seed, warmstart_steps=1_000,
                            eval_interval=10_000, eval_episodes=5, **settings).train()  # fmt: skip
     if result.interrupted:

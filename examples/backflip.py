@@ -28,12 +28,14 @@ from collections import deque
 from pathlib import Path
 from typing import NamedTuple
 
+# (prefrl first: imported before MuJoCo, it picks the headless OpenGL back end that the run's
+# videos need on a machine without a display)
+from prefrl import Label, PreferenceLearner, RewardConfig, ScheduleConfig, Teacher  # isort: skip
+
 import gymnasium as gym
 import mujoco
 import numpy as np
 from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
-
-from prefrl import Label, PreferenceLearner, RewardConfig, ScheduleConfig, Teacher
 
 TURN = 2 * np.pi
 ON_FEET_BONUS = 0.0002
