@@ -483,7 +483,7 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
     on the floor scores nothing, and so do hops tipping back a twentieth of a turn; the env's
     rewards, step by step, add up to the rule's score. Its PEBBLE asks for 1000 labels by 190k
     steps, or spread over the run. tools/backflip_landings.py counts the flips landed in a run's
-    buffer, and its leaps."""
+    buffer (its episodes where the run's metrics say they ended), and its leaps."""
     sys.path.insert(0, str(EXAMPLES))
     try:
         import backflip
@@ -552,6 +552,15 @@ def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):
                           timeout=300)  # fmt: skip
     assert told.stdout.startswith("2 episodes, 1 with a landed backflip, 1 landed in all")
     assert "2 leaps, 1 of half a turn or more, 1 of those down foot first" in told.stdout
+    # episodes of 100 steps (practice starts end after a clip): where the run's metrics say
+    short = np.concatenate([obs, down])
+    np.savez(where / "buffer.npz", obs=short, next_obs=np.concatenate([short[1:], short[-1:]]))
+    ends = [{"step": 100, "train/episode_length": 100}, {"step": 200, "train/episode_length": 100}]
+    (tmp_path / "run/metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in ends))
+    told = subprocess.run([sys.executable, "tools/backflip_landings.py", str(tmp_path / "run")],
+                          cwd=EXAMPLES.parent, capture_output=True, text=True, check=True,
+                          timeout=300)  # fmt: skip
+    assert told.stdout.startswith("2 episodes, 1 with a landed backflip, 1 landed in all")
     over = obs.copy()
     over[10:, 0] = 2.0  # (a turn and a half, never down again)
     over[10:, 1] = -np.linspace(0, 3 * np.pi, 90)

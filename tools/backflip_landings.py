@@ -5,8 +5,10 @@ experience ever held a landing for its reward to learn from.
     python tools/backflip_landings.py runs/bench-backflip-one-turn/pref-spread_s0
     python tools/backflip_landings.py RUN --checkpoint step_000200000 --every 25
 
-The buffer holds the run's steps in order (its episodes never end early: the backflip env goes
-on after a fall to its time limit), so each `--episode-steps` steps are one episode. Prints, for
+The buffer holds the run's steps in order; the run's metrics (`train/episode_length`) say where
+each episode ended (practice episodes of the rule 'practice' end after one clip), and without
+them each `--episode-steps` steps are one episode (the backflip env goes on after a fall to its
+time limit). Prints, for
 every `--every` episodes, the landings and the rule's score of the episodes (the mean and the best),
 then the leaps of the last `--every` episodes (stretches with the whole body in the air, taken
 off from its feet without the torso or thigh coming down since): how many turned half a turn
@@ -17,12 +19,14 @@ mean of `backflip.stance`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from prefrl.rundir.checkpoints import latest_checkpoint
+from prefrl.rundir.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # (not a package)
 import backflip
@@ -35,6 +39,19 @@ def load_buffer(run_dir: Path, checkpoint: str | None = None) -> tuple[np.ndarra
         raise SystemExit(f"{run_dir}: no checkpoint with a replay buffer (buffer.npz) found")
     buffer = np.load(where / "buffer.npz")
     return buffer["obs"], buffer["next_obs"]
+
+
+def episode_bounds(run_dir: Path, steps: int, episode_steps: int | None) -> list[int]:
+    """Where the buffer's episodes start, and its end: from the run's metrics (each episode's
+    end, logged at the step it ended), or every `episode_steps` steps when given or when the
+    metrics do not cover the buffer."""
+    if episode_steps is None:
+        ends = sorted({int(r["step"]) for r in read_metrics(run_dir)
+                       if "train/episode_length" in r and r["step"] <= steps})  # fmt: skip
+        if ends and ends[-1] > steps - backflip.EPISODE_STEPS:
+            return [0, *ends]
+        episode_steps = backflip.EPISODE_STEPS
+    return list(range(0, steps + 1, episode_steps))
 
 
 def episode_report(obs: np.ndarray) -> tuple[float, int, list[tuple[float, bool, float]]]:
@@ -56,18 +73,16 @@ def main() -> None:
     parser.add_argument("--checkpoint", help="a checkpoint's name (default: the latest)")
     parser.add_argument("--every", type=int, default=50, help="episodes a line")
     parser.add_argument(
-        "--episode-steps", type=int, default=backflip.EPISODE_STEPS,
-        help="the run's episode length: the env's time limit (%(default)s; for runs of "
-        "the rules 'best-leap-once' and 'stance', 190)",
+        "--episode-steps", type=int,
+        help="cut the buffer into episodes of this many steps (default: where the run's "
+        f"metrics say its episodes ended; without them {backflip.EPISODE_STEPS})",
     )  # fmt: skip
     args = parser.parse_args()
-    n = args.episode_steps
     obs, next_obs = load_buffer(args.run, args.checkpoint)
+    bounds = episode_bounds(args.run, len(obs), args.episode_steps)
     reports = [  # (each episode's steps, and the observation its last step led to)
-        episode_report(
-            np.concatenate([obs[start : start + n], next_obs[start + n - 1 : start + n]])
-        )
-        for start in range(0, len(obs) - n + 1, n)
+        episode_report(np.concatenate([obs[start:end], next_obs[end - 1 : end]]))
+        for start, end in itertools.pairwise(bounds)
     ]
     scores = np.array([r[0] for r in reports])
     landed = np.array([r[1] for r in reports])
