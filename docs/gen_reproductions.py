@@ -413,9 +413,12 @@ PROJECTS = (
                 "starting mid-flip from states of the Hopper's own leaps, one clip long "
                 "(practice at landing; rl-teacher's started standing; evaluations here do too)",
                 "a backflip from about 900 labels", "pref-small", "practice",
-                "not run yet: SAC given the rule first (queue row 1h: `python "
-                "benchmarks/backflip.py --seeds 0 --only rule-reward`), PEBBLE only if SAC "
-                "lands flips",
+                "not run: SAC given the rule landed no flip in 500k steps, nor in any of its "
+                "1113 training episodes, though a search from its own leap states lands flips "
+                "(`tools/backflip_landable.py`): its actions in the air had saturated, its "
+                "temperature tuned down to 0.004. The fourteenth try, the same with SAC's "
+                "temperature held at 0.05 (`--only rule-reward-held`), is under way; PEBBLE "
+                "only if SAC lands flips",
             ),
         ),
         media=("benchmarks/results/backflip-one-turn.png", "benchmarks/results/backflip-best-leap.png",

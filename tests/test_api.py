@@ -1,6 +1,7 @@
 """The public Python API: `from prefrl import ...`, the preference learner built from objects,
 teachers in memory, callable policies, and the runnable examples."""
 
+import argparse
 import dataclasses
 import importlib
 import json
@@ -470,6 +471,30 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
     for bad in (1.5, -0.1, float("nan")):
         with pytest.raises(ValueError, match="must be within \\[0, 1\\]"):
             backflip.HopperBackflip(practice=bad)
+
+
+def test_the_landing_search_starts_from_the_policys_own_plan():
+    """tools/backflip_landable.py: a clip played from a kept leap state scores the same each
+    time, and the cross-entropy search from it finds a plan scoring at least the policy's own
+    (the plan it starts around is one of its first round's)."""
+    sys.path[:0] = [str(EXAMPLES), str(EXAMPLES.parent / "tools")]
+    try:
+        import backflip
+        import backflip_landable
+    finally:
+        del sys.path[:2]
+    env = backflip.HopperBackflip(practice=1.0)
+    env.reset(seed=0)
+    start = (np.array([0.0, 1.8, -np.pi, 0, 0, 0]), np.array([0.0, 0, -10, 0, 0, 0]))
+    own = np.tile([0.5, -0.5, 0.2], (40, 1))
+    held = np.repeat(own.reshape(-1, 5, 3).mean(1), 5, axis=0)
+    first = backflip_landable.play(env, start, held)
+    assert backflip_landable.play(env, start, held) == first
+    alone = argparse.Namespace(hold=5, std=0.5, population=1, elites=1, iterations=1)
+    assert backflip_landable.search(env, start, own, alone, np.random.default_rng(0)) == first
+    settings = argparse.Namespace(hold=5, std=0.5, population=6, elites=2, iterations=2)
+    best = backflip_landable.search(env, start, own, settings, np.random.default_rng(0))
+    assert best[0] >= first[0] - 1e-9
 
 
 def test_the_backflip_rule_pays_backward_turns_in_the_air(tmp_path):

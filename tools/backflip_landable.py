@@ -73,8 +73,10 @@ def search(env, start, own, args, rng) -> tuple[float, int]:
     mean = own[: len(own) // args.hold * args.hold].reshape(-1, args.hold, own.shape[-1]).mean(1)
     std = np.full_like(mean, args.std)
     best = (-np.inf, 0)
-    for _ in range(args.iterations):
+    for round_ in range(args.iterations):
         plans = np.clip(mean + std * rng.standard_normal((args.population, *mean.shape)), -1, 1)
+        if round_ == 0:  # (the policy's own plan is one of the first round's: never worse)
+            plans[0] = np.clip(mean, -1, 1)
         results = [play(env, start, np.repeat(plan, args.hold, axis=0)) for plan in plans]
         scores = np.array([s for s, _ in results])
         top = np.argsort(scores)[-args.elites :]
@@ -86,14 +88,14 @@ def search(env, start, own, args, rng) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path, help="a backflip run directory (or checkpoint)")
-    parser.add_argument("--episodes", type=int, default=3, help="episodes to collect starts in")
+    parser.add_argument("--episodes", type=int, default=6, help="episodes to collect starts in")
     parser.add_argument("--starts", type=int, default=12, help="starts to search from")
     parser.add_argument("--horizon", type=int, default=150, help="steps a searched sequence")
-    parser.add_argument("--population", type=int, default=48)
+    parser.add_argument("--population", type=int, default=64)
     parser.add_argument("--elites", type=int, default=6)
-    parser.add_argument("--iterations", type=int, default=6)
+    parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--hold", type=int, default=5, help="steps each searched action lasts")
-    parser.add_argument("--std", type=float, default=0.5, help="the first round's spread")
+    parser.add_argument("--std", type=float, default=0.6, help="the first round's spread")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if not 0 < args.hold <= args.horizon:
