@@ -485,8 +485,8 @@ def test_the_landing_search_starts_from_the_policys_own_plan():
         del sys.path[:2]
     env = backflip.HopperBackflip(practice=1.0)
     env.reset(seed=0)
-    start = (np.array([0.0, 1.8, -np.pi, 0, 0, 0]), np.array([0.0, 0, -10, 0, 0, 0]))
-    own = np.tile([0.5, -0.5, 0.2], (40, 1))
+    start = (np.array([0.0, 2.2, -np.pi, 0, 0, 0]), np.array([0.0, 0, -15, 0, 0, 0]))
+    own = np.random.default_rng(1).uniform(-1, 1, (150, 3))  # (it comes down: the pose counts)
     held = np.repeat(own.reshape(-1, 5, 3).mean(1), 5, axis=0)
     first = backflip_landable.play(env, start, held)
     assert backflip_landable.play(env, start, held) == first
