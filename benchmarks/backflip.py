@@ -18,7 +18,8 @@ benchmarks/results/backflip-<rule>.png, and the first seed's policy of the prefe
 that lands the most flips is filmed to docs/img/backflip.mp4: the first of reset seeds 0-9 in
 which it lands a backflip (the row says which, and how many of the episodes tried landed one).
 `pref-spread` is PEBBLE with its sessions of labels spread over the whole run; `pref-linear` the
-same with a linear-output reward model; `pref-small` PEBBLE with a narrower reward model.
+same with a linear-output reward model; `pref-small` PEBBLE with a narrower reward model;
+`rule-reward-held` and `pref-held` SAC and that PEBBLE with SAC's temperature held (`HELD_SAC`).
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ METHODS = {
     "pref-small": "PEBBLE, a narrower reward (3 x 3x128, tanh)",
     "rule-reward": "SAC on the rule (x100) as reward",
     "rule-reward-held": "SAC on the rule (x100), its temperature held at 0.05",
+    "pref-held": "PEBBLE, a narrower reward, SAC's temperature held at 0.05",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
-          "rule-reward": "C1", "rule-reward-held": "C5"}  # fmt: skip
+          "rule-reward": "C1", "rule-reward-held": "C5", "pref-held": "C6"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -68,7 +70,7 @@ LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hid
 # pref-small: PEBBLE's tanh output at that width, its labels by 190k as `pref`'s: 1000 labels of
 # 190-step clips cost the 3x256 ensemble up to 13 minutes a fit (about 2 hours of a 4.5-hour run).
 SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
-REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD}
+REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD, "pref-held": SMALL_REWARD}
 # rule-reward-held: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
 # then saturated (pre-tanh means of -3 to -5, entropy -7 nats at the median), so a flight was
@@ -76,7 +78,7 @@ REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD}
 # while a search from the same leap states lands flips (tools/backflip_landable.py; backflip
 # note, thirteenth try). Held at 0.05, saturating costs 0.3-0.9 of the ~3 a flight step earns.
 HELD_SAC = SACConfig(learn_temperature=False, init_temperature=0.05)
-AGENTS = {"rule-reward-held": HELD_SAC}
+AGENTS = {"rule-reward-held": HELD_SAC, "pref-held": HELD_SAC}
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -89,14 +91,14 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
                 "video_interval": 100_000}  # fmt: skip
     if run_dir.exists() and latest_checkpoint(run_dir) is not None:
         settings["resume"] = run_dir
+    if method in AGENTS:
+        settings["sac"] = AGENTS[method]
     if method.startswith("pref"):
         if method in REWARDS:
             settings["reward"] = REWARDS[method]
         spread = method in ("pref-spread", "pref-linear")
         result = backflip.teach(steps, seed=seed, spread=spread, **settings)
     else:
-        if method in AGENTS:
-            settings["sac"] = AGENTS[method]
         result = RLLearner(backflip.SCALED_ENV_ID, steps=steps, seed=seed, warmstart_steps=1_000,
                            eval_interval=10_000, eval_episodes=5, **settings).train()  # fmt: skip
     if result.interrupted:
