@@ -39,6 +39,14 @@ backflip() {  # backflip NUMBER DIR ARGS...: the Hopper backflip (examples/backf
   row "$1" $PY benchmarks/backflip.py "${@:3}" --runs-dir "$RUNS/$2"
 }
 
+lands() {  # lands RULE METHOD: whether results/backflip.json's row of that rule and method
+  # landed flips in its last evaluation (what decides whether PEBBLE gets that rule's next run)
+  $PY -c 'import json, sys
+rows = json.load(open("benchmarks/results/backflip.json"))["results"]
+sys.exit(not any(r.get("rule") == sys.argv[1] and r["method"] == sys.argv[2]
+                 and r["landed_flips_mean"] > 0 for r in rows))' "$1" "$2"
+}
+
 old_backflip() {  # old_backflip NUMBER COMMIT DIR SEED METHOD: one run of an earlier backflip rule
   # with the code of the commit that held it (a git worktree under logs/, its own src first on the
   # path); its row, by seed, goes to benchmarks/results/backflip-DIR.json (commit it)
@@ -86,6 +94,10 @@ lane_58() {
   # and SAC's actions saturated in the air: backflip note); PEBBLE only if SAC lands flips.
   backflip 1i bench-backflip-practice --seeds 0 --only rule-reward-held
   backflip 1i bench-backflip-practice --seeds 0 --report-only
+  if lands practice rule-reward-held; then  # (PEBBLE with the same agent, only if SAC landed)
+    backflip 1j bench-backflip-practice --seeds 0 --only pref-held
+    backflip 1j bench-backflip-practice --seeds 0 --report-only
+  fi
   # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
   # learn whether that landing was one seed's luck (seed 2 landed none by 190k: session 71).
   old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
