@@ -90,12 +90,13 @@ lane_58() {
   # (Row 1h, the thirteenth try, is done: the twelfth rule with practice starts mid-flip, RULE
   # 'practice'; no flip landed. Its row stands in results/backflip.json; the grid keeps no metrics,
   # so on a new machine it would run again.)
-  # The fourteenth try: the same rule, SAC's temperature held at 0.05 (tuned, it fell to 0.004
-  # and SAC's actions saturated in the air: backflip note); PEBBLE only if SAC lands flips.
-  backflip 1i bench-backflip-practice --seeds 0 --only rule-reward-held
-  backflip 1i bench-backflip-practice --seeds 0 --report-only
-  if lands practice rule-reward-held; then  # (PEBBLE with the same agent, only if SAC landed)
-    backflip 1j bench-backflip-practice --seeds 0 --only pref-held
+  # The fourteenth try: the same rule, SAC's temperature held (tuned, it fell to 0.004 and SAC's
+  # actions saturated in the air: backflip note). Held at 0.05 (row 1i) it hardly leapt and was
+  # stopped at 170k (not run again); at 0.02 (row 1k). PEBBLE only if SAC lands flips.
+  backflip 1k bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02
+  backflip 1k bench-backflip-practice --seeds 0 --report-only
+  if lands practice rule-reward-alpha0.02; then  # (PEBBLE with the same agent)
+    backflip 1j bench-backflip-practice --seeds 0 --only pref-alpha0.02
     backflip 1j bench-backflip-practice --seeds 0 --report-only
   fi
   # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
