@@ -10,11 +10,12 @@ whole body in the air). From `--starts` of them, spread over the turns they were
 policy plays one clip, and a cross-entropy search (`--iterations` rounds of `--population`
 action sequences, each action held `--hold` steps, the best `--elites` refitting a Gaussian
 over them; the first round around the policy's own actions) looks for the sequence of the
-clip's first `--horizon` steps that the rule scores best. Prints, for each start, its turns
-so far and the rule's score and landings of the policy and of the best sequence found: if the
-search lands flips from most starts where the policy lands none, the landing is within reach of
-the Hopper and its learning is what fails; if not even the search lands, the rule's landing is
-out of reach from those flips.
+clip's first `--horizon` steps that the rule scores best. Prints how saturated the actor's
+actions are in the air (`--starts 0`: that alone) and, for each start, its turns so far and the
+rule's score and landings of the policy and of the best sequence found: if the search lands
+flips from most starts where the policy lands none, the landing is within reach of the Hopper
+and its learning is what fails; if not even the search lands, the rule's landing is out of
+reach from those flips.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import sys
 from collections import deque
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from prefrl.training.policies import load_policy
@@ -31,15 +33,24 @@ from prefrl.training.policies import load_policy
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))  # (not a package)
 import backflip
 
+SATURATED = 3.0
+"""A pre-tanh mean beyond which the action is saturated: tanh's slope there is under 0.01."""
 
-def collect_starts(policy, episodes: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The leap states the env kept while the policy played `episodes` episodes from standing."""
+
+def collect_starts(policy, episodes: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], list]:
+    """The leap states the env kept while the policy played `episodes` episodes from standing,
+    and, for each step of a leap, the SAC actor's pre-tanh Gaussian there (mean, std)."""
     env = backflip.HopperBackflip(practice=0.0)
+    actor = jax.jit(lambda obs: policy.sac.nets.actor.apply(policy.state.actor_params, obs))
+    in_flight = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=1000 + episode)
         for _ in range(backflip.EPISODE_STEPS):
+            if env._rule.leap > 0:
+                mean, log_std = actor(obs.astype(np.float32))
+                in_flight.append((np.asarray(mean), np.exp(np.asarray(log_std))))
             obs, *_ = env.step(policy(obs))
-    return list(env.practice_starts)
+    return list(env.practice_starts), in_flight
 
 
 def play(env, start, actions) -> tuple[float, int]:
@@ -104,10 +115,16 @@ def main() -> None:
         parser.error(f"--elites {args.elites}: must be within 1..--population ({args.population})")
 
     policy = load_policy(args.run)
-    starts = collect_starts(policy, args.episodes)
+    starts, in_flight = collect_starts(policy, args.episodes)
     if not starts:
         raise SystemExit(f"{args.run}: its policy made no leap of {backflip.PRACTICE_FROM} of a "
                          f"turn in {args.episodes} episodes: nothing to land")  # fmt: skip
+    means = np.abs([mean for mean, _ in in_flight])
+    stds = [std for _, std in in_flight]
+    print(f"in the air ({len(in_flight)} steps) the actor's pre-tanh means are "
+          f"{np.median(means):.2f} from 0 at the median, {np.mean(means > SATURATED):.0%} beyond "
+          f"{SATURATED:.0f} (saturated); their standard deviations "
+          f"{np.median(stds):.2f}")  # fmt: skip
     env = backflip.HopperBackflip(practice=1.0)
     env.reset(seed=args.seed)
     rng = np.random.default_rng(args.seed)
