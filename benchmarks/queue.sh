@@ -39,14 +39,6 @@ backflip() {  # backflip NUMBER DIR ARGS...: the Hopper backflip (examples/backf
   row "$1" $PY benchmarks/backflip.py "${@:3}" --runs-dir "$RUNS/$2"
 }
 
-lands() {  # lands RULE METHOD: whether results/backflip.json's row of that rule and method
-  # landed flips in its last evaluation (what decides whether PEBBLE gets that rule's next run)
-  $PY -c 'import json, sys
-rows = json.load(open("benchmarks/results/backflip.json"))["results"]
-sys.exit(not any(r.get("rule") == sys.argv[1] and r["method"] == sys.argv[2]
-                 and r["landed_flips_mean"] > 0 for r in rows))' "$1" "$2"
-}
-
 old_backflip() {  # old_backflip NUMBER COMMIT DIR SEED METHOD: one run of an earlier backflip rule
   # with the code of the commit that held it (a git worktree under logs/, its own src first on the
   # path); its row, by seed, goes to benchmarks/results/backflip-DIR.json (commit it)
@@ -90,15 +82,9 @@ lane_58() {
   # (Row 1h, the thirteenth try, is done: the twelfth rule with practice starts mid-flip, RULE
   # 'practice'; no flip landed. Its row stands in results/backflip.json; the grid keeps no metrics,
   # so on a new machine it would run again.)
-  # The fourteenth try: the same rule, SAC's temperature held (tuned, it fell to 0.004 and SAC's
-  # actions saturated in the air: backflip note). Held at 0.05 (row 1i) it hardly leapt and was
-  # stopped at 170k (not run again); at 0.02 (row 1k). PEBBLE only if SAC lands flips.
-  backflip 1k bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02
-  backflip 1k bench-backflip-practice --seeds 0 --report-only
-  if lands practice rule-reward-alpha0.02; then  # (PEBBLE with the same agent)
-    backflip 1j bench-backflip-practice --seeds 0 --only pref-alpha0.02
-    backflip 1j bench-backflip-practice --seeds 0 --report-only
-  fi
+  # (Rows 1i and 1k, the fourteenth try, are done: SAC's temperature held at 0.05, stopped at 170k,
+  # and at 0.02, no flip landed in evaluations. Row 1k's row stands in results/backflip.json; the
+  # backflip grid keeps no metrics, so on a new machine it would run again.)
   # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
   # learn whether that landing was one seed's luck (seed 2 landed none by 190k: session 71).
   old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
