@@ -12,8 +12,9 @@ little longer on them; the env is Hopper-v5 without early termination whose rewa
 rule step by step (x100 for SAC, the scale its defaults are tuned for), and evaluations of both methods report the rule's own
 score and the backflips landed. Runs go to runs/bench-backflip-<rule>/<method>_s<seed> (`RULE`
 in examples/backflip.py names the rule; earlier rules' runs keep their folders); started again,
-finished runs are reused and stopped ones resume from their last checkpoint. Rows are merged
-into benchmarks/results/backflip.json by rule and method, the curves drawn to
+finished runs are reused and stopped ones resume from their last checkpoint (a finished one, given
+more `--steps`, goes on from its last). Rows are merged into benchmarks/results/backflip.json by
+rule, method and steps, the curves drawn to
 benchmarks/results/backflip-<rule>.png, and the first seed's policy of the preference method
 that lands the most flips is filmed to docs/img/backflip.mp4: the first of reset seeds 0-9 in
 which it lands a backflip (the row says which, and how many of the episodes tried landed one).
@@ -89,10 +90,11 @@ AGENTS = {"rule-reward-alpha0.05": HELD_005, "rule-reward-alpha0.02": HELD_002,
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
-    """One run to its end: reused when finished, resumed when stopped."""
+    """One run to its end: reused when finished, resumed when stopped or when it finished short
+    of `steps` (a longer budget goes on from its last checkpoint)."""
     name = f"{method}_s{seed}"
     run_dir = runs / name
-    if (run_dir / DONE).exists():
+    if (run_dir / DONE).exists() and json.loads((run_dir / DONE).read_text())["steps"] >= steps:
         return run_dir
     settings = {"runs_dir": runs, "name": name, "checkpoint_interval": 10_000,
                 "video_interval": 100_000}  # fmt: skip
@@ -182,7 +184,7 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
     existing = json.loads(RESULTS.read_text())["results"] if RESULTS.exists() else []
     if prefs:  # (the video file was replaced: an older row no longer describes it)
         existing = [{k: v for k, v in r.items() if k != "video"} for r in existing]
-    key = lambda r: (r.get("rule"), r["method"])
+    key = lambda r: (r.get("rule"), r["method"], r["steps"])  # (a longer run: a row of its own)
     merged = {key(r): r for r in existing} | {key(r): r for r in rows.values()}
     RESULTS.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
     print(f"wrote {RESULTS.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")

@@ -89,6 +89,10 @@ lane_58() {
   # learn whether that landing was one seed's luck (seed 2 landed none by 190k: session 71).
   old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
   old_backflip 1g 34421ac bench-backflip-one-turn 2 rule-reward
+  # Row 1k's run (SAC, temperature held at 0.02) on to 1M steps: its touch-downs were still coming
+  # nearer standing at 500k, and it landed its first flip in training there (backflip note).
+  backflip 1l bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02 --steps 1000000
+  backflip 1l bench-backflip-practice --seeds 0 --report-only
   mw 13 pick-place-wall
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0
