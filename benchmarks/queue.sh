@@ -85,14 +85,14 @@ lane_58() {
   # (Rows 1i and 1k, the fourteenth try, are done: SAC's temperature held at 0.05, stopped at 170k,
   # and at 0.02, no flip landed in evaluations. Row 1k's row stands in results/backflip.json; the
   # backflip grid keeps no metrics, so on a new machine it would run again.)
-  # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
-  # learn whether that landing was one seed's luck (seed 2 landed none by 190k: session 71).
-  old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
-  old_backflip 1g 34421ac bench-backflip-one-turn 2 rule-reward
   # Row 1k's run (SAC, temperature held at 0.02) on to 1M steps: its touch-downs were still coming
   # nearer standing at 500k, and it landed its first flip in training there (backflip note).
   backflip 1l bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02 --steps 1000000
   backflip 1l bench-backflip-practice --seeds 0 --report-only
+  # The fifth rule ('one-turn', the only one SAC landed flips under, on seed 0): seeds 1-2, to
+  # learn whether that landing was one seed's luck (seed 2 landed none by 190k: session 71).
+  old_backflip 1g 34421ac bench-backflip-one-turn 1 rule-reward
+  old_backflip 1g 34421ac bench-backflip-one-turn 2 rule-reward
   mw 13 pick-place-wall
   # A2C on the score reached -5.4 in 20M frames, PPO 19.7: PPO takes the preference rows.
   atari 6 atari-bench --env atari:Pong --methods score --seeds 0
