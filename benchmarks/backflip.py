@@ -78,10 +78,10 @@ REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
            "pref-alpha0.02": SMALL_REWARD}  # fmt: skip
 # rule-reward-alpha*: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
-# then saturated (pre-tanh means of -3 to -5, entropy -7 nats at the median), so a flight was
-# played the same way every time and its actions had no gradient to follow towards a landing,
-# while a search from the same leap states lands flips (tools/backflip_landable.py; backflip
-# note, thirteenth try). Held at 0.05, saturating costs 0.3-0.9 of the ~3 a flight step earns,
+# then grew narrow and often saturated (a fifth of its pre-tanh means beyond 3), so one flight
+# varied little from the next and the critic's gradient hardly reached the actor, while a search
+# from the same leap states lands flips (tools/backflip_landable.py; backflip note, thirteenth
+# try). Held at 0.05, saturating costs 0.3-0.9 of the ~3 a flight step earns,
 # but its entropy stayed near the most tanh allows (1.6 nats) and it hardly leapt (rule score 0.2
 # by 160k, where the tuned run made 0.8 by 30k); 0.02 is between that and the tuned 0.004-0.013.
 HELD_005, HELD_002 = (SACConfig(learn_temperature=False, init_temperature=a) for a in (0.05, 0.02))

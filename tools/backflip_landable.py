@@ -66,15 +66,19 @@ def play(env, start, actions) -> tuple[float, int]:
     return score, info["episode_metrics"]["landed_flips"]
 
 
-def policy_actions(env, policy, start, horizon: int) -> np.ndarray:
-    """The policy's own actions over a clip from `start` (what the search starts around)."""
+def policy_play(env, policy, start, horizon: int) -> tuple[np.ndarray, float, int]:
+    """The policy's own actions over a clip from `start` (what the search starts around), and
+    their rule score and flips landed, as `play` counts them."""
     env.practice_starts = deque([start])
     obs, _ = env.reset()
-    actions = []
+    actions, score = [], 0.0
     for _ in range(horizon):
         actions.append(policy(obs))
-        obs, *_ = env.step(actions[-1])
-    return np.array(actions)
+        obs, reward, _, truncated, info = env.step(actions[-1])
+        score += reward
+        if truncated:
+            break
+    return np.array(actions), score, info["episode_metrics"]["landed_flips"]
 
 
 def search(env, start, own, args, rng) -> tuple[float, int]:
@@ -109,12 +113,22 @@ def main() -> None:
     parser.add_argument("--std", type=float, default=0.6, help="the first round's spread")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    for name in ("episodes", "horizon", "population", "iterations"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} {getattr(args, name)}: must be at least 1")
+    if args.starts < 0:
+        parser.error(f"--starts {args.starts}: must be 0 (the saturation figures alone) or more")
+    if not args.std > 0:  # (NaN fails too)
+        parser.error(f"--std {args.std}: must be a positive number")
     if not 0 < args.hold <= args.horizon:
         parser.error(f"--hold {args.hold}: must be within 1..--horizon ({args.horizon})")
     if not 0 < args.elites <= args.population:
         parser.error(f"--elites {args.elites}: must be within 1..--population ({args.population})")
 
-    policy = load_policy(args.run)
+    try:
+        policy = load_policy(args.run)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"backflip_landable.py: {error}") from None
     starts, in_flight = collect_starts(policy, args.episodes)
     if not starts:
         raise SystemExit(f"{args.run}: its policy made no leap of {backflip.PRACTICE_FROM} of a "
@@ -137,8 +151,7 @@ def main() -> None:
     )
     found = own = 0
     for i in picked:
-        mine = policy_actions(env, policy, starts[i], args.horizon)
-        score, landed = play(env, starts[i], mine)
+        mine, score, landed = policy_play(env, policy, starts[i], args.horizon)
         best_score, best_landed = search(env, starts[i], mine, args, rng)
         found, own = found + (best_landed > 0), own + (landed > 0)
         print(

@@ -78,6 +78,8 @@ def main() -> None:
         f"metrics say its episodes ended; without them {backflip.EPISODE_STEPS})",
     )  # fmt: skip
     args = parser.parse_args()
+    if args.episode_steps is not None and args.episode_steps < 1:
+        parser.error(f"--episode-steps {args.episode_steps}: must be at least 1")
     obs, next_obs = load_buffer(args.run, args.checkpoint)
     bounds = episode_bounds(args.run, len(obs), args.episode_steps)
     reports = [  # (each episode's steps, and the observation its last step led to)
