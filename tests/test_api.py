@@ -3,7 +3,7 @@ teachers in memory, callable policies, and the runnable examples."""
 
 import argparse
 import dataclasses
-import importlib
+import importlib.util
 import json
 import re
 import subprocess
@@ -471,6 +471,36 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
     for bad in (1.5, -0.1, float("nan")):
         with pytest.raises(ValueError, match="must be within \\[0, 1\\]"):
             backflip.HopperBackflip(practice=bad)
+
+
+def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, monkeypatch):
+    """benchmarks/backflip.py reuses a run finished at its budget, resumes one finished short of
+    a longer `--steps` from its last checkpoint, and gives the held-temperature methods their
+    SAC settings (the learner is a stand-in that records what it was given)."""
+    spec = importlib.util.spec_from_file_location(
+        "backflip_benchmark", EXAMPLES.parent / "benchmarks" / "backflip.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    given = []
+
+    class Learner:
+        def __init__(self, env, **settings):
+            given.append(settings)
+
+        def train(self):
+            return argparse.Namespace(interrupted=False)
+
+    monkeypatch.setattr(bench, "RLLearner", Learner)
+    monkeypatch.setattr(bench, "latest_checkpoint", lambda run: run / "checkpoints" / "last")
+    run = tmp_path / "rule-reward-alpha0.02_s0"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / bench.DONE).write_text(json.dumps({"steps": 500}))
+    assert bench.train("rule-reward-alpha0.02", 0, tmp_path, 500) == run and given == []
+    bench.train("rule-reward-alpha0.02", 0, tmp_path, 1000)
+    assert given[0]["steps"] == 1000 and given[0]["resume"] == run
+    assert given[0]["sac"].init_temperature == 0.02 and not given[0]["sac"].learn_temperature
+    assert json.loads((run / bench.DONE).read_text())["steps"] == 1000
 
 
 def test_the_landing_search_starts_from_the_policys_own_plan():
