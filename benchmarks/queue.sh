@@ -118,6 +118,11 @@ lane_59() {
   labels 7e bench-labels "${walker[@]}" --methods qpa-spread --seeds 0
   labels 7g bench-labels "${walker[@]}" --methods qpa-code --seeds 0
   labels 7d bench-labels "${walker[@]}" --methods qpa-bpref-sac --seeds 0
+  # Row 9's PEBBLE seed 2 (under way), then row 10's seed 0 ahead of row 9's other runs: row 10
+  # is a target (HalfCheetah at 0.9 of SAC-true from 1000 labels), row 9 a report, and whether
+  # QPA's parts lift HalfCheetah decides what its other seeds run.
+  labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble --seeds 0 1 2 --only pref
+  labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0
   labels 9 bench-labels-b --envs dmc:cheetah-run --labels 100 --methods pebble qpa --seeds 0 1 2
   labels 10 bench-labels-b --envs HalfCheetah-v5 --methods qpa --seeds 0 1 2
   labels 8 bench-labels "${walker[@]}" --teacher mistake --methods pebble qpa qpa-no-crops --seeds 0
