@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import backflip  # (examples/backflip.py: registers the env)
 
-from prefrl import RLLearner, SACConfig
+from prefrl import PPOConfig, RLLearner, SACConfig
 from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
@@ -61,10 +61,12 @@ METHODS = {
     "rule-reward-alpha0.05": "SAC on the rule (x100), its temperature held at 0.05",
     "rule-reward-alpha0.02": "SAC on the rule (x100), its temperature held at 0.02",
     "pref-alpha0.02": "PEBBLE, a narrower reward, SAC's temperature held at 0.02",
+    "rule-reward-ppo": "PPO on the rule (x1) as reward",
+    "pref-ppo": "PrefPPO (PPO from the rule's preferences), labels spread over the run",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
           "rule-reward": "C1", "rule-reward-alpha0.05": "C5", "rule-reward-alpha0.02": "C6",
-          "pref-alpha0.02": "C7"}  # fmt: skip
+          "pref-alpha0.02": "C7", "rule-reward-ppo": "C8", "pref-ppo": "C9"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -87,6 +89,14 @@ REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
 HELD_005, HELD_002 = (SACConfig(learn_temperature=False, init_temperature=a) for a in (0.05, 0.02))
 AGENTS = {"rule-reward-alpha0.05": HELD_005, "rule-reward-alpha0.02": HELD_002,
           "pref-alpha0.02": HELD_002}  # fmt: skip
+# *-ppo: PPO (the PPO paper's MuJoCo settings) in place of SAC. rl-teacher's backflip was taught
+# to an on-policy agent (TRPO) over millions of steps; its state-independent noise does not
+# collapse as SAC's tuned temperature did, and a step costs a fraction of SAC's update, so runs
+# go to millions of steps. On the rule at x1 (x100 would make the value loss, clipped with the
+# policy's gradient to one norm, drown the policy's share); evaluations every 50k steps,
+# checkpoints every 100k (a minute and a half of PPO here).
+PPO_METHODS = {"rule-reward-ppo": PPOConfig(), "pref-ppo": PPOConfig()}
+PPO_EVAL_INTERVAL = 50_000
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -102,14 +112,20 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
         settings["resume"] = run_dir
     if method in AGENTS:
         settings["sac"] = AGENTS[method]
+    env = backflip.SCALED_ENV_ID
+    if method in PPO_METHODS:
+        settings.update(algo="ppo", ppo=PPO_METHODS[method], eval_interval=PPO_EVAL_INTERVAL,
+                        checkpoint_interval=100_000, video_interval=500_000)  # fmt: skip
+        env = backflip.ENV_ID
     if method.startswith("pref"):
         if method in REWARDS:
             settings["reward"] = REWARDS[method]
-        spread = method in ("pref-spread", "pref-linear")
+        spread = method in ("pref-spread", "pref-linear", "pref-ppo")
         result = backflip.teach(steps, seed=seed, spread=spread, **settings)
     else:
-        result = RLLearner(backflip.SCALED_ENV_ID, steps=steps, seed=seed, warmstart_steps=1_000,
-                           eval_interval=10_000, eval_episodes=5, **settings).train()  # fmt: skip
+        settings.setdefault("eval_interval", 10_000)
+        result = RLLearner(env, steps=steps, seed=seed, warmstart_steps=1_000, eval_episodes=5,
+                           **settings).train()  # fmt: skip
     if result.interrupted:
         raise SystemExit(f"{name} stopped; start the same command again to resume it")
     (run_dir / DONE).write_text(json.dumps({"steps": steps}) + "\n")

@@ -475,21 +475,27 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
 
 def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, monkeypatch):
     """benchmarks/backflip.py reuses a run finished at its budget, resumes one finished short of
-    a longer `--steps` from its last checkpoint, and gives the held-temperature methods their
-    SAC settings (the learner is a stand-in that records what it was given)."""
+    a longer `--steps` from its last checkpoint, gives the held-temperature methods their SAC
+    settings and the PPO methods PPO (the learner is a stand-in that records what it was
+    given)."""
     spec = importlib.util.spec_from_file_location(
         "backflip_benchmark", EXAMPLES.parent / "benchmarks" / "backflip.py"
     )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    given = []
+    given, envs = [], []
+
+    def finish(settings):  # (a run's end: its folder, as a real run leaves it)
+        (settings["runs_dir"] / settings["name"]).mkdir(exist_ok=True)
+        return argparse.Namespace(interrupted=False)
 
     class Learner:
         def __init__(self, env, **settings):
+            envs.append(env)
             given.append(settings)
 
         def train(self):
-            return argparse.Namespace(interrupted=False)
+            return finish(given[-1])
 
     monkeypatch.setattr(bench, "RLLearner", Learner)
     monkeypatch.setattr(bench, "latest_checkpoint", lambda run: run / "checkpoints" / "last")
@@ -501,6 +507,16 @@ def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, m
     assert given[0]["steps"] == 1000 and given[0]["resume"] == run
     assert given[0]["sac"].init_temperature == 0.02 and not given[0]["sac"].learn_temperature
     assert json.loads((run / bench.DONE).read_text())["steps"] == 1000
+    bench.train("rule-reward-ppo", 0, tmp_path, 3000)  # (PPO on the unscaled rule)
+    assert envs[-1] == bench.backflip.ENV_ID and given[-1]["algo"] == "ppo"
+    assert given[-1]["eval_interval"] == bench.PPO_EVAL_INTERVAL and "resume" not in given[-1]
+    taught = []
+    monkeypatch.setattr(
+        bench.backflip, "teach", lambda steps, **kw: taught.append((steps, kw)) or finish(kw)
+    )
+    bench.train("pref-ppo", 0, tmp_path, 3000)  # (PrefPPO, its sessions spread over the run)
+    assert taught[0][0] == 3000 and taught[0][1]["spread"] and taught[0][1]["algo"] == "ppo"
+    assert isinstance(taught[0][1]["ppo"], bench.PPOConfig)
 
 
 def test_the_landing_search_starts_from_the_policys_own_plan():
