@@ -62,7 +62,7 @@ METHODS = {
     "rule-reward-alpha0.02": "SAC on the rule (x100), its temperature held at 0.02",
     "pref-alpha0.02": "PEBBLE, a narrower reward, SAC's temperature held at 0.02",
     "rule-reward-ppo": "PPO on the rule (x1) as reward",
-    "pref-ppo": "PrefPPO (PPO from the rule's preferences), labels spread over the run",
+    "pref-ppo": "PrefPPO (PPO from the rule's preferences), a narrower reward, labels spread",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
           "rule-reward": "C1", "rule-reward-alpha0.05": "C5", "rule-reward-alpha0.02": "C6",
@@ -77,7 +77,7 @@ LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hid
 # 190-step clips cost the 3x256 ensemble up to 13 minutes a fit (about 2 hours of a 4.5-hour run).
 SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
 REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
-           "pref-alpha0.02": SMALL_REWARD}  # fmt: skip
+           "pref-alpha0.02": SMALL_REWARD, "pref-ppo": SMALL_REWARD}  # fmt: skip
 # rule-reward-alpha*: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
 # then grew narrow and often saturated (a fifth of its pre-tanh means beyond 3), so one flight
