@@ -9,19 +9,21 @@ The rule, the teacher and the env are in examples/backflip.py: the teacher prefe
 leaps turn the torso further backwards with the whole body in the air (past a quarter turn, up to
 one turn a leap), that lands more backflips on its feet (each worth a turn more) and spends a
 little longer on them; the env is Hopper-v5 without early termination whose reward is the same
-rule step by step (x100 for SAC, the scale its defaults are tuned for), and evaluations of both methods report the rule's own
-score and the backflips landed. Runs go to runs/bench-backflip-<rule>/<method>_s<seed> (`RULE`
-in examples/backflip.py names the rule; earlier rules' runs keep their folders); started again,
-finished runs are reused and stopped ones resume from their last checkpoint (a finished one, given
-more `--steps`, goes on from its last). Rows are merged into benchmarks/results/backflip.json by
-rule, method and steps, the curves drawn to
-benchmarks/results/backflip-<rule>.png, and the first seed's policy of the preference method
-that lands the most flips is filmed to docs/img/backflip.mp4: the first of reset seeds 0-9 in
-which it lands a backflip (the row says which, and how many of the episodes tried landed one).
+rule step by step (x100 for SAC, the scale its defaults are tuned for), and evaluations of both
+methods report the rule's own score and the backflips landed. Runs go to
+runs/bench-backflip-<rule>/<method>_s<seed> (`RULE` in examples/backflip.py names the rule;
+earlier rules' runs keep their folders); started again, finished runs are reused and stopped ones
+resume from their last checkpoint (a finished one, given more `--steps`, goes on from its last).
+Rows are merged into benchmarks/results/backflip.json by rule, method and steps, the curves drawn
+to benchmarks/results/backflip-<rule>.png (backflip-NAME.png for a runs folder
+bench-backflip-NAME), and the first seed's policy of the preference method that lands the most
+flips is filmed to docs/img/backflip.mp4: the first of reset seeds 0-9 in which it lands a
+backflip (the row says which, and how many of the episodes tried landed one).
 `pref-spread` is PEBBLE with its sessions of labels spread over the whole run; `pref-linear` the
 same with a linear-output reward model; `pref-small` PEBBLE with a narrower reward model;
 `rule-reward-alpha0.05` (and 0.02) and `pref-alpha0.02` SAC and that PEBBLE with SAC's
-temperature held at the value named (`AGENTS`).
+temperature held at the value named (`AGENTS`); `rule-reward-ppo` and `pref-ppo` the same with
+PPO in place of SAC (`PPO_METHODS`).
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from prefrl.rundir.checkpoints import latest_checkpoint
 from prefrl.rundir.metrics import read_metrics
 
 RESULTS = ROOT / "benchmarks/results/backflip.json"
-FIGURE = ROOT / f"benchmarks/results/backflip-{backflip.RULE}.png"
 VIDEO = ROOT / "docs/img/backflip.mp4"
 DONE = "finished.json"
 
@@ -151,6 +152,17 @@ def labels_used(run_dir: Path) -> int:
     return int(rows[-1]["feedback/labels"]) if rows else 0
 
 
+def figure_path(runs: Path) -> Path:
+    """benchmarks/results/backflip-NAME.png, NAME the runs folder's after `bench-backflip-` (by
+    default the rule's: bench-backflip-ppo's curves go to backflip-ppo.png, beside the rule's)."""
+    name = (
+        runs.name.removeprefix("bench-backflip-")
+        if runs.name.startswith("bench-backflip-")
+        else backflip.RULE
+    )
+    return ROOT / f"benchmarks/results/backflip-{name}.png"
+
+
 def report(runs: Path, seeds: list[int], command: str) -> None:
     import matplotlib
 
@@ -190,7 +202,8 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
         "deterministic actions)"
     )
     fig.tight_layout()
-    fig.savefig(FIGURE, dpi=110)
+    figure = figure_path(runs)
+    fig.savefig(figure, dpi=110)
     prefs = [m for m in rows if m.startswith("pref")]
     if prefs:  # (the preference method that lands the most flips at the end; ties: the first)
         best = max(prefs, key=lambda m: rows[m]["landed_flips_mean"])
@@ -203,7 +216,7 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
     key = lambda r: (r.get("rule"), r["method"], r["steps"])  # (a longer run: a row of its own)
     merged = {key(r): r for r in existing} | {key(r): r for r in rows.values()}
     RESULTS.write_text(json.dumps({"results": list(merged.values())}, indent=2) + "\n")
-    print(f"wrote {RESULTS.relative_to(ROOT)} and {FIGURE.relative_to(ROOT)}")
+    print(f"wrote {RESULTS.relative_to(ROOT)} and {figure.relative_to(ROOT)}")
 
 
 def _film(run_dir: Path, description: str, tries: int = 10) -> dict:
