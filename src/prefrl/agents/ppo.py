@@ -52,6 +52,12 @@ class PPOConfig:
     """Gradients clipped to this global norm."""
     init_log_std: float = 0.0
     """The actor's log standard deviation at the start (a learned, state-independent parameter)."""
+    normalize_obs: bool = False
+    """Feed both networks each observation less the running mean, over the running std, of every
+    observation of the rollouts so far, clipped to +-10 (Baselines' VecNormalize of its MuJoCo
+    PPO): velocities of several units then weigh no more than angles. The statistics are kept
+    in the params (`params["obs_norm"]`, saved with them) and move only between updates, after
+    each, so a rollout is scored under the statistics it was acted under."""
 
     def __post_init__(self) -> None:
         positive = ("lr", "rollout_steps", "minibatch_size", "epochs", "clip", "max_grad_norm")
@@ -142,7 +148,11 @@ class PPO:
         k1, k2 = jax.random.split(key)
         obs = jnp.zeros((1, self.obs_dim), jnp.float32)
         params = {"actor": self.actor.init(k1, obs), "value": self.value.init(k2, obs)}
-        return PPOState(params, self.tx.init(params), jnp.zeros((), jnp.int32))
+        opt_state = self.tx.init(params)  # (the statistics below are not trained)
+        if self.config.normalize_obs:
+            params["obs_norm"] = {"mean": jnp.zeros(self.obs_dim), "var": jnp.ones(self.obs_dim),
+                                  "count": jnp.zeros(())}  # fmt: skip
+        return PPOState(params, opt_state, jnp.zeros((), jnp.int32))
 
     def state_to_bytes(self, state: PPOState) -> bytes:
         return flax.serialization.to_bytes(jax.device_get(state))
@@ -150,9 +160,17 @@ class PPO:
     def state_from_bytes(self, data: bytes) -> PPOState:
         return state_from_bytes(self.init(jax.random.PRNGKey(0)), data)
 
+    @staticmethod
+    def _inputs(params, obs):
+        """The networks' view of `obs`: as it is, or normalised (`normalize_obs`)."""
+        if "obs_norm" not in params:
+            return obs
+        norm = params["obs_norm"]
+        return jnp.clip((obs - norm["mean"]) / jnp.sqrt(norm["var"] + 1e-8), -10.0, 10.0)
+
     def _act(self, params, obs, key, step, deterministic: bool = False):
         """(action in [-1, 1] for the env, raw sample, its log-prob)."""
-        mean, log_std = self.actor.apply(params["actor"], obs)
+        mean, log_std = self.actor.apply(params["actor"], self._inputs(params, obs))
         if deterministic:
             return jnp.clip(mean, -1, 1), mean, gaussian_log_prob(mean, log_std, mean)
         noise = jax.random.normal(jax.random.fold_in(key, step), mean.shape)
@@ -161,8 +179,8 @@ class PPO:
 
     def _advantages(self, params, rollout: Rollout):
         cfg = self.config
-        values = self.value.apply(params["value"], rollout.obs)
-        next_values = self.value.apply(params["value"], rollout.next_obs)
+        values = self.value.apply(params["value"], self._inputs(params, rollout.obs))
+        next_values = self.value.apply(params["value"], self._inputs(params, rollout.next_obs))
         # Truncated episodes bootstrap from V(next_obs); only true terminals do not.
         deltas = rollout.reward + cfg.discount * (1 - rollout.terminated) * next_values - values
 
@@ -174,9 +192,11 @@ class PPO:
         _, adv = jax.lax.scan(backward, 0.0, (deltas, rollout.done), reverse=True)
         return adv, adv + values
 
-    def _loss(self, params, mb):
+    def _loss(self, trained, frozen, mb):
         cfg = self.config
+        params = {**trained, **frozen}
         obs, action, old_log_prob, adv, ret = mb
+        obs = self._inputs(params, obs)
         mean, log_std = self.actor.apply(params["actor"], obs)
         log_prob = gaussian_log_prob(mean, log_std, action)
         ratio = jnp.exp(log_prob - old_log_prob)
@@ -199,22 +219,39 @@ class PPO:
         adv, ret = self._advantages(state.params, rollout)
         data = (rollout.obs, rollout.action, rollout.log_prob, adv, ret)
         n_mb = cfg.rollout_steps // cfg.minibatch_size
+        trained = {k: state.params[k] for k in ("actor", "value")}
+        frozen = {k: v for k, v in state.params.items() if k not in trained}
 
         def epoch(carry, k):
             perm = jax.random.permutation(k, cfg.rollout_steps).reshape(n_mb, cfg.minibatch_size)
 
             def minibatch(carry, idx):
-                params, opt_state = carry
+                trained, opt_state = carry
                 mb = jax.tree.map(lambda x: x[idx], data)
-                (_, metrics), grads = jax.value_and_grad(self._loss, has_aux=True)(params, mb)
-                updates, opt_state = self.tx.update(grads, opt_state, params)
-                return (optax.apply_updates(params, updates), opt_state), metrics
+                (_, metrics), grads = jax.value_and_grad(self._loss, has_aux=True)(
+                    trained, frozen, mb
+                )
+                updates, opt_state = self.tx.update(grads, opt_state, trained)
+                return (optax.apply_updates(trained, updates), opt_state), metrics
 
             return jax.lax.scan(minibatch, carry, perm)
 
-        (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(key, cfg.epochs)
+        (trained, opt_state), metrics = jax.lax.scan(
+            epoch, (trained, state.opt_state), jax.random.split(key, cfg.epochs)
         )
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["value_mean"] = ret.mean()
+        params = {**trained, **frozen}
+        if "obs_norm" in params:
+            params["obs_norm"] = _merged_moments(params["obs_norm"], rollout.obs)
         return PPOState(params, opt_state, state.step + 1), metrics
+
+
+def _merged_moments(norm: dict, obs: jax.Array) -> dict:
+    """Running mean and variance of every observation so far, `obs` added (Chan et al.'s
+    parallel update)."""
+    n, mean, var = obs.shape[0], obs.mean(0), obs.var(0)
+    total = norm["count"] + n
+    delta = mean - norm["mean"]
+    m2 = norm["var"] * norm["count"] + var * n + delta**2 * norm["count"] * n / total
+    return {"mean": norm["mean"] + delta * n / total, "var": m2 / total, "count": total}
