@@ -356,21 +356,21 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
     as rl-teacher asks for labels all through training (at a decaying rate): answers then come
     while the policy tries the landings it finds late, which the first 200k steps never show.
     `reward`: the reward model (default PEBBLE_REWARD); `settings`: `PreferenceLearner`'s others
-    (they may replace the evaluations' below). Evaluations play 5 episodes, one on a
+    (they may replace the steps, schedule and evaluations said here). Evaluations play 5 episodes, one on a
     short try (under 100k steps): each of the env's steps puts the pose through MuJoCo's
     collision check, so 5 episodes of 1000 steps would take longer than a short try's training."""
     labels = labels or min(1000, max(10, steps // 500))
     sessions = max(1, labels // 100)
     interval = steps // (sessions + 1) if spread else min(20_000, steps // (sessions + 1))
-    settings = {"eval_interval": min(10_000, steps),
-                "eval_episodes": 5 if steps >= 100_000 else 1, **settings}  # fmt: skip
-    return PreferenceLearner(
-        ENV_ID, BackflipTeacher(), steps=steps, seed=seed,
-        warmstart_steps=min(1_000, steps // 10), unsupervised_steps=min(9_000, steps // 10),
-        schedule=ScheduleConfig(budget=labels, session_size=min(100, labels),
-                                interval=max(1, interval)),
-        segment_length=SEGMENT_LENGTH, reward=reward, **settings,
-    )  # fmt: skip
+    settings = {
+        "warmstart_steps": min(1_000, steps // 10), "unsupervised_steps": min(9_000, steps // 10),
+        "schedule": ScheduleConfig(budget=labels, session_size=min(100, labels),
+                                   interval=max(1, interval)),
+        "eval_interval": min(10_000, steps), "eval_episodes": 5 if steps >= 100_000 else 1,
+        **settings,
+    }  # fmt: skip
+    return PreferenceLearner(ENV_ID, BackflipTeacher(), steps=steps, seed=seed,
+                             segment_length=SEGMENT_LENGTH, reward=reward, **settings)  # fmt: skip
 
 
 if __name__ == "__main__":
