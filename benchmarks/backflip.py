@@ -23,7 +23,8 @@ backflip (the row says which, and how many of the episodes tried landed one).
 same with a linear-output reward model; `pref-small` PEBBLE with a narrower reward model;
 `rule-reward-alpha0.05` (and 0.02) and `pref-alpha0.02` SAC and that PEBBLE with SAC's
 temperature held at the value named (`AGENTS`); `rule-reward-ppo` and `pref-ppo` the same with
-PPO in place of SAC, `-ppo-norm` with PPO's observations normalised (`PPO_METHODS`).
+PPO in place of SAC, `-ppo-norm` with PPO's observations normalised (`PPO_METHODS`), and
+`pref-ppo-late` PrefPPO with the labels of `pref-ppo-norm` (`PREF_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -66,11 +67,12 @@ METHODS = {
     "pref-ppo": "PrefPPO (PPO from the rule's preferences), a narrower reward, labels spread",
     "rule-reward-ppo-norm": "PPO on the rule (x1), observations normalised",
     "pref-ppo-norm": "PrefPPO, observations normalised, 200k unsupervised steps, then labels",
+    "pref-ppo-late": "PrefPPO, 200k unsupervised steps, then labels (pref-ppo-norm's, plain PPO)",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
           "rule-reward": "C1", "rule-reward-alpha0.05": "C5", "rule-reward-alpha0.02": "C6",
           "pref-alpha0.02": "C7", "rule-reward-ppo": "C8", "pref-ppo": "C9",
-          "rule-reward-ppo-norm": "k", "pref-ppo-norm": "C0"}  # fmt: skip
+          "rule-reward-ppo-norm": "k", "pref-ppo-norm": "C0", "pref-ppo-late": "C2"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -82,7 +84,7 @@ LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hid
 SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
 REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
            "pref-alpha0.02": SMALL_REWARD, "pref-ppo": SMALL_REWARD,
-           "pref-ppo-norm": SMALL_REWARD}  # fmt: skip
+           "pref-ppo-norm": SMALL_REWARD, "pref-ppo-late": SMALL_REWARD}  # fmt: skip
 # rule-reward-alpha*: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
 # then grew narrow and often saturated (a fifth of its pre-tanh means beyond 3), so one flight
@@ -102,16 +104,18 @@ AGENTS = {"rule-reward-alpha0.05": HELD_005, "rule-reward-alpha0.02": HELD_002,
 # checkpoints every 100k (a minute and a half of PPO here).
 PPO_METHODS = {"rule-reward-ppo": PPOConfig(), "pref-ppo": PPOConfig(),
                "rule-reward-ppo-norm": PPOConfig(normalize_obs=True),
-               "pref-ppo-norm": PPOConfig(normalize_obs=True)}  # fmt: skip
+               "pref-ppo-norm": PPOConfig(normalize_obs=True), "pref-ppo-late": PPOConfig()}  # fmt: skip
 PPO_EVAL_INTERVAL = 50_000
 # pref-ppo-norm: pref-ppo asked its first 100 labels at 10k steps, of a policy that had not yet
 # leapt, and the rule found 97 of them ties; PPO on the rule leapt by 100k and landed flips at
 # 0.95-1.05M. So 200k steps of PEBBLE's unsupervised exploration come first, then sessions of
 # 100 labels every 130k steps (the last at 1.37M), while the policy learns to leap and land.
-PREF_SETTINGS = {"pref-ppo-norm": {
+# pref-ppo-late: the same with row 1m's plain PPO (normalised, PPO on the rule stood still).
+LATE_LABELS = {
     "unsupervised_steps": 200_000,
     "schedule": ScheduleConfig(budget=1000, session_size=100, interval=130_000),
-}}  # fmt: skip
+}
+PREF_SETTINGS = {"pref-ppo-norm": LATE_LABELS, "pref-ppo-late": LATE_LABELS}
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
