@@ -85,14 +85,17 @@ lane_58() {
   # (Rows 1i and 1k, the fourteenth try, are done: SAC's temperature held at 0.05, stopped at 170k,
   # and at 0.02, no flip landed in evaluations. Row 1k's row stands in results/backflip.json; the
   # backflip grid keeps no metrics, so on a new machine it would run again.)
-  # The fifteenth try, PPO in place of SAC (rows 1m-1p; QUEUE.md): PPO on the rule landed flips at
-  # 0.95-1.05M (row 1m, done); PrefPPO with normalised observations (row 1p) first, then the report
-  # of the four (its video: the preference run's policy). Rows 1m and 1o are done; the backflip
-  # grid keeps no metrics, so on a new machine they run again (about 30 minutes each).
+  # The fifteenth try, PPO in place of SAC (rows 1m-1r; QUEUE.md): PPO on the rule landed flips at
+  # 0.95-1.05M (row 1m); its seeds 1-2 (row 1r) say whether that holds on other seeds; then the
+  # preference runs and the report of them all (its video: the preference run's policy). The
+  # backflip grid keeps no metrics, so on a new machine the done rows run again (25-40 minutes
+  # each).
   backflip 1p bench-backflip-ppo --seeds 0 --only pref-ppo-norm --steps 3000000
+  backflip 1r bench-backflip-ppo --seeds 1 2 --only rule-reward-ppo --steps 3000000
+  backflip 1q bench-backflip-ppo --seeds 0 --only pref-ppo-late --steps 3000000
   backflip 1m bench-backflip-ppo --seeds 0 --only rule-reward-ppo --steps 3000000
   backflip 1o bench-backflip-ppo --seeds 0 --only rule-reward-ppo-norm --steps 3000000
-  backflip 1p bench-backflip-ppo --seeds 0 --report-only
+  backflip 1r bench-backflip-ppo --seeds 0 1 2 --report-only
   # Row 1k's run (SAC, temperature held at 0.02) on to 1M steps: its touch-downs were still coming
   # nearer standing at 500k, and it landed its first flip in training there (backflip note).
   backflip 1l bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02 --steps 1000000
