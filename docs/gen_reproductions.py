@@ -429,12 +429,11 @@ PROJECTS = (
                 "the fifteenth try: the same rule and env, PPO in place of SAC (rl-teacher's "
                 "backflip was TRPO's, an on-policy agent's), observations normalised; PrefPPO "
                 "after 200k unsupervised steps, then sessions of 100 answers every 130k, to 3M "
-                "steps", "a backflip from about 900 labels", "pref-ppo-norm", "practice",
-                "running (queue row 1p; rule score 0.75-0.8 from 750k to 1.24M, no flip landed "
-                "yet). PPO given the rule as its reward landed flips in its evaluations, 1.0 an "
-                "episode at 0.95M and 1.05M and 0.2 at 3M (rule score 1.0; `--only "
-                "rule-reward-ppo`), the first agent to since the fifth rule's SAC; with its "
-                "observations normalised it stood still (0.15)",
+                "steps. It turns one flip an episode and comes down on its back. PPO given the "
+                "rule without normalising (`--only rule-reward-ppo`) landed 1.0 flips an episode "
+                "at 0.95M and 1.05M and 0.2 at 3M (rule score 1.0): the first agent to land any "
+                "since the fifth rule's SAC", "a backflip from about 900 labels",
+                "pref-ppo-norm", "practice",
                 baseline="rule-reward-ppo-norm",
             ),
         ),
