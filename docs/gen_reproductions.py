@@ -431,8 +431,8 @@ PROJECTS = (
                 "after 200k unsupervised steps, then sessions of 100 answers every 130k, to 3M "
                 "steps. It turns one flip an episode and comes down on its back. PPO given the "
                 "rule without normalising (`--only rule-reward-ppo`) landed 1.0 flips an episode "
-                "at 0.95M and 1.05M and 0.2 at 3M (rule score 1.0): the first agent to land any "
-                "since the fifth rule's SAC", "a backflip from about 900 labels",
+                "at 0.95M and 1.05M and 0.2 at 3M on seed 0 (rule score 1.0), the first agent to "
+                "land any since the fifth rule's SAC; seed 1 none (3.8: unlanded flips)", "a backflip from about 900 labels",
                 "pref-ppo-norm", "practice",
                 baseline="rule-reward-ppo-norm",
             ),
