@@ -356,9 +356,10 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
     as rl-teacher asks for labels all through training (at a decaying rate): answers then come
     while the policy tries the landings it finds late, which the first 200k steps never show.
     `reward`: the reward model (default PEBBLE_REWARD); `settings`: `PreferenceLearner`'s others
-    (they may replace the steps, schedule and evaluations said here). Evaluations play 5 episodes, one on a
-    short try (under 100k steps): each of the env's steps puts the pose through MuJoCo's
-    collision check, so 5 episodes of 1000 steps would take longer than a short try's training."""
+    (they may replace the steps, schedule and evaluations said here). Evaluations play 5
+    episodes, one on a short try (under 100k steps): each of the env's steps puts the pose
+    through MuJoCo's collision check, so 5 episodes of 1000 steps would take longer than a short
+    try's training."""
     labels = labels or min(1000, max(10, steps // 500))
     sessions = max(1, labels // 100)
     interval = steps // (sessions + 1) if spread else min(20_000, steps // (sessions + 1))
