@@ -61,11 +61,13 @@ function card(seg) {
   // The slider and the number box show one rating: either sets it.
   range.addEventListener("input", () => { box.value = range.value; });
   box.addEventListener("input", () => { if (box.value !== "") range.value = box.value; });
-  fig.querySelector(".save").addEventListener("click", async () => {
+  const save = fig.querySelector(".save");
+  save.addEventListener("click", async () => {
+    save.disabled = true;  // a double click saves once
     const r = await fetch("/api/rating", { method: "POST", headers,
       body: JSON.stringify({ segment_id: seg.id, rating: box.value === "" ? null : Number(box.value) }) });
     const data = await r.json();
-    if (!r.ok) { fig.querySelector(".err").textContent = data.detail; return; }
+    if (!r.ok) { save.disabled = false; fig.querySelector(".err").textContent = data.detail; return; }
     rated += 1;
     fig.remove();
     load();
