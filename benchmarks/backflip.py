@@ -24,7 +24,8 @@ same with a linear-output reward model; `pref-small` PEBBLE with a narrower rewa
 `rule-reward-alpha0.05` (and 0.02) and `pref-alpha0.02` SAC and that PEBBLE with SAC's
 temperature held at the value named (`AGENTS`); `rule-reward-ppo` and `pref-ppo` the same with
 PPO in place of SAC, `-ppo-norm` with PPO's observations normalised (`PPO_METHODS`), and
-`pref-ppo-late` PrefPPO with the labels of `pref-ppo-norm` (`PREF_SETTINGS`).
+`pref-ppo-late` PrefPPO with the labels of `pref-ppo-norm` (`PREF_SETTINGS`); `-anneal` with
+PPO's learning rate falling to 0 over the run (`ANNEALED`).
 """
 
 from __future__ import annotations
@@ -68,11 +69,14 @@ METHODS = {
     "rule-reward-ppo-norm": "PPO on the rule (x1), observations normalised",
     "pref-ppo-norm": "PrefPPO, observations normalised, 200k unsupervised steps, then labels",
     "pref-ppo-late": "PrefPPO, 200k unsupervised steps, then labels (pref-ppo-norm's, plain PPO)",
+    "rule-reward-ppo-anneal": "PPO on the rule (x1), its learning rate falling to 0 over the run",
+    "pref-ppo-norm-anneal": "pref-ppo-norm, PPO's learning rate falling to 0 over the run",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
           "rule-reward": "C1", "rule-reward-alpha0.05": "C5", "rule-reward-alpha0.02": "C6",
           "pref-alpha0.02": "C7", "rule-reward-ppo": "C8", "pref-ppo": "C9",
-          "rule-reward-ppo-norm": "k", "pref-ppo-norm": "C0", "pref-ppo-late": "C2"}  # fmt: skip
+          "rule-reward-ppo-norm": "k", "pref-ppo-norm": "C0", "pref-ppo-late": "C2",
+          "rule-reward-ppo-anneal": "C1", "pref-ppo-norm-anneal": "C3"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -84,7 +88,8 @@ LINEAR_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, output="linear", hid
 SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 3)
 REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
            "pref-alpha0.02": SMALL_REWARD, "pref-ppo": SMALL_REWARD,
-           "pref-ppo-norm": SMALL_REWARD, "pref-ppo-late": SMALL_REWARD}  # fmt: skip
+           "pref-ppo-norm": SMALL_REWARD, "pref-ppo-late": SMALL_REWARD,
+           "pref-ppo-norm-anneal": SMALL_REWARD}  # fmt: skip
 # rule-reward-alpha*: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
 # then grew narrow and often saturated (a fifth of its pre-tanh means beyond 3), so one flight
@@ -104,7 +109,13 @@ AGENTS = {"rule-reward-alpha0.05": HELD_005, "rule-reward-alpha0.02": HELD_002,
 # checkpoints every 100k (a minute and a half of PPO here).
 PPO_METHODS = {"rule-reward-ppo": PPOConfig(), "pref-ppo": PPOConfig(),
                "rule-reward-ppo-norm": PPOConfig(normalize_obs=True),
-               "pref-ppo-norm": PPOConfig(normalize_obs=True), "pref-ppo-late": PPOConfig()}  # fmt: skip
+               "pref-ppo-norm": PPOConfig(normalize_obs=True), "pref-ppo-late": PPOConfig(),
+               "rule-reward-ppo-anneal": PPOConfig(),
+               "pref-ppo-norm-anneal": PPOConfig(normalize_obs=True)}  # fmt: skip
+# *-anneal: PPO's learning rate falls linearly to 0 over the run's steps, as in Baselines' MuJoCo
+# PPO. Row 1m landed flips at 0.95-1.05M, then lost them as its clip fraction rose to 0.45 on a
+# constant rate; a falling rate keeps what the policy learned late in the run.
+ANNEALED = ("rule-reward-ppo-anneal", "pref-ppo-norm-anneal")
 PPO_EVAL_INTERVAL = 50_000
 # pref-ppo-norm: pref-ppo asked its first 100 labels at 10k steps, of a policy that had not yet
 # leapt, and the rule found 97 of them ties; PPO on the rule leapt by 100k and landed flips at
@@ -115,7 +126,8 @@ LATE_LABELS = {
     "unsupervised_steps": 200_000,
     "schedule": ScheduleConfig(budget=1000, session_size=100, interval=130_000),
 }
-PREF_SETTINGS = {"pref-ppo-norm": LATE_LABELS, "pref-ppo-late": LATE_LABELS}
+PREF_SETTINGS = {"pref-ppo-norm": LATE_LABELS, "pref-ppo-late": LATE_LABELS,
+                 "pref-ppo-norm-anneal": LATE_LABELS}  # fmt: skip
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -133,7 +145,10 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
         settings["sac"] = AGENTS[method]
     env = backflip.SCALED_ENV_ID
     if method in PPO_METHODS:
-        settings.update(algo="ppo", ppo=PPO_METHODS[method], eval_interval=PPO_EVAL_INTERVAL,
+        ppo = PPO_METHODS[method]
+        if method in ANNEALED:
+            ppo = dataclasses.replace(ppo, lr_anneal_steps=steps)
+        settings.update(algo="ppo", ppo=ppo, eval_interval=PPO_EVAL_INTERVAL,
                         checkpoint_interval=100_000, video_interval=500_000)  # fmt: skip
         env = backflip.ENV_ID
     if method.startswith("pref"):

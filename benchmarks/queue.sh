@@ -92,10 +92,15 @@ lane_58() {
   # each).
   backflip 1p bench-backflip-ppo --seeds 0 --only pref-ppo-norm --steps 3000000
   backflip 1r bench-backflip-ppo --seeds 1 2 --only rule-reward-ppo --steps 3000000
+  # PPO's learning rate falling to 0 over the run (row 1m lost its landed flips on a constant
+  # rate): the preference run first (the target), then the rule's seeds.
+  backflip 1s bench-backflip-ppo --seeds 0 --only pref-ppo-norm-anneal --steps 3000000
+  backflip 1t bench-backflip-ppo --seeds 0 --only rule-reward-ppo-anneal --steps 3000000
   backflip 1q bench-backflip-ppo --seeds 0 --only pref-ppo-late --steps 3000000
   backflip 1m bench-backflip-ppo --seeds 0 --only rule-reward-ppo --steps 3000000
   backflip 1o bench-backflip-ppo --seeds 0 --only rule-reward-ppo-norm --steps 3000000
   backflip 1r bench-backflip-ppo --seeds 0 1 2 --report-only
+  backflip 1t bench-backflip-ppo --seeds 1 2 --only rule-reward-ppo-anneal --steps 3000000
   # Row 1k's run (SAC, temperature held at 0.02) on to 1M steps: its touch-downs were still coming
   # nearer standing at 500k, and it landed its first flip in training there (backflip note).
   backflip 1l bench-backflip-practice --seeds 0 --only rule-reward-alpha0.02 --steps 1000000

@@ -517,6 +517,9 @@ def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, m
     bench.train("pref-ppo", 0, tmp_path, 3000)  # (PrefPPO, its sessions spread over the run)
     assert taught[0][0] == 3000 and taught[0][1]["spread"] and taught[0][1]["algo"] == "ppo"
     assert isinstance(taught[0][1]["ppo"], bench.PPOConfig)
+    assert taught[0][1]["ppo"].lr_anneal_steps == 0
+    bench.train("pref-ppo-norm-anneal", 0, tmp_path, 3000)  # (its rate falls to 0 over the run)
+    assert taught[1][1]["ppo"].lr_anneal_steps == 3000 and taught[1][1]["ppo"].normalize_obs
 
 
 def test_the_landing_search_starts_from_the_policys_own_plan():

@@ -91,3 +91,38 @@ def test_ppo_normalises_observations_by_their_running_moments():
     np.testing.assert_allclose(np.asarray(back.params["obs_norm"]["var"]), norm["var"])
     plain = PPO(PPOConfig(hidden_dims=(16,)), obs_dim=3, action_dim=1)
     assert set(plain.init(jax.random.key(0)).params) == {"actor", "value"}
+
+
+def test_ppo_learning_rate_falls_to_zero_over_lr_anneal_steps():
+    """`lr_anneal_steps`: updates move the policy until that many env steps' updates are done,
+    then leave it as it is; the fall resumes from a checkpoint's bytes where it was; a span
+    shorter than one rollout is refused."""
+    import pytest
+
+    cfg = dict(hidden_dims=(16,), rollout_steps=64, minibatch_size=32, epochs=2, lr=1e-2)
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(64, 3)).astype(np.float32)
+    reward = obs[:, 0].copy()
+
+    def actor_after(ppo, state, updates):
+        moves = []
+        for i in range(updates):
+            _, raw, log_prob = ppo.act(state.params, obs, jax.random.key(1), i)
+            zeros = np.zeros(64, np.float32)
+            before = jax.tree.map(np.asarray, state.params["actor"])
+            state, _ = ppo.update(state, Rollout(obs, np.asarray(raw), np.asarray(log_prob),
+                                                 reward, obs, zeros, zeros), jax.random.key(2))  # fmt: skip
+            after = jax.tree.map(np.asarray, state.params["actor"])
+            moves.append(max(float(np.abs(a - b).max()) for a, b in
+                             zip(jax.tree.leaves(after), jax.tree.leaves(before))))  # fmt: skip
+        return state, moves
+
+    annealed = PPO(PPOConfig(**cfg, lr_anneal_steps=128), obs_dim=3, action_dim=1)
+    state, moves = actor_after(annealed, annealed.init(jax.random.key(0)), 3)
+    assert moves[0] > 1e-3 and moves[1] > 0 and moves[2] == 0.0  # the rate reached 0 after two
+    back = annealed.state_from_bytes(annealed.state_to_bytes(state))
+    assert actor_after(annealed, back, 1)[1] == [0.0]
+    constant = PPO(PPOConfig(**cfg), obs_dim=3, action_dim=1)
+    assert min(actor_after(constant, constant.init(jax.random.key(0)), 3)[1]) > 1e-3
+    with pytest.raises(ValueError, match="lr_anneal_steps.*at least rollout_steps"):
+        PPOConfig(**cfg, lr_anneal_steps=10)

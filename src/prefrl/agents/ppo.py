@@ -59,6 +59,11 @@ class PPOConfig:
     in the params (`params["obs_norm"]`, saved with them) and move only between updates, after
     each, so a rollout is scored under the statistics it was acted under."""
 
+    lr_anneal_steps: int = 0
+    """Env steps over which the learning rate falls linearly to 0, from the first update (set it
+    to the run's steps for Baselines' MuJoCo PPO, whose rate falls to 0 over the run); 0 keeps
+    it constant. A rate that stays high can undo, late in a run, what the policy learned."""
+
     def __post_init__(self) -> None:
         positive = ("lr", "rollout_steps", "minibatch_size", "epochs", "clip", "max_grad_norm")
         check_fields(self, {name: (getattr(self, name) > 0, "> 0") for name in positive},
@@ -68,6 +73,9 @@ class PPOConfig:
                               f"a multiple of minibatch_size ({self.minibatch_size})"),
             **{name: (0 <= getattr(self, name) <= 1, "a value in [0, 1]")
                for name in ("discount", "gae_lambda")},
+            "lr_anneal_steps": (self.lr_anneal_steps == 0
+                                or self.lr_anneal_steps >= self.rollout_steps,
+                                f"0 (constant) or at least rollout_steps ({self.rollout_steps})"),
         }, "PPOConfig.")  # fmt: skip
 
 
@@ -138,8 +146,13 @@ class PPO:
         self.obs_dim, self.action_dim = obs_dim, action_dim
         self.actor = GaussianActor(action_dim, config.hidden_dims, config.init_log_std)
         self.value = ValueNet(config.hidden_dims)
+        lr = config.lr
+        if config.lr_anneal_steps:  # counted in gradient steps: epochs x minibatches an update
+            grad_steps = (config.lr_anneal_steps // config.rollout_steps * config.epochs
+                          * (config.rollout_steps // config.minibatch_size))  # fmt: skip
+            lr = optax.linear_schedule(config.lr, 0.0, grad_steps)
         self.tx = optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm), optax.adam(config.lr, eps=1e-5)
+            optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5)
         )
         self.update = jit_step(self._update, donate_argnums=0)
         self.act = jax.jit(self._act, static_argnames="deterministic")
