@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from prefrl.agents import PPO, PPOConfig, Rollout
 from prefrl.data import ReplayBuffer
@@ -97,9 +98,8 @@ def test_ppo_learning_rate_falls_to_zero_over_lr_anneal_steps():
     """`lr_anneal_steps`: updates move the policy until that many env steps' updates are done,
     then leave it as it is; the fall resumes from a checkpoint's bytes where it was; a span
     shorter than one rollout is refused."""
-    import pytest
-
-    cfg = dict(hidden_dims=(16,), rollout_steps=64, minibatch_size=32, epochs=2, lr=1e-2)
+    cfg = {"hidden_dims": (16,), "rollout_steps": 64, "minibatch_size": 32, "epochs": 2,
+           "lr": 1e-2}  # fmt: skip
     rng = np.random.default_rng(0)
     obs = rng.normal(size=(64, 3)).astype(np.float32)
     reward = obs[:, 0].copy()
