@@ -96,6 +96,10 @@ lane_58() {
   # rate): the preference run first (the target), then the rule's seeds.
   backflip 1s bench-backflip-ppo --seeds 0 --only pref-ppo-norm-anneal --steps 3000000
   backflip 1t bench-backflip-ppo --seeds 0 --only rule-reward-ppo-anneal --steps 3000000
+  # Pong from preferences, seed 0 (about 12 hours beside the other lane), ahead of the backflip's
+  # other tries and the baselines below: a headline result of the issue, twice lost with its
+  # machine at 1.2M and 1.6M of 5M steps, while this machine has now been kept for five sessions.
+  atari 6p atari-bench --env atari:Pong --algo ppo --methods prefs --seeds 0
   backflip 1q bench-backflip-ppo --seeds 0 --only pref-ppo-late --steps 3000000
   backflip 1m bench-backflip-ppo --seeds 0 --only rule-reward-ppo --steps 3000000
   backflip 1o bench-backflip-ppo --seeds 0 --only rule-reward-ppo-norm --steps 3000000
