@@ -288,3 +288,30 @@ def test_learned_reward_ranks_compares_a_runs_own_segments_with_a_references(tmp
     assert out["true"] == [0.0, 5.0] and out["learned"] == [5.0, 0.0]
     assert out["true prefers the reference"] == 1.0 and out["learned prefers the reference"] == 0.0
     assert out["learned vs true, both"] == pytest.approx(-1.0)
+
+
+def test_learned_reward_ranks_plays_a_reference_that_keeps_no_replay_buffer(tmp_path):
+    """A PPO run keeps no replay buffer: its policy is played from seeded resets instead, and
+    cut into windows within each episode, its rewards the env's."""
+    import sys
+    from pathlib import Path
+
+    import gymnasium
+
+    from prefrl import PPO, PPOConfig, RLLearner
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import learned_reward_ranks as tool
+
+    small = PPOConfig(hidden_dims=(8,), rollout_steps=200, minibatch_size=100, epochs=1)
+    RLLearner("Pendulum-v1", agent=PPO(small, 3, 1), steps=400, eval_interval=400,
+              eval_episodes=1, runs_dir=tmp_path, name="ppo").train()  # fmt: skip
+    obs, action, reward = tool.reference_segments(tmp_path / "ppo", 60, 600)
+    assert obs.shape == (9, 60, 3) and action.shape == (9, 60, 1)  # 3 episodes of 200: 3 x 3
+    env = gymnasium.make("Pendulum-v1")
+    first, _ = env.reset(seed=0)
+    np.testing.assert_allclose(obs[0, 0], first, rtol=1e-5, atol=1e-6)  # the first seeded reset
+    theta, speed = np.arctan2(obs[..., 1], obs[..., 0]), obs[..., 2]
+    torque = 2.0 * np.clip(action[..., 0], -1, 1)  # (Pendulum's [-2, 2], prefrl's [-1, 1])
+    np.testing.assert_allclose(reward, -(theta**2 + 0.1 * speed**2 + 0.001 * torque**2),
+                               rtol=1e-4, atol=1e-4)  # Pendulum's own reward of each step
