@@ -313,5 +313,6 @@ def test_learned_reward_ranks_plays_a_reference_that_keeps_no_replay_buffer(tmp_
     np.testing.assert_allclose(obs[0, 0], first, rtol=1e-5, atol=1e-6)  # the first seeded reset
     theta, speed = np.arctan2(obs[..., 1], obs[..., 0]), obs[..., 2]
     torque = 2.0 * np.clip(action[..., 0], -1, 1)  # (Pendulum's [-2, 2], prefrl's [-1, 1])
-    np.testing.assert_allclose(reward, -(theta**2 + 0.1 * speed**2 + 0.001 * torque**2),
-                               rtol=1e-4, atol=1e-4)  # Pendulum's own reward of each step
+    np.testing.assert_allclose(
+        reward, -(theta**2 + 0.1 * speed**2 + 0.001 * torque**2), rtol=1e-4, atol=1e-4
+    )  # Pendulum's own reward of each step
