@@ -25,7 +25,8 @@ same with a linear-output reward model; `pref-small` PEBBLE with a narrower rewa
 temperature held at the value named (`AGENTS`); `rule-reward-ppo` and `pref-ppo` the same with
 PPO in place of SAC, `-ppo-norm` with PPO's observations normalised (`PPO_METHODS`), and
 `pref-ppo-late` PrefPPO with the labels of `pref-ppo-norm` (`PREF_SETTINGS`); `-anneal` with
-PPO's learning rate falling to 0 over the run (`ANNEALED`).
+PPO's learning rate falling to 0 over the run (`ANNEALED`), `-floor` with the rule pricing time on
+the floor (`FLOOR`).
 """
 
 from __future__ import annotations
@@ -71,12 +72,15 @@ METHODS = {
     "pref-ppo-late": "PrefPPO, 200k unsupervised steps, then labels (pref-ppo-norm's, plain PPO)",
     "rule-reward-ppo-anneal": "PPO on the rule (x1), its learning rate falling to 0 over the run",
     "pref-ppo-norm-anneal": "pref-ppo-norm, PPO's learning rate falling to 0 over the run",
+    "rule-reward-ppo-floor": "PPO on the rule (x1), time on the floor priced",
+    "pref-ppo-norm-floor": "pref-ppo-norm, the teacher pricing time on the floor",
 }
 COLORS = {"pref": "C0", "pref-spread": "C2", "pref-linear": "C3", "pref-small": "C4",
           "rule-reward": "C1", "rule-reward-alpha0.05": "C5", "rule-reward-alpha0.02": "C6",
           "pref-alpha0.02": "C7", "rule-reward-ppo": "C8", "pref-ppo": "C9",
           "rule-reward-ppo-norm": "k", "pref-ppo-norm": "C0", "pref-ppo-late": "C2",
-          "rule-reward-ppo-anneal": "C1", "pref-ppo-norm-anneal": "C3"}  # fmt: skip
+          "rule-reward-ppo-anneal": "C1", "pref-ppo-norm-anneal": "C3",
+          "rule-reward-ppo-floor": "C4", "pref-ppo-norm-floor": "C5"}  # fmt: skip
 # pref-linear: a tanh output bounds each step's learned reward, and the eighth try's ensemble,
 # taught on leaps of 0.3-0.4 of a turn, rated bigger leaps below them (docs/notes/
 # 2026-11-29-backflip.md); a linear output can keep growing with the turns, as Christiano et
@@ -89,7 +93,7 @@ SMALL_REWARD = dataclasses.replace(backflip.PEBBLE_REWARD, hidden_dims=(128,) * 
 REWARDS = {"pref-linear": LINEAR_REWARD, "pref-small": SMALL_REWARD,
            "pref-alpha0.02": SMALL_REWARD, "pref-ppo": SMALL_REWARD,
            "pref-ppo-norm": SMALL_REWARD, "pref-ppo-late": SMALL_REWARD,
-           "pref-ppo-norm-anneal": SMALL_REWARD}  # fmt: skip
+           "pref-ppo-norm-anneal": SMALL_REWARD, "pref-ppo-norm-floor": SMALL_REWARD}  # fmt: skip
 # rule-reward-alpha*: SAC's temperature tuned itself down to 0.004-0.01 on the rule (x100), because
 # the idle steps (lying, standing) met its entropy target on their own; in the air its actions
 # then grew narrow and often saturated (a fifth of its pre-tanh means beyond 3), so one flight
@@ -111,11 +115,18 @@ PPO_METHODS = {"rule-reward-ppo": PPOConfig(), "pref-ppo": PPOConfig(),
                "rule-reward-ppo-norm": PPOConfig(normalize_obs=True),
                "pref-ppo-norm": PPOConfig(normalize_obs=True), "pref-ppo-late": PPOConfig(),
                "rule-reward-ppo-anneal": PPOConfig(),
-               "pref-ppo-norm-anneal": PPOConfig(normalize_obs=True)}  # fmt: skip
+               "pref-ppo-norm-anneal": PPOConfig(normalize_obs=True),
+               "rule-reward-ppo-floor": PPOConfig(),
+               "pref-ppo-norm-floor": PPOConfig(normalize_obs=True)}  # fmt: skip
 # *-anneal: PPO's learning rate falls linearly to 0 over the run's steps, as in Baselines' MuJoCo
 # PPO. Row 1m landed flips at 0.95-1.05M, then lost them as its clip fraction rose to 0.45 on a
 # constant rate; a falling rate keeps what the policy learned late in the run.
 ANNEALED = ("rule-reward-ppo-anneal", "pref-ppo-norm-anneal")
+# *-floor: the rule prices each step with the torso or thigh on the floor (`backflip.FLOOR_COST`),
+# in the teacher's answers and in the rule's reward (evaluations report the rule without it).
+# Row 1p's learned reward paid a flip onto its back three times a landed flip: lying after the
+# flip sat in every clip that won (backflip note, session 74).
+FLOOR = ("rule-reward-ppo-floor", "pref-ppo-norm-floor")
 PPO_EVAL_INTERVAL = 50_000
 # pref-ppo-norm: pref-ppo asked its first 100 labels at 10k steps, of a policy that had not yet
 # leapt, and the rule found 97 of them ties; PPO on the rule leapt by 100k and landed flips at
@@ -127,7 +138,8 @@ LATE_LABELS = {
     "schedule": ScheduleConfig(budget=1000, session_size=100, interval=130_000),
 }
 PREF_SETTINGS = {"pref-ppo-norm": LATE_LABELS, "pref-ppo-late": LATE_LABELS,
-                 "pref-ppo-norm-anneal": LATE_LABELS}  # fmt: skip
+                 "pref-ppo-norm-anneal": LATE_LABELS,
+                 "pref-ppo-norm-floor": {**LATE_LABELS, "floor": True}}  # fmt: skip
 
 
 def train(method: str, seed: int, runs: Path, steps: int) -> Path:
@@ -150,7 +162,7 @@ def train(method: str, seed: int, runs: Path, steps: int) -> Path:
             ppo = dataclasses.replace(ppo, lr_anneal_steps=steps)
         settings.update(algo="ppo", ppo=ppo, eval_interval=PPO_EVAL_INTERVAL,
                         checkpoint_interval=100_000, video_interval=500_000)  # fmt: skip
-        env = backflip.ENV_ID
+        env = backflip.FLOOR_ENV_ID if method in FLOOR else backflip.ENV_ID
     if method.startswith("pref"):
         if method in REWARDS:
             settings["reward"] = REWARDS[method]
@@ -215,7 +227,8 @@ def report(runs: Path, seeds: list[int], command: str) -> None:
             ax_score.plot(steps, score, **kw)
             ax_flips.plot(steps, flips, **kw)
         rows[method] = {
-            "rule": backflip.RULE, "method": method, "description": title, "env": backflip.ENV_ID,
+            "rule": backflip.RULE, "method": method, "description": title,
+            "env": backflip.FLOOR_ENV_ID if method in FLOOR else backflip.ENV_ID,
             "steps": int(curves[0][0][-1]), "seeds": [int(d.name.rsplit("_s", 1)[1]) for d in dirs],
             "rule_score_final": [float(c[1][-1]) for c in curves],
             "landed_flips_final": [float(c[2][-1]) for c in curves],

@@ -92,6 +92,11 @@ lane_58() {
   # each).
   backflip 1p bench-backflip-ppo --seeds 0 --only pref-ppo-norm --steps 3000000
   backflip 1r bench-backflip-ppo --seeds 1 2 --only rule-reward-ppo --steps 3000000
+  # The sixteenth try: the teacher prices time on the floor (row 1p's learned reward paid a flip
+  # onto its back three times a landed flip), the preference run first (the target), then PPO on
+  # that rule beside it.
+  backflip 1v bench-backflip-ppo --seeds 0 --only pref-ppo-norm-floor --steps 3000000
+  backflip 1u bench-backflip-ppo --seeds 0 --only rule-reward-ppo-floor --steps 3000000
   # PPO's learning rate falling to 0 over the run (row 1m lost its landed flips on a constant
   # rate): the preference run first (the target), then the rule's seeds.
   backflip 1s bench-backflip-ppo --seeds 0 --only pref-ppo-norm-anneal --steps 3000000

@@ -5,8 +5,8 @@ who taught rl-teacher's Hopper saw) it prefers the one that scores more. Each le
 body in the air from take-off to touch-down, having taken off from its feet) scores its backward
 turns past the first quarter, up to one turn; coming down from most of a turn scores half a turn
 more, times how near standing (how upright and how high the torso is then); each backflip
-landed on its feet scores a turn, and time on its feet a little. The agent never sees the rule,
-only the answers.
+landed on its feet scores a turn, and time on its feet a little (`learner(floor=True)`: and time
+lying on the floor costs a little more). The agent never sees the rule, only the answers.
 
     python examples/backflip.py                # 500k steps, 1000 labels (hours on a CPU)
     python examples/backflip.py 20000 100      # a short try: steps, labels
@@ -66,6 +66,14 @@ TOUCHDOWN_HEIGHT = 0.7
 """Torso height (m) from which a touch-down counts as standing height (`on_feet`'s least)."""
 TIE = 0.01
 """Clips whose scores differ by less than this (in turns) are answered "equal"."""
+FLOOR_COST = 0.002
+"""Cost per step with the torso or thigh on the floor, in turns, where the rule is asked to price
+it (`floor=True`; the sixteenth try): a clip spent lying costs 0.38, a whole flip onto its back
+and 130 steps lying still earns 0.49, more than standing still (0.04), less than the same flip
+got up from at once. Without it the rule pays lying nothing, and the reward PrefPPO learnt from
+it paid a flip onto its back three times a landed flip: its clips held no landing, and lying after
+a flip sat in every clip that won, while standing sat in those that lost (docs/notes/
+2026-11-29-backflip.md, session 74). Ten times the on-feet bonus."""
 # Eight rules before this one (in eleven tries) were gamed or gave no way up to a flip (docs/
 # notes/2026-11-29-backflip.md): every backward turn (taught rolling on the floor); turns with the torso
 # high (falling backwards and getting up); turns of flights taken back when the torso or thigh
@@ -105,6 +113,8 @@ the twelfth rule (every leap's turns past a quarter, its touch-down paid by how 
 comes down) in episodes of which `PRACTICE_SHARE` start mid-flip."""
 ENV_ID = "backflip:HopperBackflip-v0"
 SCALED_ENV_ID = "backflip:HopperBackflipScaled-v0"
+FLOOR_ENV_ID = "backflip:HopperBackflipFloor-v0"
+"""`ENV_ID` rewarded by the rule with `FLOOR_COST`."""
 
 
 def stance(height: np.ndarray, angle: np.ndarray) -> np.ndarray:
@@ -219,25 +229,27 @@ def rule_step(state: RuleState, turn, air_before, air_after, down, feet, pose):
     return credit, state, landed
 
 
-def rule_score(obs: np.ndarray) -> np.ndarray:
+def rule_score(obs: np.ndarray, floor: bool = False) -> np.ndarray:
     """The rule's score of Hopper observations in time order (axis -2): the paid turns of their
     leaps from its feet, the touch-downs' and landed flips' bonuses, and the on-feet bonus for
-    every step after the first."""
-    return rule_tally(obs)[0]
+    every step after the first (`floor`: less `FLOOR_COST` for each with the torso or thigh
+    down)."""
+    return rule_tally(obs, floor)[0]
 
 
-def rule_tally(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def rule_tally(obs: np.ndarray, floor: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """`rule_score` of `obs` and the backflips landed in them."""
     score, landed_flips = 0.0, 0
-    for credit, _, _, landed, _ in rule_trace(obs):
-        score, landed_flips = score + credit, landed_flips + landed
+    for credit, _, _, landed, down in rule_trace(obs):
+        score = score + credit - (FLOOR_COST * down if floor else 0.0)
+        landed_flips = landed_flips + landed
     return score, landed_flips
 
 
 def rule_trace(obs: np.ndarray):
     """The rule over observations in time order (axis -2), a step at a time: each step's credit
-    (with the on-feet bonus), the rule's state before and after it, the flips it landed and
-    whether the torso or thigh is down after it."""
+    (with the on-feet bonus, without the floor's cost), the rule's state before and after it, the
+    flips it landed and whether the torso or thigh is down after it."""
     height, angle, rising = obs[..., 0], obs[..., 1], obs[..., 6]
     down, air = floor_contacts(obs)
     feet = on_feet(height, angle, rising, air)
@@ -255,7 +267,11 @@ def rule_trace(obs: np.ndarray):
 
 class BackflipTeacher(Teacher):
     """Answers each pair by the rule, from the clips' observations alone (Hopper's observation
-    holds the torso's height, angle and vertical speed: entries 0, 1 and 6)."""
+    holds the torso's height, angle and vertical speed: entries 0, 1 and 6); `floor`: the rule
+    with `FLOOR_COST`."""
+
+    def __init__(self, floor: bool = False):
+        self.floor = floor
 
     def check_env(self, env):
         if env.obs_dim != 11 or "Hopper" not in type(env.unwrapped).__name__:
@@ -263,7 +279,7 @@ class BackflipTeacher(Teacher):
                              f"Hopper-v5's 11 observations): {env.env_id} is not a Hopper")  # fmt: skip
 
     def answer(self, left, right):
-        diff = rule_score(right.obs) - rule_score(left.obs)
+        diff = rule_score(right.obs, self.floor) - rule_score(left.obs, self.floor)
         return np.select([np.abs(diff) < TIE, diff > 0], [Label.EQUAL, Label.RIGHT], Label.LEFT)
 
 
@@ -276,15 +292,19 @@ class HopperBackflip(HopperEnv):
     `eval/landed_flips_mean` and `eval/rule_score_mean`. `reward_scale` multiplies the reward
     (not the score): the rule gives about 0.03 a step during a flip, where SAC's defaults are
     tuned for Hopper's own 1-3 a step. `practice`: the share of unseeded resets that start
-    mid-flip, from the states it kept of its own leaps, for one clip (`PRACTICE_SHARE`)."""
+    mid-flip, from the states it kept of its own leaps, for one clip (`PRACTICE_SHARE`).
+    `floor`: the reward costs `FLOOR_COST` a step with the torso or thigh down (the score
+    reported stays the rule's without it, comparable with every run's)."""
 
-    def __init__(self, reward_scale: float = 1.0, practice: float = PRACTICE_SHARE, **kwargs):
+    def __init__(self, reward_scale: float = 1.0, practice: float = PRACTICE_SHARE,
+                 floor: bool = False, **kwargs):  # fmt: skip
         if not 0.0 <= practice <= 1.0:  # (NaN fails too)
             raise ValueError(f"practice={practice!r}: the share of resets that start mid-flip "
                              "must be within [0, 1]")  # fmt: skip
         super().__init__(terminate_when_unhealthy=False, **kwargs)
         self.reward_scale = reward_scale
         self.practice = practice
+        self.floor = floor
         self.practice_starts: deque[tuple[np.ndarray, np.ndarray]] = deque(maxlen=PRACTICE_KEPT)
         self._practising = False
 
@@ -324,16 +344,20 @@ class HopperBackflip(HopperEnv):
         self._steps += 1
         truncated = truncated or (self._practising and self._steps >= SEGMENT_LENGTH)
         info["episode_metrics"] = {"landed_flips": self._landed, "rule_score": self._score}
-        return obs, self.reward_scale * score, terminated, truncated, info
+        reward = score - (FLOOR_COST * float(down) if self.floor else 0.0)
+        return obs, self.reward_scale * reward, terminated, truncated, info
 
 
 _NAME, _SCALED_NAME = ENV_ID.split(":")[1], SCALED_ENV_ID.split(":")[1]
+_FLOOR_NAME = FLOOR_ENV_ID.split(":")[1]
 if _NAME not in gym.registry:
     gym.register(_NAME, entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS)
     # The rule x100 as a hand-written reward for SAC: at x1 SAC on it learned nothing in 100k
     # steps (the rule's score of its evaluations stayed within 0.6 turns of 0, no flip landed).
     gym.register(_SCALED_NAME, entry_point=HopperBackflip,
                  max_episode_steps=EPISODE_STEPS, kwargs={"reward_scale": 100.0})  # fmt: skip
+    gym.register(_FLOOR_NAME, entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS,
+                 kwargs={"floor": True})  # fmt: skip
 
 
 # PEBBLE's ensemble (3 x 3x256, tanh), fitted for up to 50 epochs (B-Pref's reward_update).
@@ -347,7 +371,7 @@ def teach(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread
 
 
 def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spread: bool = False,
-            reward: RewardConfig = PEBBLE_REWARD,
+            reward: RewardConfig = PEBBLE_REWARD, floor: bool = False,
             **settings) -> PreferenceLearner:  # fmt: skip
     """PEBBLE with the schedule that reached 0.96 of SAC on walker-walk (`--preset
     pebble-walker-1000`): 1k random steps, 9k of unsupervised pre-training, then sessions of
@@ -355,7 +379,8 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
     `spread`: the sessions spread evenly over the whole run instead (every 45k steps of 500k),
     as rl-teacher asks for labels all through training (at a decaying rate): answers then come
     while the policy tries the landings it finds late, which the first 200k steps never show.
-    `reward`: the reward model (default PEBBLE_REWARD); `settings`: `PreferenceLearner`'s others
+    `reward`: the reward model (default PEBBLE_REWARD); `floor`: the teacher (and the env's
+    reward, which evaluations do not use) price time on the floor (`FLOOR_COST`); `settings`: `PreferenceLearner`'s others
     (they may replace the steps, schedule and evaluations said here). Evaluations play 5
     episodes, one on a short try (under 100k steps): each of the env's steps puts the pose
     through MuJoCo's collision check, so 5 episodes of 1000 steps would take longer than a short
@@ -370,7 +395,8 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
         "eval_interval": min(10_000, steps), "eval_episodes": 5 if steps >= 100_000 else 1,
         **settings,
     }  # fmt: skip
-    return PreferenceLearner(ENV_ID, BackflipTeacher(), steps=steps, seed=seed,
+    return PreferenceLearner(FLOOR_ENV_ID if floor else ENV_ID, BackflipTeacher(floor),
+                             steps=steps, seed=seed,
                              segment_length=SEGMENT_LENGTH, reward=reward, **settings)  # fmt: skip
 
 

@@ -473,6 +473,43 @@ def test_the_backflip_env_practises_landings_from_its_own_leaps():
             backflip.HopperBackflip(practice=bad)
 
 
+def test_the_backflip_rule_can_price_time_on_the_floor():
+    """`floor=True`: the rule's score costs `FLOOR_COST` for each step (after the first) with the
+    torso or thigh down, so its teacher prefers, of two clips alike but for that, the one that
+    lies less; the floor env's rewards add up to that score, while the score it reports for
+    evaluations stays the rule's without the cost."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import backflip
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    obs = np.zeros((100, 11))
+    obs[:, 0] = 1.2  # (standing)
+    lying, longer = obs.copy(), obs.copy()
+    lying[10:70, 0], longer[10:90, 0] = 0.07, 0.07  # (the torso on the floor: 60, 80 steps)
+    cost = backflip.FLOOR_COST
+    for clip, steps in ((lying, 60), (longer, 80)):
+        assert float(backflip.rule_score(clip, floor=True)) == pytest.approx(
+            float(backflip.rule_score(clip)) - steps * cost, abs=1e-9)  # fmt: skip
+    assert float(backflip.rule_score(lying)) - float(backflip.rule_score(longer)) < backflip.TIE
+    segments = [argparse.Namespace(obs=o[None]) for o in (lying, longer)]  # (what it reads)
+    assert backflip.BackflipTeacher().answer(*segments)[0] == Label.EQUAL  # (a tie without)
+    assert backflip.BackflipTeacher(floor=True).answer(*segments)[0] == Label.LEFT
+    env = prefrl.make_env(backflip.FLOOR_ENV_ID, seed=0)
+    seen, rewards, info = [env.reset(seed=0)[0]], [], {}
+    for action in np.random.default_rng(0).uniform(-1, 1, (backflip.EPISODE_STEPS, 3)):
+        o, r, _, _, info = env.step(action)
+        seen.append(o)
+        rewards.append(r)
+    seen = np.array(seen)
+    assert backflip.floor_contacts(seen)[0].sum() > 100  # (random actions fall and lie)
+    np.testing.assert_allclose(
+        sum(rewards), float(backflip.rule_score(seen, floor=True)), atol=1e-6
+    )
+    reported = info["episode_metrics"]["rule_score"]
+    np.testing.assert_allclose(reported, float(backflip.rule_score(seen)), atol=1e-6)
+
+
 def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, monkeypatch):
     """benchmarks/backflip.py reuses a run finished at its budget, resumes one finished short of
     a longer `--steps` from its last checkpoint, gives the held-temperature methods their SAC
@@ -520,6 +557,10 @@ def test_the_backflip_benchmark_runs_a_finished_run_on_to_more_steps(tmp_path, m
     assert taught[0][1]["ppo"].lr_anneal_steps == 0
     bench.train("pref-ppo-norm-anneal", 0, tmp_path, 3000)  # (its rate falls to 0 over the run)
     assert taught[1][1]["ppo"].lr_anneal_steps == 3000 and taught[1][1]["ppo"].normalize_obs
+    bench.train("pref-ppo-norm-floor", 0, tmp_path, 3000)  # (the teacher prices the floor)
+    assert taught[2][1]["floor"] and taught[2][1]["ppo"].normalize_obs
+    bench.train("rule-reward-ppo-floor", 0, tmp_path, 3000)  # (so does the rule's reward)
+    assert envs[-1] == bench.backflip.FLOOR_ENV_ID
 
 
 def test_the_landing_search_starts_from_the_policys_own_plan():
