@@ -432,7 +432,8 @@ PROJECTS = (
                 "steps. It turns one flip an episode and comes down on its back. PPO given the "
                 "rule without normalising (`--only rule-reward-ppo`) landed 1.0 flips an episode "
                 "at 0.95M and 1.05M and 0.2 at 3M on seed 0 (rule score 1.0), the first agent to "
-                "land any since the fifth rule's SAC; seed 1 none (3.8: unlanded flips)",
+                "land any since the fifth rule's SAC; seed 1 none (3.8: unlanded flips); seed 2 "
+                "1.0 in every evaluation from 400k to 3M but one (rule score 1.9 at 3M)",
                 "a backflip from about 900 labels", "pref-ppo-norm", "practice",
                 baseline="rule-reward-ppo-norm",
             ),
