@@ -348,8 +348,7 @@ class HopperBackflip(HopperEnv):
         return obs, self.reward_scale * reward, terminated, truncated, info
 
 
-_NAME, _SCALED_NAME = ENV_ID.split(":")[1], SCALED_ENV_ID.split(":")[1]
-_FLOOR_NAME = FLOOR_ENV_ID.split(":")[1]
+_NAME, _SCALED_NAME, _FLOOR_NAME = (i.split(":")[1] for i in (ENV_ID, SCALED_ENV_ID, FLOOR_ENV_ID))
 if _NAME not in gym.registry:
     gym.register(_NAME, entry_point=HopperBackflip, max_episode_steps=EPISODE_STEPS)
     # The rule x100 as a hand-written reward for SAC: at x1 SAC on it learned nothing in 100k
@@ -380,11 +379,11 @@ def learner(steps: int = 500_000, labels: int | None = None, seed: int = 0, spre
     as rl-teacher asks for labels all through training (at a decaying rate): answers then come
     while the policy tries the landings it finds late, which the first 200k steps never show.
     `reward`: the reward model (default PEBBLE_REWARD); `floor`: the teacher (and the env's
-    reward, which evaluations do not use) price time on the floor (`FLOOR_COST`); `settings`: `PreferenceLearner`'s others
-    (they may replace the steps, schedule and evaluations said here). Evaluations play 5
-    episodes, one on a short try (under 100k steps): each of the env's steps puts the pose
-    through MuJoCo's collision check, so 5 episodes of 1000 steps would take longer than a short
-    try's training."""
+    reward, which evaluations do not use) price time on the floor (`FLOOR_COST`); `settings`:
+    `PreferenceLearner`'s others (they may replace the steps, schedule and evaluations said
+    here). Evaluations play 5 episodes, one on a short try (under 100k steps): each of the env's
+    steps puts the pose through MuJoCo's collision check, so 5 episodes of 1000 steps would take
+    longer than a short try's training."""
     labels = labels or min(1000, max(10, steps // 500))
     sessions = max(1, labels // 100)
     interval = steps // (sessions + 1) if spread else min(20_000, steps // (sessions + 1))

@@ -53,6 +53,9 @@ def reference_segments(run: Path, length: int, last: int) -> tuple[np.ndarray, .
     windows = []
     for start, end in zip(np.r_[0, ends], np.r_[ends, len(played.rewards)], strict=True):
         windows += [slice(t, t + length) for t in range(start, end - length + 1, length)]
+    if not windows:
+        raise SystemExit(f"--last {last}: {run.name}'s played steps hold no whole episode "
+                         f"stretch of {length} steps (the pool's clip length); play more")  # fmt: skip
     return tuple(np.stack([col[w] for w in windows])
                  for col in (played.observations, played.actions, played.rewards))  # fmt: skip
 
